@@ -1,0 +1,65 @@
+// Config: everything `muster run` resolved from flags, MUSTER_* / PET_*
+// variables and defaults (DESIGN §1 precedence). Plain data; built once by
+// ParseRunFlags.
+#ifndef MUSTER_AGENT_CONFIG_H_
+#define MUSTER_AGENT_CONFIG_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "launch/restart_policy.h"
+
+namespace muster {
+
+// Which of a worker's streams (1 stdout, 2 stderr, 3 both) a -r/-t value
+// selects, per local rank; kAllRanks applies to every rank.
+struct StreamSelection {
+  static constexpr int kAllRanks = -1;
+  std::map<int, int> by_rank;  // local rank (or kAllRanks) -> bitmask 0..3
+  int For(int local_rank) const;
+};
+
+struct Config {
+  // What each worker runs.
+  std::vector<std::string> command;  // training script (or module / program) and its args
+  bool module = false;               // -m: python -u -m MODULE
+  bool no_python = false;            // --no-python: exec the command directly
+  std::string python_exec = "python3";
+
+  // Shape of the job.
+  int min_nodes = 1, max_nodes = 1;
+  std::string nproc_spec = "1";  // as given: N, cpu, gpu or auto
+  int nproc_per_node = 1;        // resolved
+  std::string role = "default";
+  bool standalone = false;
+  std::string run_id = "none";
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool master_port_given = false;
+
+  // Failure handling.
+  int max_restarts = 0;
+  RestartPolicy restart_policy = RestartPolicy::kExitCode;
+  std::set<int> restartable_exit_codes;
+  absl::Duration shutdown_timeout = absl::Seconds(30);
+  std::vector<int> signals_to_handle;
+
+  // Output.
+  std::string log_dir;  // empty: a temporary directory, removed at exit
+  StreamSelection redirects, tee;
+  std::set<int> local_ranks_filter;  // empty: all ranks on the console
+  std::string log_line_prefix_template = "[${role_name}${local_rank}]:";
+  std::string log_level = "info";
+
+  bool dry_run = false;
+  // Where each value came from, for --dry-run ("flag", "MUSTER_NNODES",
+  // "PET_NNODES").
+  std::map<std::string, std::string> sources;
+};
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_CONFIG_H_

@@ -1,0 +1,59 @@
+#include "agent/dry_run.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/worker_env.h"
+#include "base/duration.h"
+#include "launch/exit_status.h"
+
+namespace muster {
+
+std::string DescribeConfig(const Config& c, const std::map<std::string, std::string>& env) {
+  std::string out = "muster run --dry-run: resolved configuration\n";
+  auto line = [&](std::string_view key, const std::string& value) {
+    absl::StrAppend(&out, "  ", std::string(key),
+                    std::string(24 - std::min<size_t>(key.size(), 23), ' '), value, "\n");
+  };
+  auto source = [&](const char* flag) {
+    auto it = c.sources.find(flag);
+    return it == c.sources.end() ? std::string(" (default)")
+                                 : absl::StrCat(" (from ", it->second, ")");
+  };
+  line("nodes",
+       absl::StrCat(c.min_nodes == c.max_nodes ? std::to_string(c.max_nodes)
+                                               : absl::StrCat(c.min_nodes, ":", c.max_nodes),
+                    source("nnodes")));
+  line("nproc per node",
+       absl::StrCat(c.nproc_per_node, " (", c.nproc_spec, ")", source("nproc-per-node")));
+  line("world size", std::to_string(c.nproc_per_node * c.max_nodes));
+  line("role", c.role + source("role"));
+  line("run id",
+       (c.standalone && c.run_id == "none" ? std::string("random (standalone)") : c.run_id) +
+           source("rdzv-id"));
+  line("master", absl::StrCat(c.master_addr, ":",
+                              c.standalone && !c.master_port_given ? std::string("free port")
+                                                                   : std::to_string(c.master_port),
+                              " (static store, TORCHELASTIC_USE_AGENT_STORE=False)"));
+  line("restart policy",
+       absl::StrCat(RestartPolicyName(c.restart_policy), ", max restarts ", c.max_restarts,
+                    ", restartable codes ", absl::StrJoin(c.restartable_exit_codes, ",")));
+  std::vector<std::string> sigs;
+  for (int s : c.signals_to_handle) sigs.push_back(SignalName(s));
+  line("signals", absl::StrCat(absl::StrJoin(sigs, ","), "; SIGKILL after ",
+                               HumanDuration(c.shutdown_timeout)));
+  line("log dir", c.log_dir.empty() ? std::string("temporary (removed at exit)") : c.log_dir);
+  std::vector<std::string> detected;
+  for (const auto& [k, v] : env) {
+    if (k.rfind("MUSTER_", 0) == 0 || k.rfind("PET_", 0) == 0) detected.push_back(k);
+  }
+  for (const char* k : {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "JOB_COMPLETION_INDEX",
+                        "VC_TASK_INDEX", "POD_IP", "CUDA_VISIBLE_DEVICES", "PYTHON_EXEC"}) {
+    if (env.count(k)) detected.push_back(k);
+  }
+  line("env sources detected",
+       detected.empty() ? std::string("none") : absl::StrJoin(detected, " "));
+  line("command", absl::StrJoin(BuildWorkerArgv(c), " "));
+  return out;
+}
+
+}  // namespace muster

@@ -1,0 +1,528 @@
+#include "agent/flags.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/duration.h"
+#include "base/status_macros.h"
+#include "launch/signals.h"
+
+namespace muster {
+namespace {
+
+// One flag of `muster run`. `name` is the dash spelling without "--"; the
+// underscore spelling, MUSTER_<NAME> and PET_<NAME> are derived from it.
+struct FlagSpec {
+  const char* name;
+  char short_name;  // 0: none
+  bool takes_value;
+  const char* group;
+  const char* default_text;
+  const char* help;
+};
+
+constexpr FlagSpec kFlags[] = {
+    {"nnodes", 0, true, "Job", "1", "number of nodes, N or MIN:MAX (only 1 in this build)"},
+    {"nproc-per-node", 0, true, "Job", "1", "workers on this node: N, cpu, gpu or auto"},
+    {"standalone", 0, false, "Job", "off", "single node, private store port and a fresh run id"},
+    {"rdzv-id", 0, true, "Job", "none", "run id shared by the job (alias --run-id)"},
+    {"run-id", 0, true, "Job", "none", "alias of --rdzv-id"},
+    {"role", 0, true, "Job", "default", "worker role name (ROLE_NAME)"},
+    {"master-addr", 0, true, "Job", "127.0.0.1", "MASTER_ADDR given to workers"},
+    {"master-port", 0, true, "Job", "29500",
+     "MASTER_PORT given to workers (--standalone: free port)"},
+    {"rdzv-backend", 0, true, "Job", "static",
+     "accepted for torchrun compatibility; muster has its own"},
+    {"module", 'm', false, "Command", "off", "run the command as a Python module (python -m)"},
+    {"no-python", 0, false, "Command", "off", "exec the command directly, not through Python"},
+    {"max-restarts", 0, true, "Failures", "0", "job-wide restart budget"},
+    {"restart-policy", 0, true, "Failures", "ExitCode", "Never, OnFailure, Always or ExitCode"},
+    {"restartable-exit-codes", 0, true, "Failures", "130,137,138,143",
+     "codes that restart the job under ExitCode"},
+    {"shutdown-timeout", 0, true, "Failures", "30s", "grace period between SIGTERM and SIGKILL"},
+    {"signals-to-handle", 0, true, "Failures", "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+     "signals forwarded to workers before the agent exits 128+N"},
+    {"monitor-interval", 0, true, "Failures", "-",
+     "accepted for torchrun compatibility; muster is event driven and never "
+     "polls"},
+    {"log-dir", 0, true, "Output", "temporary",
+     "per-rank logs: attempt_N/<local_rank>/std{out,err}.log"},
+    {"redirects", 'r', true, "Output", "0", "streams to files only: 0-3 or 0:1,1:2 per local rank"},
+    {"tee", 't', true, "Output", "0", "streams to files and console: 0-3 or 0:1,1:2"},
+    {"local-ranks-filter", 0, true, "Output", "all", "local ranks shown on the console, e.g. 0,3"},
+    {"log-line-prefix-template", 0, true, "Output", "[${role_name}${local_rank}]:",
+     "console prefix; ${role_name} ${local_rank} ${rank} ${hostname}"},
+    {"log-level", 0, true, "Output", "info", "agent log level (also LOGLEVEL)"},
+    {"dry-run", 0, false, "Other", "off", "print the resolved configuration and exit"},
+};
+
+std::string EnvSuffix(std::string_view name) {
+  return absl::AsciiStrToUpper(
+      absl::StrReplaceAll(absl::string_view(name.data(), name.size()), {{"-", "_"}}));
+}
+
+const FlagSpec* FindFlag(std::string_view word) {
+  for (const FlagSpec& f : kFlags) {
+    std::string dash = absl::StrCat("--", f.name);
+    std::string under = absl::StrReplaceAll(dash, {{"-", "_"}});
+    under.replace(0, 2, "--");
+    if (word == dash || word == under) return &f;
+    if (f.short_name != 0 && word.size() == 2 && word[0] == '-' && word[1] == f.short_name) {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
+absl::Status Invalid(absl::string_view where, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+}
+
+absl::StatusOr<int> ParseNonNegative(absl::string_view where, absl::string_view text) {
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 0) {
+    return Invalid(where, absl::StrCat("'", text, "' is not a non-negative integer"));
+  }
+  return value;
+}
+
+absl::StatusOr<StreamSelection> ParseStreams(absl::string_view where, absl::string_view text) {
+  StreamSelection sel;
+  auto mask = [&](absl::string_view v) -> absl::StatusOr<int> {
+    int m = 0;
+    if (!absl::SimpleAtoi(v, &m) || m < 0 || m > 3) {
+      return Invalid(
+          where, absl::StrCat("'", v, "' must be 0 (none), 1 (stdout), 2 (stderr) or 3 (both)"));
+    }
+    return m;
+  };
+  absl::string_view t = text;
+  if (t.find(':') == absl::string_view::npos) {
+    ASSIGN_OR_RETURN(int m, mask(t));
+    sel.by_rank[StreamSelection::kAllRanks] = m;
+    return sel;
+  }
+  for (absl::string_view part : absl::StrSplit(t, ',', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, ':');
+    int rank = 0;
+    if (!absl::SimpleAtoi(kv.first, &rank) || rank < 0) {
+      return Invalid(where, absl::StrCat("'", part, "' must be LOCAL_RANK:STREAMS, e.g. 0:1,1:2"));
+    }
+    ASSIGN_OR_RETURN(int m, mask(kv.second));
+    sel.by_rank[rank] = m;
+  }
+  return sel;
+}
+
+int CountAffinityCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int CountNvidiaDevices() {
+  int count = 0;
+  DIR* dir = opendir("/dev");
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) {
+    std::string_view n = e->d_name;
+    if (n.size() > 6 && n.substr(0, 6) == "nvidia" &&
+        n.find_first_not_of("0123456789", 6) == std::string_view::npos) {
+      ++count;
+    }
+  }
+  closedir(dir);
+  return count;
+}
+
+// Environment variables operators set at node level (DESIGN §4.8). They are not
+// passed to workers as worker ranks, but a malformed one is a configuration
+// error worth stopping on.
+constexpr const char* kNumericNodeVars[] = {
+    "WORLD_SIZE", "RANK", "NODE_RANK", "MASTER_PORT", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"};
+
+}  // namespace
+
+int StreamSelection::For(int local_rank) const {
+  auto it = by_rank.find(local_rank);
+  if (it != by_rank.end()) return it->second;
+  it = by_rank.find(kAllRanks);
+  return it == by_rank.end() ? 0 : it->second;
+}
+
+HostInfo HostInfo::Detect(const std::map<std::string, std::string>& env) {
+  HostInfo h;
+  h.cpus = CountAffinityCpus();
+  auto it = env.find("CUDA_VISIBLE_DEVICES");
+  if (it != env.end()) {
+    for (absl::string_view d : absl::StrSplit(it->second, ',', absl::SkipWhitespace())) {
+      if (d == "-1" || d == "NoDevFiles") break;  // CUDA stops at the first invalid entry
+      ++h.gpus;
+    }
+  } else {
+    h.gpus = CountNvidiaDevices();
+  }
+  return h;
+}
+
+bool RunHelpRequested(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") return true;
+    if (a == "--" || a.empty() || a[0] != '-') return false;  // the command starts here
+    const FlagSpec* f = FindFlag(a);
+    if (f != nullptr && f->takes_value && a.find('=') == std::string::npos) ++i;  // its value
+  }
+  return false;
+}
+
+std::string RunHelp() {
+  std::string out =
+      "Usage: muster run [flags] [--] SCRIPT_OR_CMD [ARGS...]\n\n"
+      "Starts this node's workers with the environment torch's env:// expects, "
+      "supervises\n"
+      "them, restarts the group on restartable failures and exits with the "
+      "root cause.\n"
+      "Every flag may be spelled with dashes or underscores and set as "
+      "MUSTER_<FLAG> or\n"
+      "PET_<FLAG> (precedence: flag > MUSTER_* > PET_* > default).\n";
+  std::string group;
+  for (const FlagSpec& f : kFlags) {
+    if (group != f.group) {
+      group = f.group;
+      absl::StrAppend(&out, "\n", group, ":\n");
+    }
+    std::string names = f.short_name
+                            ? absl::StrCat("-", std::string(1, f.short_name), ", --", f.name)
+                            : absl::StrCat("    --", f.name);
+    if (f.takes_value) absl::StrAppend(&names, " V");
+    absl::StrAppend(&out, "  ", names, std::string(names.size() < 30 ? 30 - names.size() : 1, ' '),
+                    f.help, " (default: ", f.default_text, ")\n");
+  }
+  absl::StrAppend(&out,
+                  "\nEnvironment: PYTHON_EXEC (interpreter, default python3), LOGLEVEL.\n"
+                  "Exit codes: 0 success; the root-cause worker's code (e.g. 1, 137); 2 "
+                  "bad "
+                  "flags or environment;\n126/127 command not executable / not found; "
+                  "128+N "
+                  "agent stopped by signal N.\n");
+  return out;
+}
+
+absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
+                                     const std::map<std::string, std::string>& env,
+                                     const HostInfo& host) {
+  // Pass 1: split flags from the command; the first word that is not a flag (or
+  // the word after "--") starts the command, and everything after it belongs to
+  // the command.
+  std::map<std::string, std::string> given;  // flag name -> value ("1" for switches)
+  Config c;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-' || a == "-") break;
+    std::string word = a, value;
+    bool has_inline = false;
+    size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      word = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_inline = true;
+    }
+    const FlagSpec* f = FindFlag(word);
+    if (f == nullptr) {
+      return Invalid(word, "unknown flag; see `muster run --help`");
+    }
+    if (f->takes_value) {
+      if (!has_inline) {
+        if (i + 1 >= args.size()) return Invalid(word, "needs a value");
+        value = args[++i];
+      }
+    } else {
+      if (has_inline) return Invalid(word, "is a switch and takes no value");
+      value = "1";
+    }
+    given[f->name] = value;
+  }
+  c.command.assign(args.begin() + i, args.end());
+
+  // Pass 2: resolve each flag from flag > MUSTER_* > PET_* > default.
+  auto lookup = [&](const char* name) -> std::optional<std::pair<std::string, std::string>> {
+    auto g = given.find(name);
+    if (g != given.end()) return std::make_pair(g->second, absl::StrCat("--", name));
+    for (const char* prefix : {"MUSTER_", "PET_"}) {
+      std::string var = absl::StrCat(prefix, EnvSuffix(name));
+      auto e = env.find(var);
+      if (e != env.end()) return std::make_pair(e->second, var);
+    }
+    return std::nullopt;
+  };
+  auto boolean = [&](const char* name, bool* out) -> absl::Status {
+    auto v = lookup(name);
+    if (!v) return absl::OkStatus();
+    std::string lower = absl::AsciiStrToLower(v->first);
+    if (lower == "1" || lower == "true" || lower == "yes") {
+      *out = true;
+    } else if (lower == "0" || lower == "false" || lower == "no" || lower.empty()) {
+      *out = false;
+    } else {
+      return Invalid(v->second, absl::StrCat("'", v->first, "' is not a boolean; use 1 or 0"));
+    }
+    c.sources[name] = v->second;
+    return absl::OkStatus();
+  };
+  // Runs `apply(value, where)` when the flag was set anywhere.
+  auto with = [&](const char* name,
+                  const std::function<absl::Status(const std::string&, const std::string&)>& apply)
+      -> absl::Status {
+    auto v = lookup(name);
+    if (!v) return absl::OkStatus();
+    c.sources[name] = v->second;
+    return apply(v->first, v->second);
+  };
+
+  RETURN_IF_ERROR(boolean("standalone", &c.standalone));
+  RETURN_IF_ERROR(boolean("module", &c.module));
+  RETURN_IF_ERROR(boolean("no-python", &c.no_python));
+  RETURN_IF_ERROR(boolean("dry-run", &c.dry_run));
+
+  RETURN_IF_ERROR(with("nnodes", [&](const std::string& v, const std::string& w) -> absl::Status {
+    std::vector<std::string> parts = absl::StrSplit(v, ':');
+    int lo = 0, hi = 0;
+    bool ok = parts.size() <= 2 && absl::SimpleAtoi(parts[0], &lo) &&
+              absl::SimpleAtoi(parts.back(), &hi) && lo >= 1 && hi >= 1;
+    if (!ok) return Invalid(w, absl::StrCat("'", v, "' must be N or MIN:MAX with N >= 1"));
+    if (lo > hi)
+      return Invalid(w, absl::StrCat("'", v, "': MIN ", lo, " is greater than MAX ", hi));
+    c.min_nodes = lo;
+    c.max_nodes = hi;
+    return absl::OkStatus();
+  }));
+  if (c.max_nodes > 1) {
+    return Invalid(c.sources["nnodes"],
+                   "multi-node jobs need the gRPC rendezvous, which this build "
+                   "does not have yet; "
+                   "use --nnodes 1 (or --standalone)");
+  }
+
+  RETURN_IF_ERROR(
+      with("nproc-per-node", [&](const std::string& v, const std::string& w) -> absl::Status {
+        c.nproc_spec = v;
+        return absl::OkStatus();
+      }));
+  {
+    const std::string& v = c.nproc_spec;
+    std::string where =
+        c.sources.count("nproc-per-node") ? c.sources["nproc-per-node"] : "--nproc-per-node";
+    int n = 0;
+    if (v == "cpu") {
+      n = host.cpus;
+    } else if (v == "gpu") {
+      if (host.gpus == 0) {
+        return Invalid(where,
+                       "'gpu' but no GPU is visible (no /dev/nvidiaN, or "
+                       "CUDA_VISIBLE_DEVICES "
+                       "empty); give a number or 'cpu'");
+      }
+      n = host.gpus;
+    } else if (v == "auto") {
+      n = host.gpus > 0 ? host.gpus : host.cpus;
+    } else if (!absl::SimpleAtoi(v, &n) || n < 1) {
+      return Invalid(where, absl::StrCat("'", v, "' must be a positive number, cpu, gpu or auto"));
+    }
+    c.nproc_per_node = n;
+  }
+
+  RETURN_IF_ERROR(with("role", [&](const std::string& v, const std::string& w) -> absl::Status {
+    if (v.empty()) return Invalid(w, "must not be empty");
+    c.role = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(with("run-id", [&](const std::string& v, const std::string&) {
+    c.run_id = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(with("rdzv-id", [&](const std::string& v, const std::string&) {
+    c.run_id = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(
+      with("master-addr", [&](const std::string& v, const std::string& w) -> absl::Status {
+        if (v.empty()) return Invalid(w, "must not be empty");
+        c.master_addr = v;
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(
+      with("master-port", [&](const std::string& v, const std::string& w) -> absl::Status {
+        ASSIGN_OR_RETURN(int port, ParseNonNegative(w, v));
+        if (port < 1 || port > 65535)
+          return Invalid(w, absl::StrCat("'", v, "' is not a port (1..65535)"));
+        c.master_port = port;
+        c.master_port_given = true;
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(
+      with("rdzv-backend", [&](const std::string& v, const std::string& w) -> absl::Status {
+        if (v != "static" && v != "c10d" && v != "etcd" && v != "etcd-v2") {
+          return Invalid(
+              w, absl::StrCat("'", v, "' is not a torchrun backend (static, c10d, etcd, etcd-v2)"));
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(
+      with("max-restarts", [&](const std::string& v, const std::string& w) -> absl::Status {
+        ASSIGN_OR_RETURN(c.max_restarts, ParseNonNegative(w, v));
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(
+      with("restart-policy", [&](const std::string& v, const std::string& w) -> absl::Status {
+        absl::StatusOr<RestartPolicy> p = ParseRestartPolicy(v);
+        if (!p.ok())
+          return Invalid(w, absl::StrCat("'", v,
+                                         "' is not a policy; use Never, "
+                                         "OnFailure, Always or ExitCode"));
+        c.restart_policy = *p;
+        return absl::OkStatus();
+      }));
+  c.restartable_exit_codes = DefaultRestartableExitCodes();
+  RETURN_IF_ERROR(with("restartable-exit-codes",
+                       [&](const std::string& v, const std::string& w) -> absl::Status {
+                         absl::StatusOr<std::set<int>> codes = ParseExitCodeList(v);
+                         if (!codes.ok()) return Invalid(w, codes.status().message());
+                         c.restartable_exit_codes = *codes;
+                         return absl::OkStatus();
+                       }));
+  RETURN_IF_ERROR(
+      with("shutdown-timeout", [&](const std::string& v, const std::string& w) -> absl::Status {
+        absl::StatusOr<absl::Duration> d = ParseDuration(v);
+        if (!d.ok()) return Invalid(w, d.status().message());
+        c.shutdown_timeout = *d;
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(
+      with("monitor-interval", [&](const std::string& v, const std::string& w) -> absl::Status {
+        absl::StatusOr<absl::Duration> d = ParseDuration(v);
+        if (!d.ok()) return Invalid(w, d.status().message());
+        return absl::OkStatus();
+      }));
+  std::string signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  RETURN_IF_ERROR(with("signals-to-handle", [&](const std::string& v, const std::string&) {
+    signals = v;
+    return absl::OkStatus();
+  }));
+  {
+    absl::StatusOr<std::vector<int>> parsed = ParseSignalList(signals);
+    if (!parsed.ok()) return parsed.status();
+    c.signals_to_handle = *parsed;
+  }
+  RETURN_IF_ERROR(with("log-dir", [&](const std::string& v, const std::string& w) -> absl::Status {
+    if (v.empty()) return Invalid(w, "must not be empty");
+    c.log_dir = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(
+      with("redirects", [&](const std::string& v, const std::string& w) -> absl::Status {
+        ASSIGN_OR_RETURN(c.redirects, ParseStreams(w, v));
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(with("tee", [&](const std::string& v, const std::string& w) -> absl::Status {
+    ASSIGN_OR_RETURN(c.tee, ParseStreams(w, v));
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(
+      with("local-ranks-filter", [&](const std::string& v, const std::string& w) -> absl::Status {
+        for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+          ASSIGN_OR_RETURN(int r, ParseNonNegative(w, part));
+          c.local_ranks_filter.insert(r);
+        }
+        return absl::OkStatus();
+      }));
+  if (auto e = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); e != env.end()) {
+    c.log_line_prefix_template = e->second;
+  }
+  RETURN_IF_ERROR(with("log-line-prefix-template", [&](const std::string& v, const std::string&) {
+    c.log_line_prefix_template = v;
+    return absl::OkStatus();
+  }));
+  if (auto e = env.find("LOGLEVEL"); e != env.end()) c.log_level = absl::AsciiStrToLower(e->second);
+  RETURN_IF_ERROR(with("log-level", [&](const std::string& v, const std::string&) {
+    c.log_level = absl::AsciiStrToLower(v);
+    return absl::OkStatus();
+  }));
+  if (auto e = env.find("PYTHON_EXEC"); e != env.end() && !e->second.empty()) {
+    c.python_exec = e->second;
+  }
+
+  // Cross-checks.
+  if (c.module && c.no_python) {
+    return Invalid("--module", "cannot be combined with --no-python (a module needs Python)");
+  }
+  for (const char* var : kNumericNodeVars) {
+    auto e = env.find(var);
+    if (e == env.end()) continue;
+    int value = 0;
+    if (!absl::SimpleAtoi(e->second, &value) || value < 0) {
+      return Invalid(var, absl::StrCat("'", e->second,
+                                       "' in the environment is not a non-negative integer; "
+                                       "fix or unset it (operators set it per node)"));
+    }
+  }
+  if (c.command.empty()) {
+    return Invalid("command", "missing; usage: muster run [flags] [--] SCRIPT_OR_CMD [ARGS...]");
+  }
+  if (!c.module && !c.no_python) {
+    struct stat st;
+    if (stat(c.command[0].c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return Invalid("training script",
+                     absl::StrCat("'", c.command[0], "' not found from ",
+                                  "the current directory; "
+                                  "give the script's path, or use -m for a module or --no-python "
+                                  "for a program"));
+    }
+  }
+  if (!c.log_dir.empty()) {
+    // mkdir -p, then prove we can create a file there.
+    std::string partial;
+    for (absl::string_view part : absl::StrSplit(c.log_dir, '/')) {
+      absl::StrAppend(&partial, part, "/");
+      if (part.empty()) continue;
+      if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        return Invalid(c.sources["log-dir"],
+                       absl::StrCat("cannot create '", partial, "': ", strerror(errno),
+                                    "; choose a writable directory"));
+      }
+    }
+    std::string probe = absl::StrCat(c.log_dir, "/.muster_write_test");
+    int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return Invalid(c.sources["log-dir"],
+                     absl::StrCat("'", c.log_dir, "' is not writable: ", strerror(errno),
+                                  "; choose a writable directory"));
+    }
+    close(fd);
+    unlink(probe.c_str());
+  }
+  return c;
+}
+
+}  // namespace muster

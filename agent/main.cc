@@ -1,0 +1,85 @@
+// muster: the node agent's entry point. Dispatches subcommands and wires the
+// layers.
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/dry_run.h"
+#include "agent/flags.h"
+#include "base/logging.h"
+
+extern char** environ;
+
+namespace muster {
+namespace {
+
+constexpr int kExitUsage = 2;
+
+std::map<std::string, std::string> ReadEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out,
+               "Usage: muster COMMAND [flags]\n\n"
+               "Commands:\n"
+               "  run [flags] [--] SCRIPT_OR_CMD [ARGS...]   start and supervise this "
+               "node's workers\n"
+               "  --version                                  print the version\n\n"
+               "`muster run --help` lists the flags.\n");
+}
+
+int RunCommand(const std::vector<std::string>& args) {
+  if (RunHelpRequested(args)) {
+    std::fputs(RunHelp().c_str(), stdout);
+    return 0;
+  }
+  std::map<std::string, std::string> env = ReadEnvironment();
+  absl::StatusOr<Config> config = ParseRunFlags(args, env, HostInfo::Detect(env));
+  if (!config.ok()) {
+    std::fprintf(stderr, "muster run: %s\n", std::string(config.status().message()).c_str());
+    return kExitUsage;
+  }
+  if (config->dry_run) {
+    std::fputs(DescribeConfig(*config, env).c_str(), stdout);
+    return 0;
+  }
+  InitLogging(config->log_level);
+  Agent agent(*std::move(config), std::move(env));
+  return agent.Run();
+}
+
+}  // namespace
+}  // namespace muster
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    muster::PrintUsage(stderr);
+    return muster::kExitUsage;
+  }
+  const std::string& cmd = args[0];
+  if (cmd == "--version" || cmd == "-V" || cmd == "version") {
+    std::printf("muster %s\n", MUSTER_VERSION);
+    return 0;
+  }
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    muster::PrintUsage(stdout);
+    return 0;
+  }
+  if (cmd == "run") return muster::RunCommand({args.begin() + 1, args.end()});
+  std::fprintf(stderr, "muster: unknown command '%s'\n", cmd.c_str());
+  muster::PrintUsage(stderr);
+  return muster::kExitUsage;
+}

@@ -1,0 +1,66 @@
+#include "agent/worker_env.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace muster {
+
+std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& agent_env,
+                                        const Config& config, const WorkerPlacement& p,
+                                        const RoundInfo& round) {
+  std::map<std::string, std::string> env = agent_env;
+  auto set = [&](const char* name, const std::string& value) { env[name] = value; };
+  auto num = [&](const char* name, int value) { env[name] = std::to_string(value); };
+  num("LOCAL_RANK", p.local_rank);
+  num("RANK", p.rank);
+  num("GROUP_RANK", p.group_rank);
+  num("ROLE_RANK", p.role_rank);
+  set("ROLE_NAME", config.role);
+  num("LOCAL_WORLD_SIZE", p.local_world_size);
+  num("WORLD_SIZE", p.world_size);
+  num("GROUP_WORLD_SIZE", p.group_world_size);
+  num("ROLE_WORLD_SIZE", p.role_world_size);
+  set("MASTER_ADDR", round.master_addr);
+  num("MASTER_PORT", round.master_port);
+  num("TORCHELASTIC_RESTART_COUNT", round.restart_count);
+  num("TORCHELASTIC_MAX_RESTARTS", config.max_restarts);
+  set("TORCHELASTIC_RUN_ID", round.run_id);
+  set("TORCHELASTIC_USE_AGENT_STORE", round.use_agent_store ? "True" : "False");
+  set("TORCHELASTIC_ERROR_FILE", round.error_file);
+  // torch >= 2.2 reads the TORCH_ name, 1.x only the old one (torch_contract.md
+  // §5.2).
+  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
+    if (!env.count(name)) set(name, "1");
+  }
+  // torchrun sets OMP_NUM_THREADS=1 in its own environment when unset and nproc
+  // > 1.
+  if (!env.count("OMP_NUM_THREADS") && p.local_world_size > 1) set("OMP_NUM_THREADS", "1");
+  // Not set by torchrun; launchers users come from (DeepSpeed, Horovod,
+  // seeds/004) do.
+  num("NODE_RANK", p.group_rank);
+
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(absl::StrCat(k, "=", v));
+  return out;
+}
+
+std::vector<std::string> BuildWorkerArgv(const Config& config) {
+  std::vector<std::string> argv;
+  if (!config.no_python) {
+    argv = {config.python_exec, "-u"};
+    if (config.module) argv.push_back("-m");
+  }
+  argv.insert(argv.end(), config.command.begin(), config.command.end());
+  return argv;
+}
+
+std::string ExpandPrefix(const std::string& tmpl, const std::string& role, const WorkerPlacement& p,
+                         const std::string& hostname) {
+  return absl::StrReplaceAll(tmpl, {{"${role_name}", role},
+                                    {"${local_rank}", std::to_string(p.local_rank)},
+                                    {"${rank}", std::to_string(p.rank)},
+                                    {"${hostname}", hostname}});
+}
+
+}  // namespace muster

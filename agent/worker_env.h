@@ -1,0 +1,53 @@
+// The environment and command line of one worker: exactly what torchrun gives
+// (reference/torch_contract.md §2.1-2.2, DESIGN §4.1), plus NODE_RANK. Pure
+// functions.
+#ifndef MUSTER_AGENT_WORKER_ENV_H_
+#define MUSTER_AGENT_WORKER_ENV_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/config.h"
+
+namespace muster {
+
+// Where one worker sits in the job, for one round.
+struct WorkerPlacement {
+  int local_rank = 0;
+  int rank = 0;
+  int group_rank = 0;  // node rank
+  int group_world_size = 1;
+  int local_world_size = 1;
+  int world_size = 1;
+  int role_rank = 0;
+  int role_world_size = 1;
+};
+
+// What the round gives every worker.
+struct RoundInfo {
+  int restart_count = 0;
+  std::string master_addr;
+  int master_port = 0;
+  std::string run_id;
+  bool use_agent_store = false;
+  std::string error_file;  // this worker's TORCHELASTIC_ERROR_FILE
+};
+
+// The agent's environment, updated with the torchrun set. Sorted "NAME=value"
+// strings.
+std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& agent_env,
+                                        const Config& config, const WorkerPlacement& placement,
+                                        const RoundInfo& round);
+
+// [python, -u, (-m), script, args...] or the command itself with --no-python.
+std::vector<std::string> BuildWorkerArgv(const Config& config);
+
+// Expands ${role_name} ${local_rank} ${rank} ${hostname} in the console prefix
+// template.
+std::string ExpandPrefix(const std::string& tmpl, const std::string& role,
+                         const WorkerPlacement& placement, const std::string& hostname);
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_WORKER_ENV_H_

@@ -1,0 +1,62 @@
+#include "agent/worker_env.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+
+namespace muster {
+namespace {
+
+std::map<std::string, std::string> AsMap(const std::vector<std::string>& env) {
+  std::map<std::string, std::string> m;
+  for (const std::string& kv : env) m[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+  return m;
+}
+
+TEST(WorkerEnvTest, TorchrunSetPlusNodeRank) {
+  Config c;
+  c.max_restarts = 3;
+  WorkerPlacement p{1, 1, 0, 1, 4, 4, 1, 4};
+  RoundInfo r{2, "127.0.0.1", 29500, "job", false, "/tmp/e.json"};
+  auto env = AsMap(BuildWorkerEnv({{"HOME", "/root"}, {"RANK", "7"}}, c, p, r));
+  EXPECT_EQ(env["HOME"], "/root");
+  EXPECT_EQ(env["RANK"], "1");  // a node-level RANK never leaks to workers
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(env["NODE_RANK"], "0");
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+}
+
+TEST(WorkerEnvTest, OmpKeptWhenSetOrSingleWorker) {
+  Config c;
+  WorkerPlacement one{0, 0, 0, 1, 1, 1, 0, 1};
+  EXPECT_EQ(AsMap(BuildWorkerEnv({}, c, one, {})).count("OMP_NUM_THREADS"), 0u);
+  WorkerPlacement two{0, 0, 0, 1, 2, 2, 0, 2};
+  EXPECT_EQ(AsMap(BuildWorkerEnv({{"OMP_NUM_THREADS", "8"}}, c, two, {}))["OMP_NUM_THREADS"], "8");
+}
+
+TEST(WorkerEnvTest, Argv) {
+  Config c;
+  c.command = {"train.py", "--lr", "1"};
+  EXPECT_EQ(BuildWorkerArgv(c),
+            (std::vector<std::string>{"python3", "-u", "train.py", "--lr", "1"}));
+  c.module = true;
+  EXPECT_EQ(BuildWorkerArgv(c)[2], "-m");
+  c.module = false;
+  c.no_python = true;
+  EXPECT_EQ(BuildWorkerArgv(c)[0], "train.py");
+}
+
+TEST(WorkerEnvTest, Prefix) {
+  WorkerPlacement p{3, 11, 2, 4, 4, 16, 11, 16};
+  EXPECT_EQ(ExpandPrefix("[${role_name}${local_rank}]:", "trainer", p, "h"), "[trainer3]:");
+  EXPECT_EQ(ExpandPrefix("${hostname}/${rank}|", "x", p, "node7"), "node7/11|");
+}
+
+}  // namespace
+}  // namespace muster

@@ -1,0 +1,116 @@
+#include "base/event_loop.h"
+
+#include <time.h>
+
+#include <cerrno>
+#include <cmath>
+#include <vector>
+
+#include "base/errno_status.h"
+
+namespace muster {
+
+absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
+  int fd = epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("epoll_create1", errno);
+  std::unique_ptr<EventLoop> loop(new EventLoop());
+  loop->epoll_fd_.reset(fd);
+  return loop;
+}
+
+absl::Status EventLoop::Add(int fd, uint32_t events, FdCallback cb) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    return ErrnoStatus("epoll_ctl(ADD)", errno);
+  }
+  callbacks_[fd] = std::make_shared<FdCallback>(std::move(cb));
+  return absl::OkStatus();
+}
+
+absl::Status EventLoop::Modify(int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) {
+    return ErrnoStatus("epoll_ctl(MOD)", errno);
+  }
+  return absl::OkStatus();
+}
+
+void EventLoop::Remove(int fd) {
+  if (callbacks_.erase(fd) == 0) return;
+  // ENOENT/EBADF only if the caller already closed the fd, which the kernel
+  // then dropped from the epoll set by itself; nothing is left to undo.
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
+}
+
+EventLoop::TimerId EventLoop::AddTimer(absl::Time deadline, TimerCallback cb) {
+  TimerId id = next_timer_id_++;
+  deadlines_.emplace(deadline, id);
+  timers_.emplace(id, std::make_pair(deadline, std::move(cb)));
+  return id;
+}
+
+void EventLoop::CancelTimer(TimerId id) {
+  auto it = timers_.find(id);
+  if (it == timers_.end()) return;
+  auto range = deadlines_.equal_range(it->second.first);
+  for (auto d = range.first; d != range.second; ++d) {
+    if (d->second == id) {
+      deadlines_.erase(d);
+      break;
+    }
+  }
+  timers_.erase(it);
+}
+
+absl::Time EventLoop::Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return absl::TimeFromTimespec(ts);
+}
+
+void EventLoop::FireDueTimers() {
+  absl::Time now = Now();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    TimerId id = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
+    auto it = timers_.find(id);
+    if (it == timers_.end()) continue;
+    TimerCallback cb = std::move(it->second.second);
+    timers_.erase(it);
+    cb();
+  }
+}
+
+absl::Status EventLoop::RunOnce(absl::Duration max_wait) {
+  absl::Duration wait = max_wait;
+  if (!deadlines_.empty()) {
+    wait = std::min(wait, std::max(absl::ZeroDuration(), deadlines_.begin()->first - Now()));
+  }
+  // Round up so a timer never fires early; an infinite wait is -1.
+  int timeout_ms = wait == absl::InfiniteDuration()
+                       ? -1
+                       : static_cast<int>(std::min<double>(
+                             std::ceil(absl::ToDoubleMilliseconds(wait)), 1 << 30));
+  epoll_event events[64];
+  int n = epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);
+  if (n < 0) {
+    // EINTR: a signal we do not block (SIGSTOP/SIGCONT from a debugger)
+    // interrupted the wait; that is not an error, just loop again.
+    if (errno == EINTR) return absl::OkStatus();
+    return ErrnoStatus("epoll_wait", errno);
+  }
+  for (int i = 0; i < n; ++i) {
+    auto it = callbacks_.find(events[i].data.fd);
+    if (it == callbacks_.end()) continue;  // removed by an earlier callback in this batch
+    std::shared_ptr<FdCallback> cb = it->second;
+    (*cb)(events[i].events);
+  }
+  FireDueTimers();
+  return absl::OkStatus();
+}
+
+}  // namespace muster

@@ -1,0 +1,23 @@
+#include "base/logging.h"
+
+#include <string>
+
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace muster {
+
+void InitLogging(std::string_view level) {
+  // Unbuffered stderr sink: a log line must be out before the agent can die
+  // (SIGKILL) or exec. The _mt variant costs an uncontended mutex per line,
+  // which is nothing here.
+  auto logger = spdlog::stderr_logger_mt("muster");
+  logger->set_pattern("[muster %Y-%m-%d %H:%M:%S.%e %^%l%$] %v");
+  logger->flush_on(spdlog::level::trace);
+  spdlog::level::level_enum parsed = spdlog::level::from_str(std::string(level));
+  if (parsed == spdlog::level::off && level != "off") parsed = spdlog::level::info;
+  logger->set_level(parsed);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace muster

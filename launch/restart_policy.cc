@@ -1,0 +1,82 @@
+#include "launch/restart_policy.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace muster {
+
+absl::StatusOr<RestartPolicy> ParseRestartPolicy(std::string_view text) {
+  std::string lower = absl::AsciiStrToLower(absl::string_view(text.data(), text.size()));
+  if (lower == "never") return RestartPolicy::kNever;
+  if (lower == "onfailure") return RestartPolicy::kOnFailure;
+  if (lower == "always") return RestartPolicy::kAlways;
+  if (lower == "exitcode") return RestartPolicy::kExitCode;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--restart-policy: '", absl::string_view(text.data(), text.size()),
+                   "' is not a policy; use Never, OnFailure, Always or ExitCode"));
+}
+
+const char* RestartPolicyName(RestartPolicy policy) {
+  switch (policy) {
+    case RestartPolicy::kNever:
+      return "Never";
+    case RestartPolicy::kOnFailure:
+      return "OnFailure";
+    case RestartPolicy::kAlways:
+      return "Always";
+    case RestartPolicy::kExitCode:
+      return "ExitCode";
+  }
+  return "?";
+}
+
+std::set<int> DefaultRestartableExitCodes() { return {130, 137, 138, 143}; }
+
+absl::StatusOr<std::set<int>> ParseExitCodeList(std::string_view text) {
+  std::set<int> codes;
+  for (absl::string_view part :
+       absl::StrSplit(absl::string_view(text.data(), text.size()), ',', absl::SkipEmpty())) {
+    int code = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &code) || code < 1 || code > 255) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--restartable-exit-codes: '", part,
+                       "' is not an exit code; give a comma-separated list of "
+                       "codes 1..255, e.g. 130,137,143,138"));
+    }
+    codes.insert(code);
+  }
+  return codes;
+}
+
+const char* ExitVerdictName(ExitVerdict verdict) {
+  switch (verdict) {
+    case ExitVerdict::kSucceeded:
+      return "succeeded";
+    case ExitVerdict::kRestartable:
+      return "restartable";
+    case ExitVerdict::kFatal:
+      return "fatal";
+  }
+  return "?";
+}
+
+ExitVerdict ClassifyExit(RestartPolicy policy, const std::set<int>& restartable, int code) {
+  switch (policy) {
+    case RestartPolicy::kAlways:
+    case RestartPolicy::kOnFailure:
+      return code == 0 ? ExitVerdict::kSucceeded : ExitVerdict::kRestartable;
+    case RestartPolicy::kNever:
+      return code == 0 ? ExitVerdict::kSucceeded : ExitVerdict::kFatal;
+    case RestartPolicy::kExitCode:
+      if (code == 0) return ExitVerdict::kSucceeded;
+      return restartable.count(code) ? ExitVerdict::kRestartable : ExitVerdict::kFatal;
+  }
+  return ExitVerdict::kFatal;
+}
+
+}  // namespace muster

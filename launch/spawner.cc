@@ -1,0 +1,179 @@
+#include "launch/spawner.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/errno_status.h"
+#include "base/unique_fd.h"
+
+namespace muster {
+namespace {
+
+constexpr size_t kChildStackSize = 64 * 1024;
+
+// Everything the child reads, prepared by the parent before clone(). The child
+// shares the parent's memory (CLONE_VM) and the parent is suspended until exec
+// or _exit (CLONE_VFORK), so these stay valid and unmodified while the child
+// uses them.
+struct ChildArgs {
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  const std::pair<int, int>* fds;
+  size_t fd_count;
+  const char* cwd;
+  bool new_session;
+  int parent_death_signal;
+  pid_t parent_pid;
+  const cpu_set_t* cpus;
+  int error_pipe;  // write end, close-on-exec
+};
+
+[[noreturn]] void ChildFail(const ChildArgs* a, int err) {
+  // A short write to a pipe of 4 bytes is atomic; there is nothing to do if it
+  // fails.
+  [[maybe_unused]] ssize_t n = write(a->error_pipe, &err, sizeof(err));
+  _exit(127);
+}
+
+// Runs in the child. Only async-signal-safe calls: no malloc, no locks, no C++
+// exceptions.
+int ChildMain(void* arg) {
+  const ChildArgs* a = static_cast<const ChildArgs*>(arg);
+  // Dispositions: the agent ignores SIGPIPE and ignored dispositions survive
+  // execve, so reset every signal to default (SIGKILL/SIGSTOP fail with EINVAL,
+  // which is fine).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
+  if (a->new_session && setsid() < 0) ChildFail(a, errno);
+  if (a->parent_death_signal != 0) {
+    if (prctl(PR_SET_PDEATHSIG, a->parent_death_signal) != 0) ChildFail(a, errno);
+    // The agent may have died between clone() and prctl(): then nobody would
+    // ever send the death signal, so exit now rather than run unsupervised.
+    if (getppid() != a->parent_pid) _exit(128 + a->parent_death_signal);
+  }
+  for (size_t i = 0; i < a->fd_count; ++i) {
+    int from = a->fds[i].first, to = a->fds[i].second;
+    if (from == to) {
+      // dup2 to itself keeps FD_CLOEXEC; clear it so the fd survives exec.
+      int flags = fcntl(from, F_GETFD);
+      if (flags < 0 || fcntl(from, F_SETFD, flags & ~FD_CLOEXEC) < 0) ChildFail(a, errno);
+    } else if (dup2(from, to) < 0) {
+      ChildFail(a, errno);
+    }
+  }
+  if (a->cwd != nullptr && chdir(a->cwd) != 0) ChildFail(a, errno);
+  if (a->cpus != nullptr && sched_setaffinity(0, sizeof(cpu_set_t), a->cpus) != 0) {
+    ChildFail(a, errno);
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  if (sigprocmask(SIG_SETMASK, &empty, nullptr) != 0) ChildFail(a, errno);
+  execve(a->path, a->argv, a->envp);
+  ChildFail(a, errno);
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveExecutable(const std::string& command,
+                                              const std::string& path_env) {
+  if (command.empty()) return absl::InvalidArgumentError("empty command");
+  if (command.find('/') != std::string::npos) {
+    if (access(command.c_str(), F_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat(command, ": no such file"));
+    }
+    return command;
+  }
+  bool found_not_executable = false;
+  for (absl::string_view dir : absl::StrSplit(path_env.empty() ? "/usr/bin:/bin" : path_env, ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", command);
+    if (!IsExecutableFile(candidate)) continue;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    found_not_executable = true;
+  }
+  if (found_not_executable) {
+    return absl::PermissionDeniedError(absl::StrCat(command, ": found in PATH but not executable"));
+  }
+  return absl::NotFoundError(absl::StrCat(command, ": command not found in PATH"));
+}
+
+int ExecFailureExitCode(const absl::Status& status) { return absl::IsNotFound(status) ? 127 : 126; }
+
+absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
+  if (spec.argv.empty()) return absl::InvalidArgumentError("Spawn: empty argv");
+  std::string path_env = "/usr/bin:/bin";
+  for (const std::string& kv : spec.env) {
+    if (kv.rfind("PATH=", 0) == 0) path_env = kv.substr(5);
+  }
+  absl::StatusOr<std::string> path = ResolveExecutable(spec.argv[0], path_env);
+  if (!path.ok()) return path.status();
+
+  std::vector<char*> argv, envp;
+  for (const std::string& s : spec.argv) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& s : spec.env) envp.push_back(const_cast<char*>(s.c_str()));
+  envp.push_back(nullptr);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : spec.cpus) CPU_SET(cpu, &cpus);
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
+  UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+
+  ChildArgs args{path->c_str(),    argv.data(),
+                 envp.data(),      spec.fds.data(),
+                 spec.fds.size(),  spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
+                 spec.new_session, spec.parent_death_signal,
+                 getpid(),         spec.cpus.empty() ? nullptr : &cpus,
+                 write_end.get()};
+
+  void* stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return ErrnoStatus("mmap(child stack)", errno);
+  pid_t pid = clone(ChildMain, static_cast<char*>(stack) + kChildStackSize,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  int clone_errno = errno;
+  // The child has exec'd or exited by now (CLONE_VFORK), so its stack is free.
+  munmap(stack, kChildStackSize);
+  if (pid < 0) return ErrnoStatus("clone", clone_errno);
+  write_end.reset();
+
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = read(read_end.get(), &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  if (n == sizeof(child_errno)) {
+    // The child _exit'ed before exec; reap it here so the agent's SIGCHLD
+    // handling never sees a pid it did not hear about.
+    int wstatus;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    std::string what = absl::StrCat("cannot execute ", *path);
+    if (child_errno == ENOENT) return absl::NotFoundError(absl::StrCat(what, ": no such file"));
+    if (child_errno == EACCES || child_errno == ENOEXEC || child_errno == EISDIR) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(what, ": ", strerror(child_errno), " (is it executable?)"));
+    }
+    return ErrnoStatus(what, child_errno);
+  }
+  return pid;
+}
+
+}  // namespace muster

@@ -1,0 +1,54 @@
+// Spawn: starts one worker process without copying the agent's memory.
+//
+// clone(CLONE_VM | CLONE_VFORK) runs a tiny child on its own stack that only
+// makes async-signal-safe syscalls: new session, PDEATHSIG, fd wiring, signal
+// dispositions and mask reset, CPU affinity, then execve. An exec failure
+// travels back through a close-on-exec pipe, so the caller learns ENOENT/EACCES
+// synchronously instead of seeing a mysterious exit 127 later. Call from the
+// agent's main thread only: PDEATHSIG fires when the *thread* that created the
+// child exits, and the main thread lives as long as the agent.
+#ifndef MUSTER_LAUNCH_SPAWNER_H_
+#define MUSTER_LAUNCH_SPAWNER_H_
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace muster {
+
+struct SpawnSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains '/'
+  std::vector<std::string> env;   // "NAME=value"; the complete environment
+  // Child fd <- parent fd, applied with dup2 in order (e.g. {pipe_w, 1}).
+  // Everything else the agent opened is close-on-exec and does not leak into
+  // the worker.
+  std::vector<std::pair<int, int>> fds;
+  std::string cwd;                    // empty: inherit
+  bool new_session = true;            // setsid(): own session and process group
+  int parent_death_signal = SIGKILL;  // 0: none
+  std::vector<int> cpus;              // empty: inherit affinity
+};
+
+// Returns the child's pid, or: NotFound (command not in PATH / no such file:
+// exit 127 convention), PermissionDenied or FailedPrecondition (not executable:
+// 126), or the errno of clone/pipe. The child is reaped by the caller's normal
+// SIGCHLD handling, except after an exec failure, which Spawn reaps itself.
+absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec);
+
+// PATH lookup as execvp does it, done in the parent (the child must not
+// allocate). `path_env` is the worker's PATH value.
+absl::StatusOr<std::string> ResolveExecutable(const std::string& command,
+                                              const std::string& path_env);
+
+// The exit code convention for a failed exec: 127 for NotFound, 126 otherwise.
+int ExecFailureExitCode(const absl::Status& status);
+
+}  // namespace muster
+
+#endif  // MUSTER_LAUNCH_SPAWNER_H_

@@ -1,0 +1,90 @@
+#include "launch/spawner.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+
+namespace muster {
+namespace {
+
+std::vector<std::string> Env() { return {"PATH=/usr/bin:/bin"}; }
+
+int WaitFor(pid_t pid) {
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+TEST(SpawnerTest, RunsInOwnSessionWithGivenEnv) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  SpawnSpec spec;
+  spec.argv = {"sh", "-c", "echo $FOO $(ps -o sid= -p $$)"};
+  spec.env = {"PATH=/usr/bin:/bin", "FOO=bar"};
+  spec.fds = {{fds[1], 1}};
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  close(fds[1]);
+  char buf[128] = {};
+  ssize_t n = 0, total = 0;
+  while ((n = read(fds[0], buf + total, sizeof(buf) - 1 - total)) > 0) total += n;
+  close(fds[0]);
+  EXPECT_EQ(WEXITSTATUS(WaitFor(*pid)), 0);
+  EXPECT_EQ(std::string(buf), "bar " + std::to_string(*pid) + "\n");
+}
+
+TEST(SpawnerTest, MissingCommandIsNotFound) {
+  SpawnSpec spec;
+  spec.argv = {"definitely-not-a-command-muster"};
+  spec.env = Env();
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_TRUE(absl::IsNotFound(pid.status()));
+  EXPECT_EQ(ExecFailureExitCode(pid.status()), 127);
+}
+
+TEST(SpawnerTest, NotExecutableIs126) {
+  char path[] = "/tmp/muster_noexec_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "#!/bin/sh\n", 10), 10);
+  close(fd);
+  SpawnSpec spec;
+  spec.argv = {path};
+  spec.env = Env();
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  unlink(path);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_EQ(ExecFailureExitCode(pid.status()), 126) << pid.status();
+}
+
+TEST(SpawnerTest, SignalMaskAndDispositionsAreReset) {
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  ASSERT_EQ(sigprocmask(SIG_BLOCK, &set, &old), 0);
+  signal(SIGPIPE, SIG_IGN);
+  SpawnSpec spec;
+  // The child's blocked and ignored masks (hex) must both be empty.
+  spec.argv = {"sh", "-c",
+               "grep -E '^Sig(Blk|Ign)' /proc/self/status | grep -v "
+               "'0000000000000000' && exit 1 || exit 0"};
+  spec.env = Env();
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(WEXITSTATUS(WaitFor(*pid)), 0);
+}
+
+TEST(SpawnerTest, ResolveExecutable) {
+  EXPECT_EQ(*ResolveExecutable("sh", "/nonexistent:/bin"), "/bin/sh");
+  EXPECT_TRUE(absl::IsNotFound(ResolveExecutable("/no/such", "/bin").status()));
+}
+
+}  // namespace
+}  // namespace muster

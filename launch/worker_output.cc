@@ -1,0 +1,136 @@
+#include "launch/worker_output.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "base/errno_status.h"
+#include "base/log_format.h"
+#include "spdlog/spdlog.h"
+
+namespace muster {
+namespace {
+constexpr size_t kReadChunk = 64 * 1024;
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerOutput>> WorkerOutput::Create(EventLoop* loop,
+                                                                   ConsoleWriter* console,
+                                                                   std::string prefix,
+                                                                   const StreamOptions& out,
+                                                                   const StreamOptions& err) {
+  std::unique_ptr<WorkerOutput> w(new WorkerOutput(loop, console, std::move(prefix)));
+  const StreamOptions* options[2] = {&out, &err};
+  for (int i = 0; i < 2; ++i) {
+    Stream& s = w->streams_[i];
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
+    s.read_end.reset(fds[0]);
+    s.child_end.reset(fds[1]);
+    int flags = fcntl(fds[0], F_GETFL);
+    if (flags < 0 || fcntl(fds[0], F_SETFL, flags | O_NONBLOCK) != 0) {
+      return ErrnoStatus("fcntl(O_NONBLOCK)", errno);
+    }
+    if (!options[i]->file.empty()) {
+      int fd = open(options[i]->file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) return ErrnoStatus("open " + options[i]->file, errno);
+      s.file.reset(fd);
+    }
+    if (options[i]->to_console) s.console_source = console->AddSource(i == 0 ? 1 : 2);
+    WorkerOutput* self = w.get();
+    absl::Status st = loop->Add(fds[0], EPOLLIN, [self, i](uint32_t) {
+      Stream& stream = self->streams_[i];
+      if (!self->Pump(stream, 4)) self->Close(stream);
+    });
+    if (!st.ok()) return st;
+    s.open = true;
+  }
+  return w;
+}
+
+WorkerOutput::~WorkerOutput() { Finish(); }
+
+void WorkerOutput::CloseChildEnds() {
+  for (Stream& s : streams_) s.child_end.reset();
+}
+
+bool WorkerOutput::Pump(Stream& s, size_t max_reads) {
+  char buf[kReadChunk];
+  for (size_t i = 0; i < max_reads; ++i) {
+    ssize_t n = read(s.read_end.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN;  // EAGAIN: drained for now; anything else: give up on it
+    }
+    if (n == 0) return false;
+    std::string_view data(buf, n);
+    if (s.file.valid()) {
+      size_t off = 0;
+      while (off < data.size()) {
+        ssize_t w = write(s.file.get(), data.data() + off, data.size() - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+          spdlog::warn("cannot write worker log file: {}", strerror(errno));
+          s.file.reset();
+          break;
+        }
+        off += w;
+      }
+    }
+    if (s.console_source < 0) continue;
+    std::string lines;
+    s.splitter.Feed(data, [&](std::string_view line) {
+      lines += prefix_;
+      lines += line;
+      lines += '\n';
+    });
+    if (!lines.empty() && !console_->Push(s.console_source, std::move(lines))) {
+      // Console queue full: stop reading this stream; the worker blocks in
+      // write().
+      s.paused = true;
+      loop_->Remove(s.read_end.get());
+      return true;
+    }
+  }
+  return true;
+}
+
+void WorkerOutput::ResumeIfRoom() {
+  for (int i = 0; i < 2; ++i) {
+    Stream& s = streams_[i];
+    if (!s.paused || !s.open || !console_->HasSpace(s.console_source)) continue;
+    s.paused = false;
+    absl::Status st = loop_->Add(s.read_end.get(), EPOLLIN, [this, i](uint32_t) {
+      if (!Pump(streams_[i], 4)) Close(streams_[i]);
+    });
+    if (!st.ok()) spdlog::warn("cannot resume worker output: {}", st.ToString());
+  }
+}
+
+void WorkerOutput::Close(Stream& s) {
+  if (!s.open) return;
+  s.open = false;
+  loop_->Remove(s.read_end.get());
+  if (s.console_source >= 0) {
+    std::string rest;
+    s.splitter.Finish([&](std::string_view line) {
+      rest += prefix_;
+      rest += line;
+      rest += '\n';
+    });
+    if (!rest.empty()) console_->Push(s.console_source, std::move(rest));
+  }
+  s.read_end.reset();
+  s.file.reset();
+}
+
+void WorkerOutput::Finish() {
+  for (Stream& s : streams_) {
+    if (!s.open) continue;
+    // Bounded: at most 16 chunks (1 MiB) of what is already in the pipe.
+    Pump(s, 16);
+    Close(s);
+  }
+}
+
+}  // namespace muster

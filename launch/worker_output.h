@@ -1,0 +1,70 @@
+// WorkerOutput: pumps one worker's stdout and stderr pipes into its per-rank
+// log files (raw bytes, as torchrun writes them) and, line by line with a
+// prefix such as
+// "[default0]:", into the ConsoleWriter. Registered with the agent's EventLoop;
+// reading pauses while the worker's console queue is full (see ConsoleWriter).
+// Not thread-safe: loop thread only.
+#ifndef MUSTER_LAUNCH_WORKER_OUTPUT_H_
+#define MUSTER_LAUNCH_WORKER_OUTPUT_H_
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/event_loop.h"
+#include "base/unique_fd.h"
+#include "launch/console_writer.h"
+#include "launch/line_splitter.h"
+
+namespace muster {
+
+struct StreamOptions {
+  bool to_console = true;
+  std::string file;  // empty: no file
+};
+
+class WorkerOutput {
+ public:
+  // Creates the two pipes; the child's ends are child_stdout()/child_stderr(),
+  // to be passed to Spawn and closed with CloseChildEnds() once the worker
+  // runs.
+  static absl::StatusOr<std::unique_ptr<WorkerOutput>> Create(EventLoop* loop,
+                                                              ConsoleWriter* console,
+                                                              std::string prefix,
+                                                              const StreamOptions& out,
+                                                              const StreamOptions& err);
+  ~WorkerOutput();
+
+  int child_stdout() const { return streams_[0].child_end.get(); }
+  int child_stderr() const { return streams_[1].child_end.get(); }
+  void CloseChildEnds();
+  // Resumes streams that were paused on a full console queue and now have room.
+  void ResumeIfRoom();
+  // Reads whatever is left without blocking (a worker's children may still hold
+  // the pipe), flushes partial lines, and unregisters. Idempotent.
+  void Finish();
+
+ private:
+  struct Stream {
+    UniqueFd read_end, child_end;
+    UniqueFd file;
+    int console_source = -1;  // -1: not shown on the console
+    LineSplitter splitter;
+    bool paused = false, open = false;
+  };
+  WorkerOutput(EventLoop* loop, ConsoleWriter* console, std::string prefix)
+      : loop_(loop), console_(console), prefix_(std::move(prefix)) {}
+  // Returns false at EOF or on a read error.
+  bool Pump(Stream& s, size_t max_reads);
+  void Close(Stream& s);
+
+  EventLoop* loop_;
+  ConsoleWriter* console_;
+  std::string prefix_;
+  std::array<Stream, 2> streams_;
+};
+
+}  // namespace muster
+
+#endif  // MUSTER_LAUNCH_WORKER_OUTPUT_H_

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what muster needs to build and test, from Debian only. Idempotent: packages
+# already present are not touched, and apt is not even updated when nothing is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
+  python3 python3-pytest python3-torch
+  iproute2 util-linux procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) == 0 ]] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The README's test command: set-up, build, unit tests (ctest), integration tests (pytest
+# with real torch workers, real signals, PID namespaces). Works on a fresh Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+echo "== unit tests (ctest)"
+ctest --test-dir build --output-on-failure -j"$(nproc)"
+echo "== integration tests (pytest, real torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'))"
+# /usr/bin/python3 on purpose: Debian's python3-torch lives there, not in a pyenv shim.
+MUSTER_BUILD_DIR="$PWD/build" /usr/bin/python3 -m pytest -q -ra -p no:cacheprovider tests/integration "$@"

@@ -1,0 +1,88 @@
+"""Shared fixtures for muster's integration tests: real binaries, real processes.
+
+Paths come from MUSTER_BUILD_DIR (default <repo>/build). Torch tests use TORCH_PYTHON
+(default /usr/bin/python3, Debian's python3-torch 1.13).
+"""
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("MUSTER_BUILD_DIR", REPO / "build"))
+MUSTER = BUILD / "bin" / "muster"
+FAKE = BUILD / "tests" / "fake_worker"
+TORCH_PYTHON = os.environ.get("TORCH_PYTHON", "/usr/bin/python3")
+TORCHRUN113 = REPO / "tests" / "tools" / "torchrun113.py"
+
+
+def _torch_version():
+    try:
+        out = subprocess.run([TORCH_PYTHON, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True, timeout=60)
+        return out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+TORCH_VERSION = _torch_version()
+needs_torch = pytest.mark.skipif(
+    TORCH_VERSION is None,
+    reason=f"SKIPPED LOUDLY: no torch importable by {TORCH_PYTHON}; install python3-torch "
+           f"(scripts/test.sh does) to run the real-torch tests")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _binaries_exist():
+    for p in (MUSTER, FAKE):
+        assert p.exists(), f"{p} missing: build first (scripts/test.sh builds it)"
+
+
+def muster_env(**extra):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith(("MUSTER_", "PET_")) or k in ("WORLD_SIZE", "RANK", "MASTER_PORT"):
+            del env[k]
+    env["PYTHON_EXEC"] = TORCH_PYTHON
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_muster(args, timeout=60, env=None, cwd=None, **kw):
+    """Runs `muster run ARGS` to completion; returns CompletedProcess (text)."""
+    return subprocess.run([str(MUSTER), "run", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=env or muster_env(), cwd=cwd, **kw)
+
+
+def fake(*actions):
+    """`--no-python <fake_worker> actions...` as muster arguments."""
+    return ["--no-python", str(FAKE), *actions]
+
+
+def wait_for(predicate, timeout, interval=0.01, what="condition"):
+    """Waits for predicate() to be truthy; fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def pid_alive(pid):
+    """True if pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def read_pids(path):
+    try:
+        return [int(x) for x in pathlib.Path(path).read_text().split()]
+    except FileNotFoundError:
+        return []

@@ -1,0 +1,47 @@
+"""Acceptance 7: bad input exits 2 with a message naming the flag or variable, and starts
+nothing."""
+import pytest
+
+from conftest import fake, muster_env, run_muster
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (["--nproc-per-node", "abc", *fake()], {}, "--nproc-per-node"),
+    (["--nnodes", "3:2", *fake()], {}, "--nnodes"),
+    (["--max-restarts", "-1", *fake()], {}, "--max-restarts"),
+    (["--no-such-flag", *fake()], {}, "--no-such-flag"),
+    (["missing_training_script.py"], {}, "missing_training_script.py"),
+    ([*fake()], {"WORLD_SIZE": "abc"}, "WORLD_SIZE"),
+    ([*fake()], {"MUSTER_NPROC_PER_NODE": "many"}, "MUSTER_NPROC_PER_NODE"),
+    ([*fake()], {"PET_MAX_RESTARTS": "x"}, "PET_MAX_RESTARTS"),
+    (["--restart-policy", "Sometimes", *fake()], {}, "--restart-policy"),
+    (["--nproc-per-node", "gpu", *fake()], {"CUDA_VISIBLE_DEVICES": ""}, "no GPU"),
+])
+def test_bad_input_exits_2_naming_it(args, env, needle, tmp_path):
+    stamps = tmp_path / "stamps"
+    if args and str(args[-1]).endswith("fake_worker"):
+        args = [*args, f"stamp={stamps}"]
+    r = run_muster(args, env=muster_env(**env))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert needle in r.stderr, r.stderr
+    assert not stamps.exists(), "a worker was started despite the bad input"
+
+
+def test_unwritable_log_dir_exits_2(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    # As root, permission bits do not stop us; a path under a regular file always fails.
+    r = run_muster(["--log-dir", blocker / "logs", *fake()])
+    assert r.returncode == 2, r.stderr
+    assert "--log-dir" in r.stderr and "writable" in r.stderr
+
+
+def test_log_dir_layout(tmp_path):
+    r = run_muster(["--log-dir", tmp_path, "--nproc-per-node", "2",
+                    *fake("print=out", "eprint=err")])
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    for rank in range(2):
+        d = run_dir / "attempt_0" / str(rank)
+        assert (d / "stdout.log").read_text() == "out\n"
+        assert (d / "stderr.log").read_text() == "err\n"

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev
+  libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   python3 python3-pytest python3-torch
   iproute2 util-linux procps

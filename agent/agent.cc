@@ -119,7 +119,9 @@ absl::Status Agent::Setup() {
   }));
   run_id_ = config_.run_id;
   if (config_.standalone && run_id_ == "none") {
-    std::string h = RandomHex(16);  // uuid4-shaped, like torchrun --standalone
+    std::string h = RandomHex(16);      // a uuid4, like torchrun --standalone
+    h[12] = '4';                        // version 4
+    h[16] = "89ab"[(h[16] - '0') & 3];  // RFC 4122 variant
     run_id_ = absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-",
                            h.substr(16, 4), "-", h.substr(20, 12));
   }

@@ -40,6 +40,34 @@ def _binaries_exist():
         assert p.exists(), f"{p} missing: build first (scripts/test.sh builds it)"
 
 
+@pytest.fixture(autouse=True)
+def _no_leftover_processes():
+    """Kills any process a test started and left running (a failed assertion must not leave
+    agents or workers behind for the next test or the CI machine)."""
+    before = set(_our_processes())
+    yield
+    for pid in set(_our_processes()) - before:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def _our_processes():
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if str(BUILD).encode() in cmd:
+            pids.append(int(entry))
+    return pids
+
+
 def muster_env(**extra):
     env = dict(os.environ)
     for k in list(env):

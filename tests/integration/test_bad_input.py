@@ -45,3 +45,27 @@ def test_log_dir_layout(tmp_path):
         d = run_dir / "attempt_0" / str(rank)
         assert (d / "stdout.log").read_text() == "out\n"
         assert (d / "stderr.log").read_text() == "err\n"
+
+
+def test_dry_run_prints_resolved_config_and_starts_nothing(tmp_path):
+    stamps = tmp_path / "stamps"
+    r = run_muster(["--dry-run", "--nproc-per-node", "3", "--max-restarts", "2",
+                    *fake(f"stamp={stamps}")], env=muster_env(PET_ROLE="trainer"))
+    assert r.returncode == 0, r.stderr
+    assert "nproc per node          3" in r.stdout
+    assert "role                    trainer (from PET_ROLE)" in r.stdout
+    assert "PET_ROLE" in r.stdout.split("env sources detected", 1)[1]
+    assert "ExitCode, max restarts 2" in r.stdout
+    assert "fake_worker stamp=" in r.stdout
+    assert not stamps.exists()
+
+
+def test_version_and_help():
+    import subprocess
+    from conftest import MUSTER
+    v = subprocess.run([str(MUSTER), "--version"], capture_output=True, text=True)
+    assert v.returncode == 0 and v.stdout.startswith("muster ")
+    h = subprocess.run([str(MUSTER), "run", "--help"], capture_output=True, text=True)
+    assert h.returncode == 0 and "--shutdown-timeout" in h.stdout and "default: 30s" in h.stdout
+    u = subprocess.run([str(MUSTER), "frobnicate"], capture_output=True, text=True)
+    assert u.returncode == 2 and "frobnicate" in u.stderr

@@ -103,6 +103,7 @@ absl::Status Agent::Setup() {
   // Order matters: signals are blocked before the watchdog forks and before the
   // console thread starts, so neither ever receives the job's signals
   // asynchronously.
+  ASSIGN_OR_RETURN(events_, EventLog::Open(config_.event_log));
   ASSIGN_OR_RETURN(signal_fd_, BlockAndOpenSignalFd(config_.signals_to_handle));
   RETURN_IF_ERROR(BecomeSubreaper());
   ASSIGN_OR_RETURN(watchdog_, Watchdog::Start());
@@ -204,6 +205,10 @@ absl::Status Agent::StartAttempt() {
     }
     w.pid = *pid;
     watchdog_->Track(w.pid);
+    events_->Write("worker_started", {{"attempt", restart_count_},
+                                      {"local_rank", local},
+                                      {"rank", w.placement.rank},
+                                      {"pid", w.pid}});
   }
   spdlog::info(
       "attempt {}: started {} worker{} in {:.2f} ms (run id {}, master {}:{}, "
@@ -231,6 +236,7 @@ void Agent::OnSignalFd() {
       continue;
     }
     agent_signal_ = sig;
+    events_->Write("signal_received", {{"signal", SignalName(sig)}});
     spdlog::info("received {}: forwarding it to every worker, SIGKILL after {}", SignalName(sig),
                  HumanDuration(config_.shutdown_timeout));
     BeginStop(StopReason::kSignaled, sig);
@@ -259,6 +265,13 @@ void Agent::ReapChildren() {
 
 void Agent::OnWorkerExit(Worker& w, ExitStatus status) {
   w.status = status;
+  events_->Write("worker_exited", {{"attempt", restart_count_},
+                                   {"local_rank", w.placement.local_rank},
+                                   {"rank", w.placement.rank},
+                                   {"pid", w.pid},
+                                   {"code", status.code()},
+                                   {"signal", status.signal},
+                                   {"while", phase_ == Phase::kRunning ? "running" : "stopping"}});
   if (phase_ != Phase::kRunning) {
     spdlog::debug("local rank {} (pid {}) stopped: {}", w.placement.local_rank, w.pid,
                   status.Describe());
@@ -403,10 +416,13 @@ void Agent::FinishAttempt() {
     case StopReason::kSucceeded:
       if (RestartsAfterSuccess(config_.restart_policy) && restart_count_ < config_.max_restarts) {
         ++restart_count_;
+        events_->Write("restart_decided", {{"attempt", restart_count_},
+                                           {"reason", "all workers exited 0 (policy Always)"},
+                                           {"restarts_used", restart_count_},
+                                           {"max_restarts", config_.max_restarts}});
         spdlog::info(
-            "all workers exited 0; restart policy Always: starting attempt {} "
-            "({} of {} "
-            "restarts used)",
+            "all workers exited 0; restart policy Always: starting attempt {} ({} of {} restarts "
+            "used)",
             restart_count_, restart_count_, config_.max_restarts);
         break;
       }
@@ -417,10 +433,14 @@ void Agent::FinishAttempt() {
       const Failure& f = *root_cause_;
       if (f.verdict == ExitVerdict::kRestartable && restart_count_ < config_.max_restarts) {
         ++restart_count_;
-        spdlog::info(
-            "restarting all {} local workers: attempt {} ({} of {} restarts "
-            "used)",
-            workers_.size(), restart_count_, restart_count_, config_.max_restarts);
+        events_->Write("restart_decided", {{"attempt", restart_count_},
+                                           {"reason", f.what},
+                                           {"rank", f.placement.rank},
+                                           {"code", f.code},
+                                           {"restarts_used", restart_count_},
+                                           {"max_restarts", config_.max_restarts}});
+        spdlog::info("restarting all {} local workers: attempt {} ({} of {} restarts used)",
+                     workers_.size(), restart_count_, restart_count_, config_.max_restarts);
         break;
       }
       std::string why = f.verdict == ExitVerdict::kRestartable
@@ -448,6 +468,17 @@ void Agent::FinishAttempt() {
 void Agent::Finish(int exit_code) {
   phase_ = Phase::kDone;
   exit_code_ = exit_code;
+  nlohmann::json fields = {{"exit_code", exit_code}, {"attempt", restart_count_}};
+  if (root_cause_) {
+    fields["root_cause"] = {{"rank", root_cause_->placement.rank},
+                            {"local_rank", root_cause_->placement.local_rank},
+                            {"pid", root_cause_->pid},
+                            {"host", hostname_},
+                            {"code", root_cause_->code},
+                            {"what", root_cause_->what},
+                            {"message", root_cause_->error ? root_cause_->error->message : ""}};
+  }
+  if (events_) events_->Write("job_finished", fields);
 }
 
 int Agent::Run() {

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/config.h"
+#include "agent/event_log.h"
 #include "agent/worker_env.h"
 #include "base/event_loop.h"
 #include "base/unique_fd.h"
@@ -87,6 +88,7 @@ class Agent {
   UniqueFd signal_fd_;
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<ConsoleWriter> console_;
+  std::unique_ptr<EventLog> events_;
 
   std::string log_root_, run_dir_;
   bool remove_log_root_ = false;

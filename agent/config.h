@@ -53,6 +53,7 @@ struct Config {
   std::set<int> local_ranks_filter;  // empty: all ranks on the console
   std::string log_line_prefix_template = "[${role_name}${local_rank}]:";
   std::string log_level = "info";
+  std::string event_log;  // JSON lines of the agent's transitions; empty: none
 
   bool dry_run = false;
   // Where each value came from, for --dry-run ("flag", "MUSTER_NNODES",

@@ -68,6 +68,7 @@ constexpr FlagSpec kFlags[] = {
     {"log-line-prefix-template", 0, true, "Output", "[${role_name}${local_rank}]:",
      "console prefix; ${role_name} ${local_rank} ${rank} ${hostname}"},
     {"log-level", 0, true, "Output", "info", "agent log level (also LOGLEVEL)"},
+    {"event-log", 0, true, "Output", "none", "append the agent's transitions as JSON lines"},
     {"dry-run", 0, false, "Other", "off", "print the resolved configuration and exit"},
 };
 
@@ -467,6 +468,10 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   if (auto e = env.find("LOGLEVEL"); e != env.end()) c.log_level = absl::AsciiStrToLower(e->second);
   RETURN_IF_ERROR(with("log-level", [&](const std::string& v, const std::string&) {
     c.log_level = absl::AsciiStrToLower(v);
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(with("event-log", [&](const std::string& v, const std::string&) {
+    c.event_log = v;
     return absl::OkStatus();
   }));
   if (auto e = env.find("PYTHON_EXEC"); e != env.end() && !e->second.empty()) {

@@ -1,0 +1,101 @@
+#include "rendezvous/c10d/connection.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "base/errno_status.h"
+#include "base/status_macros.h"
+
+namespace muster::c10d {
+namespace {
+
+constexpr size_t kMinReadChunk = 64 * 1024;
+constexpr size_t kMaxReadChunk = 4 * 1024 * 1024;
+
+}  // namespace
+
+absl::StatusOr<bool> Connection::Read() {
+  size_t have = in_.size();
+  size_t want = kMinReadChunk;
+  if (in_needed_ > have) want = std::clamp(in_needed_ - have, kMinReadChunk, kMaxReadChunk);
+  in_.resize(have + want);
+  ssize_t n;
+  do {
+    n = ::recv(fd_.get(), in_.data() + have, want, 0);
+  } while (n < 0 && errno == EINTR);  // a signal is no reason to drop the peer
+  if (n < 0) {
+    int err = errno;
+    in_.resize(have);
+    if (err == EAGAIN || err == EWOULDBLOCK) return true;  // spurious wake-up
+    return ErrnoStatus("recv", err);
+  }
+  in_.resize(have + static_cast<size_t>(n));
+  return n > 0;
+}
+
+absl::Status Connection::ProcessInput(const std::function<absl::Status(Request&)>& handle) {
+  while (!paused()) {
+    std::string_view buffer(in_.data() + in_pos_, in_.size() - in_pos_);
+    if (buffer.size() < in_needed_) break;
+    if (protocol_ == Protocol::kUnknown) {
+      Detection d = DetectProtocol(buffer);
+      if (d.protocol == Protocol::kUnknown) {
+        in_needed_ = 5;
+        break;
+      }
+      protocol_ = d.protocol;
+      in_pos_ += d.consumed;
+      in_needed_ = 1;
+      continue;
+    }
+    ASSIGN_OR_RETURN(ParseOutcome outcome, ParseRequest(protocol_, buffer, limits_, &request_));
+    if (!outcome.complete) {
+      in_needed_ = outcome.size;
+      break;
+    }
+    in_pos_ += outcome.size;
+    in_needed_ = 1;
+    RETURN_IF_ERROR(handle(request_));
+  }
+  if (in_pos_ == in_.size()) {
+    in_.clear();
+    in_pos_ = 0;
+  } else if (in_pos_ > 0) {
+    in_.erase(0, in_pos_);
+    in_pos_ = 0;
+  }
+  return absl::OkStatus();
+}
+
+void Connection::Queue(std::string_view bytes) {
+  if (overflowed_) return;
+  if (pending_output() + bytes.size() > limits_.output_hard_limit_bytes) {
+    overflowed_ = true;
+    return;
+  }
+  out_.append(bytes.data(), bytes.size());
+}
+
+absl::Status Connection::Flush() {
+  while (out_pos_ < out_.size()) {
+    ssize_t n = ::send(fd_.get(), out_.data() + out_pos_, out_.size() - out_pos_, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // epoll tells us when to resume
+      return ErrnoStatus("send", errno);
+    }
+    out_pos_ += static_cast<size_t>(n);
+  }
+  if (out_pos_ == out_.size()) {
+    out_.clear();
+    out_pos_ = 0;
+  } else if (out_pos_ > out_.size() / 2) {
+    out_.erase(0, out_pos_);
+    out_pos_ = 0;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace muster::c10d

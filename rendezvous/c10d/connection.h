@@ -1,0 +1,76 @@
+// One accepted client socket of a StoreServer: non-blocking fd, input buffer
+// decoded incrementally into Requests, and a bounded output buffer. Owned by
+// the server's loop thread; not thread-safe.
+#ifndef MUSTER_RENDEZVOUS_C10D_CONNECTION_H_
+#define MUSTER_RENDEZVOUS_C10D_CONNECTION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/unique_fd.h"
+#include "rendezvous/c10d/request_parser.h"
+#include "rendezvous/c10d/store_state.h"
+#include "rendezvous/c10d/wire.h"
+
+namespace muster::c10d {
+
+class Connection {
+ public:
+  Connection(ConnectionId id, UniqueFd fd, std::string peer, const Limits& limits)
+      : id_(id), fd_(std::move(fd)), peer_(std::move(peer)), limits_(limits) {}
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  ConnectionId id() const { return id_; }
+  int fd() const { return fd_.get(); }
+  const std::string& peer() const { return peer_; }
+  Protocol protocol() const { return protocol_; }
+
+  // Reads what the socket has (one bounded chunk). False once the peer closed
+  // its side.
+  absl::StatusOr<bool> Read();
+
+  // Decodes buffered requests and passes each to `handle`, stopping when the
+  // input holds no complete request or the output is over the soft limit.
+  // Errors (malformed input, a failing `handle`) mean the connection must be
+  // closed.
+  absl::Status ProcessInput(const std::function<absl::Status(Request&)>& handle);
+
+  // Appends reply bytes. Past the hard output limit nothing more is queued and
+  // the connection reports `overflowed()`: the server closes it.
+  void Queue(std::string_view bytes);
+  // Writes as much pending output as the socket takes.
+  absl::Status Flush();
+
+  size_t pending_output() const { return out_.size() - out_pos_; }
+  bool overflowed() const { return overflowed_; }
+  // Reading stops while the peer does not drain its replies.
+  bool paused() const { return pending_output() > limits_.output_soft_limit_bytes; }
+  bool has_buffered_input() const { return in_.size() > in_pos_; }
+
+  // The epoll interest currently registered for fd(); maintained by the server.
+  uint32_t registered_events = 0;
+
+ private:
+  ConnectionId id_;
+  UniqueFd fd_;
+  std::string peer_;
+  const Limits& limits_;
+  Protocol protocol_ = Protocol::kUnknown;
+  std::string in_;
+  size_t in_pos_ = 0;
+  size_t in_needed_ = 1;  // no parse attempt until in_ holds this many bytes
+  std::string out_;
+  size_t out_pos_ = 0;
+  bool overflowed_ = false;
+  Request request_;  // reused to keep vector capacity across requests
+};
+
+}  // namespace muster::c10d
+
+#endif  // MUSTER_RENDEZVOUS_C10D_CONNECTION_H_

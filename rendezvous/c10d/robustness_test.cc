@@ -1,0 +1,191 @@
+// Hostile and sloppy peers: absurd lengths, random bytes, half requests, peers
+// that never read, thousands of idle sockets. Each must cost at most its own
+// connection.
+#include <sys/resource.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "rendezvous/c10d/store_server.h"
+#include "rendezvous/c10d/test_client.h"
+
+namespace muster::c10d {
+namespace {
+
+class RobustnessTest : public ::testing::Test {
+ protected:
+  void Start(const Limits& limits = Limits{}) {
+    StoreServer::Options options;
+    options.bind_address = "127.0.0.1";
+    options.limits = limits;
+    auto server = StoreServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    auto good = TestClient::Connect(server_->port(), Protocol::kLegacy);
+    ASSERT_TRUE(good.ok());
+    good_.emplace(std::move(*good));
+    ASSERT_TRUE(good_->Set("/alive", "yes").ok());
+  }
+  TestClient Client(Protocol protocol = Protocol::kLegacy) {
+    auto c = TestClient::Connect(server_->port(), protocol);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::move(*c);
+  }
+  // The well-behaved client still gets answers.
+  void ExpectServing() {
+    auto v = good_->Get("/alive");
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, "yes");
+  }
+  bool ConnectionsReach(size_t n) {
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      if (server_->num_connections() == n) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+  std::unique_ptr<StoreServer> server_;
+  std::optional<TestClient> good_;
+};
+
+TEST_F(RobustnessTest, HugeLengthsAndCountsCloseOnlyThatConnection) {
+  Start();
+  constexpr uint64_t kHuge = uint64_t{1} << 60;
+  std::vector<std::pair<Protocol, std::string>> attacks = {
+      {Protocol::kLegacy, RequestBytes(Protocol::kLegacy, Op::kGet).U64(kHuge).bytes()},
+      {Protocol::kLegacy, RequestBytes(Protocol::kLegacy, Op::kSet).Str("/k").U64(kHuge).bytes()},
+      {Protocol::kLegacy, RequestBytes(Protocol::kLegacy, Op::kWait).U64(kHuge).bytes()},
+      {Protocol::kLegacy, RequestBytes(Protocol::kLegacy, Op::kMultiSet).U64(kHuge).bytes()},
+      {Protocol::kLegacy,
+       RequestBytes(Protocol::kLegacy, Op::kSet).Str("/k").U64(~uint64_t{0}).bytes()},
+      {Protocol::kModern, RequestBytes(Protocol::kModern, Op::kCheck).U64(kHuge).bytes()},
+      {Protocol::kModern,
+       RequestBytes(Protocol::kModern, Op::kQueuePush).Str("/q").U64(kHuge).bytes()},
+  };
+  for (const auto& [protocol, bytes] : attacks) {
+    TestClient bad = Client(protocol);
+    ASSERT_TRUE(bad.SendRaw(bytes).ok());
+    EXPECT_TRUE(bad.ClosedWithin(absl::Seconds(5))) << testing::PrintToString(bytes);
+    ExpectServing();
+  }
+  EXPECT_TRUE(ConnectionsReach(1));
+}
+
+TEST_F(RobustnessTest, LimitsAreConfigurable) {
+  Limits limits;
+  limits.max_key_bytes = 16;
+  limits.max_value_bytes = 32;
+  Start(limits);
+  TestClient c = Client();
+  ASSERT_TRUE(c.Set("/sixteen-bytes-k", std::string(32, 'v')).ok());
+  EXPECT_EQ(c.Get("/sixteen-bytes-k").value(), std::string(32, 'v'));
+  ASSERT_TRUE(c.Set("/seventeen-bytes-", "v").ok());
+  EXPECT_TRUE(c.ClosedWithin(absl::Seconds(5)));
+  ExpectServing();
+}
+
+TEST_F(RobustnessTest, RandomBytesNeverTakeTheServerDown) {
+  Start();
+  std::mt19937_64 rng(20261121);
+  for (int i = 0; i < 300; ++i) {
+    TestClient bad = Client();
+    std::string junk(1 + rng() % 2048, '\0');
+    for (char& b : junk) b = static_cast<char>(rng());
+    if (i % 3 == 0) junk = std::string("\x00\xCE\xF7\x85\x3C", 5) + junk;  // modern junk
+    if (i % 5 == 0) junk[0] = static_cast<char>(rng() % 20);               // plausible opcode
+    ASSERT_TRUE(bad.SendRaw(junk).ok() || true);
+    if (i % 50 == 0) ExpectServing();
+  }
+  ExpectServing();
+  EXPECT_TRUE(ConnectionsReach(1));
+}
+
+TEST_F(RobustnessTest, HalfRequestDoesNotBlockOthersAndCompletesLater) {
+  Start();
+  TestClient slow = Client();
+  std::string bytes = slow.Request(Op::kAdd).Str("/ctr").I64(7).bytes();
+  ASSERT_TRUE(slow.SendRaw(bytes.substr(0, 10)).ok());
+  ExpectServing();
+  EXPECT_EQ(good_->Add("/ctr", 1).value(), 1);
+  ASSERT_TRUE(slow.SendRaw(bytes.substr(10)).ok());
+  EXPECT_EQ(slow.ReadI64().value(), 8);
+  // Half a request then a disconnect costs nothing either.
+  {
+    TestClient gone = Client();
+    ASSERT_TRUE(gone.SendRaw(bytes.substr(0, 13)).ok());
+  }
+  EXPECT_TRUE(ConnectionsReach(2));
+  ExpectServing();
+}
+
+TEST_F(RobustnessTest, NonNumericAddClosesOnlyThatConnection) {
+  Start();
+  TestClient c = Client();
+  ASSERT_TRUE(c.Set("/text", "abc").ok());
+  ASSERT_TRUE(c.Send(c.Request(Op::kAdd).Str("/text").I64(1)).ok());
+  EXPECT_TRUE(c.ClosedWithin(absl::Seconds(5)));
+  ExpectServing();
+  EXPECT_EQ(good_->Get("/text").value(), "abc");
+}
+
+TEST_F(RobustnessTest, PeerThatReadsLateGetsEveryReplyInOrder) {
+  Limits limits;
+  limits.output_soft_limit_bytes = 64 * 1024;
+  Start(limits);
+  TestClient lazy = Client();
+  std::string value(256 * 1024, 'x');
+  ASSERT_TRUE(good_->Set("/v", value).ok());
+  ASSERT_TRUE(good_->Get("/v").ok());  // applied before `lazy` asks
+  constexpr int kRequests = 200;       // 50 MiB of replies, far above socket buffers
+  std::string burst;
+  for (int i = 0; i < kRequests; ++i) {
+    burst += lazy.Request(Op::kGet).Str("/v").bytes();
+    burst += lazy.Request(Op::kAdd).Str("/seq").I64(1).bytes();
+  }
+  ASSERT_TRUE(lazy.SendRaw(burst).ok());
+  ExpectServing();  // the loop is not stuck writing to `lazy`
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(lazy.ReadString().value() == value) << i;  // no 256 KiB dumps
+    ASSERT_EQ(lazy.ReadI64().value(), i + 1);
+  }
+}
+
+TEST_F(RobustnessTest, WatcherThatNeverReadsIsCutAtTheHardLimit) {
+  Limits limits;
+  limits.output_hard_limit_bytes = 1024 * 1024;
+  Start(limits);
+  TestClient watcher = Client();
+  ASSERT_TRUE(watcher.Send(watcher.Request(Op::kWatchKey).Str("/w")).ok());
+  ASSERT_EQ(watcher.ReadU8().value(), kWatchCallbackRegistered);
+  std::string value(256 * 1024, 'w');
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(good_->Set("/w", value).ok());
+  ExpectServing();
+  EXPECT_TRUE(ConnectionsReach(1));
+}
+
+TEST_F(RobustnessTest, ThousandsOfIdleConnections) {
+  Start();
+  rlimit lim{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  lim.rlim_cur = lim.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &lim);
+  // Both ends live in this process: two descriptors per connection.
+  size_t n = std::min<size_t>(5000, (lim.rlim_cur - 100) / 2);
+  std::vector<TestClient> idle;
+  idle.reserve(n);
+  for (size_t i = 0; i < n; ++i) idle.push_back(Client());
+  EXPECT_TRUE(ConnectionsReach(n + 1));
+  absl::Time start = absl::Now();
+  ExpectServing();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(idle[n / 2].Add("/from-idle", 1).value(), 1);
+  idle.clear();
+  EXPECT_TRUE(ConnectionsReach(1));
+}
+
+}  // namespace
+}  // namespace muster::c10d

@@ -1,0 +1,72 @@
+// The event loop behind StoreServer: accepts clients, reads and decodes their
+// requests, applies them to the StoreState and writes replies, all on the
+// thread that calls Run(). Owned by StoreServer. Only Stop() and
+// num_connections() may be called from other threads; everything else belongs
+// to the loop thread.
+#ifndef MUSTER_RENDEZVOUS_C10D_STORE_LOOP_H_
+#define MUSTER_RENDEZVOUS_C10D_STORE_LOOP_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "base/unique_fd.h"
+#include "rendezvous/c10d/connection.h"
+#include "rendezvous/c10d/store_state.h"
+#include "rendezvous/c10d/wire.h"
+
+namespace muster::c10d {
+
+class StoreLoop : public Outbox {
+ public:
+  // Takes a listening, non-blocking socket.
+  static absl::StatusOr<std::unique_ptr<StoreLoop>> Create(UniqueFd listener, const Limits& limits);
+  ~StoreLoop() override = default;
+
+  // Serves until Stop(); closes every client connection before returning.
+  void Run();
+  // Thread-safe, async-signal-safe: wakes the loop through its eventfd.
+  void Stop();
+  size_t num_connections() const { return num_connections_.load(); }
+
+  // Outbox: queues bytes for a connection (ignored if it is gone).
+  void Send(ConnectionId conn, std::string_view bytes) override;
+
+ private:
+  StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, const Limits& limits);
+
+  void AcceptAll();
+  void PauseListener(int err);
+  void ResumeListener();
+  void OnConnectionEvent(ConnectionId id, uint32_t events);
+  // Decodes and executes buffered requests, then writes; repeats while draining
+  // the output un-pauses input that is already buffered. False when `conn` was
+  // closed.
+  bool Service(Connection& conn);
+  void FlushDirty();
+  void UpdateInterest(Connection& conn);
+  // `warn`: the peer misbehaved (logged with its address); otherwise a normal
+  // close.
+  void Close(Connection& conn, std::string_view reason, bool warn);
+
+  UniqueFd listener_;
+  UniqueFd epoll_;
+  UniqueFd wake_;
+  Limits limits_;
+  StoreState state_{this};
+  absl::flat_hash_map<ConnectionId, std::unique_ptr<Connection>> connections_;
+  std::vector<ConnectionId> dirty_;  // connections with output queued this iteration
+  ConnectionId next_id_;
+  bool listener_paused_ = false;
+  bool stopping_ = false;
+  std::atomic<size_t> num_connections_{0};
+};
+
+}  // namespace muster::c10d
+
+#endif  // MUSTER_RENDEZVOUS_C10D_STORE_LOOP_H_

@@ -1,0 +1,336 @@
+#include "rendezvous/c10d/store_state.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace muster::c10d {
+namespace {
+
+std::string Byte(uint8_t v) { return std::string(1, static_cast<char>(v)); }
+
+std::string EncodedString(std::string_view s) {
+  std::string out;
+  AppendString(&out, s);
+  return out;
+}
+
+std::string EncodedI64(int64_t v) {
+  std::string out;
+  AppendI64(&out, v);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseCounter(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(begin, &end, 10);
+  if (end == begin) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("counter value is not a number: '", text.substr(0, 32), "'"));
+  }
+  if (errno == ERANGE) {
+    return absl::InvalidArgumentError("counter value out of int64 range");
+  }
+  return static_cast<int64_t>(v);
+}
+
+absl::Status StoreState::Execute(ConnectionId conn, Request& request) {
+  switch (request.op) {
+    case Op::kValidate:
+      return absl::InvalidArgumentError("VALIDATE is only valid as the first request");
+    case Op::kSet:
+      StoreValue(request.keys[0], std::move(request.values[0]));
+      return absl::OkStatus();
+    case Op::kMultiSet:
+      for (size_t i = 0; i < request.keys.size(); ++i) {
+        StoreValue(request.keys[i], std::move(request.values[i]));
+      }
+      return absl::OkStatus();
+    case Op::kAppend: {
+      const std::string& key = request.keys[0];
+      auto it = values_.find(key);
+      if (it == values_.end()) {
+        StoreValue(key, std::move(request.values[0]));
+        return absl::OkStatus();
+      }
+      std::string old = it->second;
+      it->second += request.values[0];
+      WakeAll(key);
+      NotifyWatchers(key, kWatchKeyAppended, old, it->second);
+      return absl::OkStatus();
+    }
+    case Op::kCompareSet:
+      CompareSet(conn, request);
+      return absl::OkStatus();
+    case Op::kGet: {
+      // Union semantics: a missing key reads as empty (libuv) instead of
+      // closing (classic).
+      auto it = values_.find(request.keys[0]);
+      Reply(conn, EncodedString(it == values_.end() ? "" : it->second));
+      return absl::OkStatus();
+    }
+    case Op::kMultiGet: {
+      std::string out;
+      for (const std::string& key : request.keys) {
+        auto it = values_.find(key);
+        AppendString(&out, it == values_.end() ? "" : it->second);
+      }
+      Reply(conn, out);
+      return absl::OkStatus();
+    }
+    case Op::kAdd:
+      return Add(conn, request);
+    case Op::kCheck: {
+      bool ready = std::all_of(request.keys.begin(), request.keys.end(),
+                               [this](const std::string& k) { return Present(k); });
+      Reply(conn, Byte(ready ? kCheckReady : kCheckNotReady));
+      return absl::OkStatus();
+    }
+    case Op::kWait:
+      Wait(conn, request);
+      return absl::OkStatus();
+    case Op::kGetNumKeys:
+      Reply(conn, EncodedI64(static_cast<int64_t>(values_.size())));
+      return absl::OkStatus();
+    case Op::kDeleteKey: {
+      auto it = values_.find(request.keys[0]);
+      int64_t erased = 0;
+      if (it != values_.end()) {
+        std::string old = std::move(it->second);
+        values_.erase(it);
+        erased = 1;
+        NotifyWatchers(request.keys[0], kWatchKeyDeleted, old, "");
+      }
+      Reply(conn, EncodedI64(erased));  // waiters are not woken, as in torch
+      return absl::OkStatus();
+    }
+    case Op::kWatchKey:
+      watchers_[request.keys[0]].push_back(conn);
+      watched_keys_[conn].push_back(request.keys[0]);
+      Reply(conn, Byte(kWatchCallbackRegistered));
+      return absl::OkStatus();
+    case Op::kCancelWait:
+      // Any STOP_WAITING already queued for `conn` stays ahead of this byte.
+      ClearWaits(conn);
+      Reply(conn, Byte(kWaitCanceled));
+      return absl::OkStatus();
+    case Op::kPing: {
+      std::string out;
+      AppendU32(&out, request.nonce);
+      Reply(conn, out);
+      return absl::OkStatus();
+    }
+    case Op::kQueuePush: {
+      const std::string& key = request.keys[0];
+      queues_[key].push_back(std::move(request.values[0]));
+      WakeOne(key);
+      return absl::OkStatus();
+    }
+    case Op::kQueuePop:
+      QueuePop(conn, request.keys[0]);
+      return absl::OkStatus();
+    case Op::kQueueLen: {
+      auto it = queues_.find(request.keys[0]);
+      Reply(conn, EncodedI64(it == queues_.end() ? 0 : it->second.size()));
+      return absl::OkStatus();
+    }
+    case Op::kListKeys:
+      ListKeys(conn);
+      return absl::OkStatus();
+    case Op::kBarrier:
+      return Barrier(conn, request);
+  }
+  return absl::InternalError("unhandled op");
+}
+
+bool StoreState::Present(const std::string& key) const {
+  if (values_.contains(key)) return true;
+  auto it = queues_.find(key);  // libuv: a non-empty queue satisfies CHECK/WAIT
+  return it != queues_.end() && !it->second.empty();
+}
+
+void StoreState::StoreValue(const std::string& key, std::string value) {
+  auto [it, created] = values_.try_emplace(key);
+  std::string old;
+  if (!created) old = std::move(it->second);
+  it->second = std::move(value);
+  WakeAll(key);
+  NotifyWatchers(key, created ? kWatchKeyCreated : kWatchKeyUpdated, old, it->second);
+}
+
+void StoreState::CompareSet(ConnectionId conn, Request& request) {
+  const std::string& key = request.keys[0];
+  std::string& expected = request.values[0];
+  std::string& desired = request.values[1];
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    if (!expected.empty()) {
+      Reply(conn,
+            EncodedString(expected));  // torch's documented "lie": not set
+      return;
+    }
+    Reply(conn, EncodedString(desired));
+    StoreValue(key, std::move(desired));  // libuv wakes waiters; so do we
+    return;
+  }
+  if (it->second == expected) {
+    Reply(conn, EncodedString(desired));
+    StoreValue(key, std::move(desired));
+    return;
+  }
+  Reply(conn, EncodedString(it->second));
+}
+
+absl::Status StoreState::Add(ConnectionId conn, Request& request) {
+  const std::string& key = request.keys[0];
+  int64_t current = 0;
+  auto it = values_.find(key);
+  if (it != values_.end()) {
+    ASSIGN_OR_RETURN(current, ParseCounter(it->second));
+  }
+  // Wrap like two's complement instead of undefined signed overflow.
+  int64_t sum =
+      static_cast<int64_t>(static_cast<uint64_t>(current) + static_cast<uint64_t>(request.number));
+  Reply(conn, EncodedI64(sum));
+  StoreValue(key, std::to_string(sum));
+  return absl::OkStatus();
+}
+
+void StoreState::Wait(ConnectionId conn, Request& request) {
+  std::vector<std::string> missing;
+  for (std::string& key : request.keys) {
+    if (!Present(key)) missing.push_back(std::move(key));
+  }
+  if (missing.empty()) {
+    Reply(conn, Byte(kStopWaiting));
+    return;
+  }
+  Register(conn, std::move(missing));
+}
+
+void StoreState::Register(ConnectionId conn, std::vector<std::string> missing) {
+  // torch overwrites keysAwaited_ and keeps older registrations (a 1.13 client
+  // that timed out never cancels); we reproduce that so the bytes on the wire
+  // match torch's.
+  WaitState& state = waits_[conn];
+  state.remaining = static_cast<int64_t>(missing.size());
+  for (std::string& key : missing) {
+    waiters_[key].push_back(conn);
+    state.keys.push_back(std::move(key));
+  }
+}
+
+void StoreState::CountDown(ConnectionId conn) {
+  auto it = waits_.find(conn);
+  if (it == waits_.end()) return;
+  if (--it->second.remaining == 0) Reply(conn, Byte(kStopWaiting));
+}
+
+void StoreState::WakeAll(const std::string& key) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  std::vector<ConnectionId> conns = std::move(it->second);
+  waiters_.erase(it);
+  for (ConnectionId conn : conns) CountDown(conn);
+}
+
+void StoreState::WakeOne(const std::string& key) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  ConnectionId conn = it->second.front();
+  it->second.erase(it->second.begin());
+  if (it->second.empty()) waiters_.erase(it);
+  CountDown(conn);
+}
+
+void StoreState::ClearWaits(ConnectionId conn) {
+  auto it = waits_.find(conn);
+  if (it == waits_.end()) return;
+  for (const std::string& key : it->second.keys) {
+    auto w = waiters_.find(key);
+    if (w == waiters_.end()) continue;
+    std::erase(w->second, conn);
+    if (w->second.empty()) waiters_.erase(w);
+  }
+  waits_.erase(it);
+}
+
+void StoreState::DropConnection(ConnectionId conn) {
+  ClearWaits(conn);
+  auto it = watched_keys_.find(conn);
+  if (it == watched_keys_.end()) return;
+  for (const std::string& key : it->second) {
+    auto w = watchers_.find(key);
+    if (w == watchers_.end()) continue;
+    std::erase(w->second, conn);
+    if (w->second.empty()) watchers_.erase(w);
+  }
+  watched_keys_.erase(it);
+}
+
+void StoreState::NotifyWatchers(const std::string& key, uint8_t type, std::string_view old_value,
+                                std::string_view new_value) {
+  auto it = watchers_.find(key);
+  if (it == watchers_.end()) return;
+  std::string out;
+  AppendU8(&out, type);
+  AppendString(&out, key);
+  AppendString(&out, old_value);
+  AppendString(&out, new_value);
+  for (ConnectionId conn : it->second) Reply(conn, out);
+}
+
+absl::Status StoreState::Barrier(ConnectionId conn, Request& request) {
+  const std::string& key = request.keys[0];
+  int64_t count = 0;
+  auto it = values_.find(key);
+  if (it != values_.end()) {
+    ASSIGN_OR_RETURN(count, ParseCounter(it->second));
+  }
+  ++count;
+  values_[key] = std::to_string(count);
+  if (count >= request.number) {
+    WakeAll(key);
+    Reply(conn, Byte(kStopWaiting));
+    return absl::OkStatus();
+  }
+  Register(conn, {key});
+  return absl::OkStatus();
+}
+
+void StoreState::QueuePop(ConnectionId conn, const std::string& key) {
+  auto it = queues_.find(key);
+  if (it == queues_.end() || it->second.empty()) {
+    Reply(conn, EncodedI64(0));
+    return;
+  }
+  std::string out;
+  AppendI64(&out, static_cast<int64_t>(it->second.size()));
+  AppendString(&out, it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) queues_.erase(it);
+  Reply(conn, out);
+}
+
+void StoreState::ListKeys(ConnectionId conn) {
+  std::vector<const std::string*> keys;
+  keys.reserve(values_.size());
+  for (const auto& [key, value] : values_) keys.push_back(&key);
+  std::sort(keys.begin(), keys.end(),
+            [](const std::string* a, const std::string* b) { return *a < *b; });
+  std::string out;
+  AppendI64(&out, static_cast<int64_t>(keys.size()));
+  for (const std::string* key : keys) AppendString(&out, *key);
+  Reply(conn, out);
+}
+
+}  // namespace muster::c10d

@@ -1,0 +1,94 @@
+// The key-value state behind a TCPStore server and the semantics of every
+// operation of both protocol families (reference/torch_contract.md §1.3, union
+// rules of §5.1.3): keys, queues, WAIT registrations (torch's keysAwaited
+// bookkeeping), barriers and legacy WATCH_KEY callbacks. Owned by StoreServer
+// and used only from its loop thread; not thread-safe. No sockets here: replies
+// go through an Outbox, so tests can drive it alone.
+#ifndef MUSTER_RENDEZVOUS_C10D_STORE_STATE_H_
+#define MUSTER_RENDEZVOUS_C10D_STORE_STATE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "rendezvous/c10d/request_parser.h"
+
+namespace muster::c10d {
+
+// Never reused within one server, unlike file descriptors.
+using ConnectionId = uint64_t;
+
+// Where replies and asynchronous wake-ups go; bytes for one connection stay in
+// order.
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  virtual void Send(ConnectionId conn, std::string_view bytes) = 0;
+};
+
+class StoreState {
+ public:
+  explicit StoreState(Outbox* outbox) : outbox_(outbox) {}
+  StoreState(const StoreState&) = delete;
+  StoreState& operator=(const StoreState&) = delete;
+
+  // Applies `request` from `conn`; moves strings out of it. An error (ADD or
+  // BARRIER on a non-numeric value) means the caller must close `conn`, as
+  // torch does.
+  absl::Status Execute(ConnectionId conn, Request& request);
+
+  // Forgets a closed connection's wait registrations and watches.
+  void DropConnection(ConnectionId conn);
+
+  size_t num_keys() const { return values_.size(); }
+  size_t num_waiting_connections() const { return waits_.size(); }
+
+ private:
+  struct WaitState {
+    int64_t remaining = 0;          // torch's keysAwaited_[socket]
+    std::vector<std::string> keys;  // where this connection may sit in waiters_
+  };
+
+  void Reply(ConnectionId conn, std::string_view bytes) { outbox_->Send(conn, bytes); }
+  bool Present(const std::string& key) const;
+  void StoreValue(const std::string& key, std::string value);
+  void Register(ConnectionId conn, std::vector<std::string> missing);
+  // Every waiter of `key` counts one key down; those reaching zero get
+  // STOP_WAITING.
+  void WakeAll(const std::string& key);
+  // Only the longest-waiting connection of `key` (QUEUE_PUSH).
+  void WakeOne(const std::string& key);
+  void CountDown(ConnectionId conn);
+  void ClearWaits(ConnectionId conn);
+  void NotifyWatchers(const std::string& key, uint8_t type, std::string_view old_value,
+                      std::string_view new_value);
+
+  void Wait(ConnectionId conn, Request& request);
+  absl::Status Add(ConnectionId conn, Request& request);
+  void CompareSet(ConnectionId conn, Request& request);
+  absl::Status Barrier(ConnectionId conn, Request& request);
+  void QueuePop(ConnectionId conn, const std::string& key);
+  void ListKeys(ConnectionId conn);
+
+  Outbox* outbox_;  // not owned
+  absl::flat_hash_map<std::string, std::string> values_;
+  absl::flat_hash_map<std::string, std::deque<std::string>> queues_;
+  absl::flat_hash_map<std::string, std::vector<ConnectionId>> waiters_;
+  absl::flat_hash_map<ConnectionId, WaitState> waits_;
+  absl::flat_hash_map<std::string, std::vector<ConnectionId>> watchers_;
+  absl::flat_hash_map<ConnectionId, std::vector<std::string>> watched_keys_;
+};
+
+// std::stoll semantics (leading blanks, sign, digits, trailing bytes ignored):
+// torch keeps counters as ASCII decimal and parses them this way.
+// InvalidArgument when no digits or on overflow.
+absl::StatusOr<int64_t> ParseCounter(const std::string& text);
+
+}  // namespace muster::c10d
+
+#endif  // MUSTER_RENDEZVOUS_C10D_STORE_STATE_H_

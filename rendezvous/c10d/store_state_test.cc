@@ -1,0 +1,163 @@
+#include "rendezvous/c10d/store_state.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "rendezvous/c10d/wire.h"
+
+namespace muster::c10d {
+namespace {
+
+class RecordingOutbox : public Outbox {
+ public:
+  void Send(ConnectionId conn, std::string_view bytes) override {
+    sent[conn].append(bytes.data(), bytes.size());
+  }
+  std::string Take(ConnectionId conn) { return std::exchange(sent[conn], ""); }
+  std::map<ConnectionId, std::string> sent;
+};
+
+Request Make(Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
+             int64_t number = 0) {
+  Request r;
+  r.op = op;
+  r.keys = std::move(keys);
+  r.values = std::move(values);
+  r.number = number;
+  return r;
+}
+
+std::string Str(std::string_view s) {
+  std::string out;
+  AppendString(&out, s);
+  return out;
+}
+
+std::string I64(int64_t v) {
+  std::string out;
+  AppendI64(&out, v);
+  return out;
+}
+
+const std::string kStop(1, static_cast<char>(kStopWaiting));
+
+class StoreStateTest : public ::testing::Test {
+ protected:
+  absl::Status Run(ConnectionId conn, Request r) { return state_.Execute(conn, r); }
+  RecordingOutbox out_;
+  StoreState state_{&out_};
+};
+
+TEST_F(StoreStateTest, WaitWithSeveralKeysCompletesWhenTheLastArrives) {
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"a"}, {"1"})).ok());
+  ASSERT_TRUE(Run(2, Make(Op::kWait, {"a", "b", "c"})).ok());
+  EXPECT_EQ(out_.Take(2), "");
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"b"}, {"1"})).ok());
+  EXPECT_EQ(out_.Take(2), "");
+  ASSERT_TRUE(Run(1, Make(Op::kAdd, {"c"}, {}, 1)).ok());
+  EXPECT_EQ(out_.Take(2), kStop);
+  EXPECT_EQ(state_.num_waiting_connections(),
+            1u);  // torch keeps keysAwaited_ at 0
+}
+
+TEST_F(StoreStateTest, DeleteDoesNotWakeAndDropForgetsWaits) {
+  ASSERT_TRUE(Run(2, Make(Op::kWait, {"k"})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kDeleteKey, {"k"})).ok());
+  EXPECT_EQ(out_.Take(1), I64(0));
+  state_.DropConnection(2);
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"k"}, {"v"})).ok());
+  EXPECT_EQ(out_.Take(2), "");
+  EXPECT_EQ(state_.num_waiting_connections(), 0u);
+}
+
+TEST_F(StoreStateTest, CompareSetFollowsTorchIncludingTheLie) {
+  ASSERT_TRUE(Run(1, Make(Op::kCompareSet, {"k"}, {"x", "y"})).ok());
+  EXPECT_EQ(out_.Take(1),
+            Str("x"));  // absent + non-empty expected: reply expected
+  EXPECT_EQ(state_.num_keys(), 0u);
+  ASSERT_TRUE(Run(2, Make(Op::kWait, {"k"})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kCompareSet, {"k"}, {"", "y"})).ok());
+  EXPECT_EQ(out_.Take(1), Str("y"));
+  EXPECT_EQ(out_.Take(2), kStop);  // union semantics: COMPARE_SET wakes (libuv)
+  ASSERT_TRUE(Run(1, Make(Op::kCompareSet, {"k"}, {"nope", "z"})).ok());
+  EXPECT_EQ(out_.Take(1), Str("y"));
+  ASSERT_TRUE(Run(1, Make(Op::kCompareSet, {"k"}, {"y", "z"})).ok());
+  EXPECT_EQ(out_.Take(1), Str("z"));
+}
+
+TEST_F(StoreStateTest, AddUsesStollSemanticsAndRejectsText) {
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"k"}, {" 12abc"})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kAdd, {"k"}, {}, 3)).ok());
+  EXPECT_EQ(out_.Take(1), I64(15));
+  ASSERT_TRUE(Run(1, Make(Op::kGet, {"k"})).ok());
+  EXPECT_EQ(out_.Take(1), Str("15"));
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"t"}, {"abc"})).ok());
+  EXPECT_FALSE(Run(1, Make(Op::kAdd, {"t"}, {}, 1)).ok());
+  EXPECT_FALSE(ParseCounter("99999999999999999999").ok());
+  EXPECT_EQ(ParseCounter("-7").value(), -7);
+}
+
+TEST_F(StoreStateTest, QueuesSatisfyWaitAndWakeOneWaiter) {
+  ASSERT_TRUE(Run(2, Make(Op::kWait, {"q"})).ok());
+  ASSERT_TRUE(Run(3, Make(Op::kWait, {"q"})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kQueuePush, {"q"}, {"a"})).ok());
+  EXPECT_EQ(out_.Take(2), kStop);
+  EXPECT_EQ(out_.Take(3), "");
+  ASSERT_TRUE(Run(1, Make(Op::kCheck, {"q"})).ok());
+  EXPECT_EQ(out_.Take(1), std::string(1, static_cast<char>(kCheckReady)));
+  ASSERT_TRUE(Run(1, Make(Op::kQueuePop, {"q"})).ok());
+  EXPECT_EQ(out_.Take(1), I64(1) + Str("a"));
+  ASSERT_TRUE(Run(1, Make(Op::kQueuePop, {"q"})).ok());
+  EXPECT_EQ(out_.Take(1), I64(0));
+  ASSERT_TRUE(Run(1, Make(Op::kGetNumKeys)).ok());
+  EXPECT_EQ(out_.Take(1), I64(0));  // queues are not keys
+}
+
+TEST_F(StoreStateTest, BarrierReleasesEveryoneAtWorldSize) {
+  ASSERT_TRUE(Run(1, Make(Op::kBarrier, {"b"}, {}, 3)).ok());
+  ASSERT_TRUE(Run(2, Make(Op::kBarrier, {"b"}, {}, 3)).ok());
+  EXPECT_EQ(out_.Take(1) + out_.Take(2), "");
+  ASSERT_TRUE(Run(3, Make(Op::kBarrier, {"b"}, {}, 3)).ok());
+  EXPECT_EQ(out_.Take(1), kStop);
+  EXPECT_EQ(out_.Take(2), kStop);
+  EXPECT_EQ(out_.Take(3), kStop);
+  ASSERT_TRUE(Run(1, Make(Op::kGet, {"b"})).ok());
+  EXPECT_EQ(out_.Take(1), Str("3"));
+}
+
+TEST_F(StoreStateTest, CancelWaitClearsRegistrations) {
+  ASSERT_TRUE(Run(2, Make(Op::kWait, {"k"})).ok());
+  ASSERT_TRUE(Run(2, Make(Op::kCancelWait)).ok());
+  EXPECT_EQ(out_.Take(2), std::string(1, static_cast<char>(kWaitCanceled)));
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"k"}, {"v"})).ok());
+  EXPECT_EQ(out_.Take(2), "");
+}
+
+TEST_F(StoreStateTest, WatchKeyPushesUpdates) {
+  ASSERT_TRUE(Run(2, Make(Op::kWatchKey, {"k"})).ok());
+  EXPECT_EQ(out_.Take(2), std::string(1, static_cast<char>(kWatchCallbackRegistered)));
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"k"}, {"v"})).ok());
+  EXPECT_EQ(out_.Take(2),
+            std::string(1, static_cast<char>(kWatchKeyCreated)) + Str("k") + Str("") + Str("v"));
+  ASSERT_TRUE(Run(1, Make(Op::kDeleteKey, {"k"})).ok());
+  EXPECT_EQ(out_.Take(2),
+            std::string(1, static_cast<char>(kWatchKeyDeleted)) + Str("k") + Str("v") + Str(""));
+}
+
+TEST_F(StoreStateTest, ListKeysIsSortedAndMultiOpsWork) {
+  std::vector<std::string> keys = {"/b", "/a", "init/"};
+  Request r = Make(Op::kMultiSet, keys, {"2", "1", "0"});
+  ASSERT_TRUE(state_.Execute(1, r).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kListKeys)).ok());
+  EXPECT_EQ(out_.Take(1), I64(3) + Str("/a") + Str("/b") + Str("init/"));
+  ASSERT_TRUE(Run(1, Make(Op::kMultiGet, {"/a", "missing", "/b"})).ok());
+  EXPECT_EQ(out_.Take(1), Str("1") + Str("") + Str("2"));
+  ASSERT_TRUE(Run(1, Make(Op::kAppend, {"/a"}, {"xy"})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kGet, {"/a"})).ok());
+  EXPECT_EQ(out_.Take(1), Str("1xy"));
+}
+
+}  // namespace
+}  // namespace muster::c10d

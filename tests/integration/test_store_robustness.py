@@ -1,0 +1,120 @@
+"""c10d_store_server as a separate process under load and abuse (no torch needed).
+
+    MUSTER_BUILD_DIR=build /usr/bin/python3 -m pytest tests/integration/test_store_robustness.py
+"""
+import os
+import random
+import resource
+import socket
+import struct
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import store_helpers  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not store_helpers.server_binary().exists(),
+    reason=f"{store_helpers.server_binary()} is not built (set MUSTER_BUILD_DIR)")
+
+# Legacy numbering (torch 1.13).
+SET, GET, ADD, GETNUMKEYS = 0, 2, 3, 6
+
+
+def s(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+def recv_exact(sock, n, timeout=10):
+    sock.settimeout(timeout)
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("store closed the connection")
+        out += chunk
+    return out
+
+
+def connect(port):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def add(sock, key, delta):
+    sock.sendall(bytes([ADD]) + s(key) + struct.pack("<q", delta))
+    return struct.unpack("<q", recv_exact(sock, 8))[0]
+
+
+@pytest.fixture
+def server():
+    srv = store_helpers.start_muster_server()
+    yield srv
+    rc = srv.stop()
+    assert rc == 0, f"server exit code {rc}: {srv.stderr[-2000:]}"
+
+
+def test_ten_thousand_idle_connections(server):
+    want = 10000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < want + 200:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {want + 200}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    socks = []
+    try:
+        start = time.monotonic()
+        for _ in range(want):
+            socks.append(socket.create_connection(("127.0.0.1", server.port), timeout=10))
+        connect_s = time.monotonic() - start
+        probe = connect(server.port)
+        t = time.monotonic()
+        assert add(probe, b"/probe", 1) == 1
+        assert time.monotonic() - t < 1.0
+        # A few idle ones wake up and still work.
+        for sock in random.Random(7).sample(socks, 20):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            add(sock, b"/probe", 1)
+        assert add(probe, b"/probe", 0) == 21
+        print(f"{want} connections in {connect_s:.2f} s")
+    finally:
+        for sock in socks:
+            sock.close()
+    assert server.alive()
+
+
+def test_garbage_and_huge_lengths_close_only_their_connection(server):
+    good = connect(server.port)
+    assert add(good, b"/n", 1) == 1
+    rng = random.Random(1234)
+    for i in range(200):
+        bad = connect(server.port)
+        if i % 4 == 0:
+            payload = bytes([GET]) + struct.pack("<Q", 1 << 60)
+        elif i % 4 == 1:
+            payload = bytes([SET]) + s(b"/k") + struct.pack("<Q", 1 << 60)
+        else:
+            payload = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 512)))
+        try:
+            bad.sendall(payload)
+        except OSError:
+            pass  # already closed by the server: fine
+        bad.close()
+    assert add(good, b"/n", 1) == 2
+    assert server.alive()
+
+
+def test_byte_by_byte_and_half_requests(server):
+    sock = connect(server.port)
+    req = bytes([SET]) + s(b"/slow") + s(b"value") + bytes([GET]) + s(b"/slow")
+    for b in req:
+        sock.send(bytes([b]))
+        time.sleep(0.001)
+    assert recv_exact(sock, 8 + 5) == s(b"value")
+    half = connect(server.port)
+    half.sendall(req[:7])
+    half.close()
+    sock.sendall(bytes([GETNUMKEYS]))
+    assert struct.unpack("<q", recv_exact(sock, 8))[0] == 1

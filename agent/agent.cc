@@ -68,6 +68,20 @@ absl::StatusOr<int> PickFreePort() {
   return ntohs(addr.sin_port);
 }
 
+// Where the agent's store listens: only where workers must reach it. A numeric
+// --master-addr is bound as is (127.0.0.1 by default: loopback only); a hostname could
+// resolve to any local address, so it gets the dual-stack wildcard.
+std::string StoreBindAddress(const std::string& master_addr) {
+  if (master_addr == "localhost") return "127.0.0.1";
+  in6_addr v6;
+  in_addr v4;
+  if (inet_pton(AF_INET, master_addr.c_str(), &v4) == 1 ||
+      inet_pton(AF_INET6, master_addr.c_str(), &v6) == 1) {
+    return master_addr;
+  }
+  return "::";
+}
+
 absl::Status MakeDirs(const std::string& path) {
   std::string partial;
   size_t pos = 0;
@@ -153,11 +167,19 @@ absl::Status Agent::StartAttempt() {
   round.restart_count = restart_count_;
   round.master_addr = config_.master_addr;
   round.master_port = config_.master_port;
-  if (config_.standalone && !config_.master_port_given) {
+  if (config_.store == "agent") {
+    // A fresh store on a fresh port for every attempt: keys of a failed attempt can never
+    // be read by the next one (pytorch#135712), and nothing races for a fixed port.
+    store_.reset();
+    c10d::StoreServer::Options options;
+    options.bind_address = StoreBindAddress(config_.master_addr);
+    ASSIGN_OR_RETURN(store_, c10d::StoreServer::Start(options));
+    round.master_port = store_->port();
+  } else if (config_.standalone && !config_.master_port_given) {
     ASSIGN_OR_RETURN(round.master_port, PickFreePort());
   }
   round.run_id = run_id_;
-  round.use_agent_store = false;
+  round.use_agent_store = store_ != nullptr;
 
   std::string attempt_dir = absl::StrCat(run_dir_, "/attempt_", restart_count_);
   const int n = config_.nproc_per_node;
@@ -403,6 +425,7 @@ void Agent::MaybeFinishStop() {
 void Agent::FinishAttempt() {
   if (stop_timer_ != 0) loop_->CancelTimer(stop_timer_);
   stop_timer_ = 0;
+  store_.reset();  // the attempt's key space ends with it
   for (Worker& w : workers_) {
     if (w.output) w.output->Finish();
     if (w.pid != 0) watchdog_->Untrack(w.pid);

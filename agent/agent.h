@@ -34,6 +34,7 @@
 #include "launch/restart_policy.h"
 #include "launch/watchdog.h"
 #include "launch/worker_output.h"
+#include "rendezvous/c10d/store_server.h"
 
 namespace muster {
 
@@ -89,6 +90,7 @@ class Agent {
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<ConsoleWriter> console_;
   std::unique_ptr<EventLog> events_;
+  std::unique_ptr<c10d::StoreServer> store_;  // this attempt's store (--store agent)
 
   std::string log_root_, run_dir_;
   bool remove_log_root_ = false;

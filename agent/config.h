@@ -36,6 +36,10 @@ struct Config {
   std::string role = "default";
   bool standalone = false;
   std::string run_id = "none";
+  // Who serves the c10d store: "agent" (this agent, a fresh port each attempt,
+  // TORCHELASTIC_USE_AGENT_STORE=True) or "rank0" (torchrun's static behaviour: worker rank 0
+  // binds --master-port).
+  std::string store = "agent";
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool master_port_given = false;

@@ -30,10 +30,16 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   line("run id",
        (c.standalone && c.run_id == "none" ? std::string("random (standalone)") : c.run_id) +
            source("rdzv-id"));
-  line("master", absl::StrCat(c.master_addr, ":",
-                              c.standalone && !c.master_port_given ? std::string("free port")
-                                                                   : std::to_string(c.master_port),
-                              " (static store, TORCHELASTIC_USE_AGENT_STORE=False)"));
+  if (c.store == "agent") {
+    line("store", absl::StrCat("served by this agent at ", c.master_addr,
+                               ", a fresh port per attempt (TORCHELASTIC_USE_AGENT_STORE=True)",
+                               source("store")));
+  } else {
+    std::string port = c.standalone && !c.master_port_given ? std::string("a free port")
+                                                            : std::to_string(c.master_port);
+    line("store", absl::StrCat("worker rank 0 binds ", c.master_addr, ":", port,
+                               " (TORCHELASTIC_USE_AGENT_STORE=False)", source("store")));
+  }
   line("restart policy",
        absl::StrCat(RestartPolicyName(c.restart_policy), ", max restarts ", c.max_restarts,
                     ", restartable codes ", absl::StrJoin(c.restartable_exit_codes, ",")));

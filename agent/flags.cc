@@ -43,9 +43,11 @@ constexpr FlagSpec kFlags[] = {
     {"rdzv-id", 0, true, "Job", "none", "run id shared by the job (alias --run-id)"},
     {"run-id", 0, true, "Job", "none", "alias of --rdzv-id"},
     {"role", 0, true, "Job", "default", "worker role name (ROLE_NAME)"},
+    {"store", 0, true, "Job", "agent",
+     "c10d store: agent (served here, fresh port per attempt) or rank0 (worker rank 0, static)"},
     {"master-addr", 0, true, "Job", "127.0.0.1", "MASTER_ADDR given to workers"},
     {"master-port", 0, true, "Job", "29500",
-     "MASTER_PORT given to workers (--standalone: free port)"},
+     "with --store rank0: the port worker rank 0 binds (--standalone: a free port)"},
     {"rdzv-backend", 0, true, "Job", "static",
      "accepted for torchrun compatibility; muster has its own"},
     {"module", 'm', false, "Command", "off", "run the command as a Python module (python -m)"},
@@ -365,6 +367,13 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   }));
   RETURN_IF_ERROR(with("rdzv-id", [&](const std::string& v, const std::string&) {
     c.run_id = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(with("store", [&](const std::string& v, const std::string& w) -> absl::Status {
+    if (v != "agent" && v != "rank0") {
+      return Invalid(w, absl::StrCat("'", v, "' must be agent or rank0"));
+    }
+    c.store = v;
     return absl::OkStatus();
   }));
   RETURN_IF_ERROR(

@@ -114,3 +114,24 @@ def read_pids(path):
         return [int(x) for x in pathlib.Path(path).read_text().split()]
     except FileNotFoundError:
         return []
+
+
+@pytest.fixture(scope="session")
+def torch2_python():
+    """Path of a python running PyPI's torch 2.x (scripts/torch2_venv.sh creates it once,
+    cached outside the repo). Skips loudly when it cannot be had."""
+    r = subprocess.run([str(REPO / "scripts" / "torch2_venv.sh")], capture_output=True,
+                       text=True, timeout=1500)
+    if r.returncode != 0:
+        pytest.skip(f"SKIPPED LOUDLY: torch 2.x unavailable: {r.stderr.strip()[-500:]}")
+    return r.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(params=["torch113", "torch2"])
+def any_torch(request):
+    """Each real-torch test runs with Debian's torch 1.13 and with PyPI's torch 2.x."""
+    if request.param == "torch113":
+        if TORCH_VERSION is None:
+            pytest.skip(f"SKIPPED LOUDLY: no torch importable by {TORCH_PYTHON}")
+        return TORCH_PYTHON
+    return request.getfixturevalue("torch2_python")

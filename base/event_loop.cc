@@ -1,6 +1,8 @@
 #include "base/event_loop.h"
 
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -15,6 +17,12 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
   if (fd < 0) return ErrnoStatus("epoll_create1", errno);
   std::unique_ptr<EventLoop> loop(new EventLoop());
   loop->epoll_fd_.reset(fd);
+  int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (efd < 0) return ErrnoStatus("eventfd", errno);
+  loop->post_fd_.reset(efd);
+  EventLoop* self = loop.get();
+  absl::Status st = loop->Add(efd, EPOLLIN, [self](uint32_t) { self->RunPosted(); });
+  if (!st.ok()) return st;
   return loop;
 }
 
@@ -64,6 +72,28 @@ void EventLoop::CancelTimer(TimerId id) {
     }
   }
   timers_.erase(it);
+}
+
+void EventLoop::Post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    posted_.push_back(std::move(fn));
+  }
+  uint64_t one = 1;
+  // EAGAIN only if the counter would overflow, i.e. the loop is already due to wake.
+  [[maybe_unused]] ssize_t n = write(post_fd_.get(), &one, sizeof(one));
+}
+
+void EventLoop::RunPosted() {
+  uint64_t count;
+  // EAGAIN: a previous RunPosted already consumed the counter; the queue decides.
+  [[maybe_unused]] ssize_t n = read(post_fd_.get(), &count, sizeof(count));
+  std::deque<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    batch.swap(posted_);
+  }
+  for (auto& fn : batch) fn();
 }
 
 absl::Time EventLoop::Now() {

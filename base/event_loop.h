@@ -1,8 +1,8 @@
 // EventLoop: one epoll instance plus deadline timers, driven by one thread.
 //
-// Owns nothing but the epoll fd; callers own their fds and must Remove() them
-// before closing. Not thread-safe: every method is called from the loop's
-// thread (callbacks run there too). Timers are kept in an ordered map and
+// Owns the epoll fd and an eventfd for Post(); callers own their fds and must
+// Remove() them before closing. Not thread-safe except Post(): every other method
+// is called from the loop's thread (callbacks run there too). Timers are kept in an ordered map and
 // turned into the epoll_wait timeout, so an idle loop sleeps until the next
 // deadline or fd event and never wakes on an interval.
 #ifndef MUSTER_BASE_EVENT_LOOP_H_
@@ -11,9 +11,11 @@
 #include <sys/epoll.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "absl/status/status.h"
@@ -47,6 +49,10 @@ class EventLoop {
   // fails.
   absl::Status RunOnce(absl::Duration max_wait = absl::InfiniteDuration());
 
+  // Thread-safe: runs `fn` on the loop thread soon (FIFO). How other threads (gRPC
+  // callbacks) hand work to the loop.
+  void Post(std::function<void()> fn);
+
   // The loop's notion of now: CLOCK_MONOTONIC as absl::Time (not wall time).
   static absl::Time Now();
 
@@ -54,7 +60,12 @@ class EventLoop {
   EventLoop() = default;
   void FireDueTimers();
 
+  void RunPosted();
+
   UniqueFd epoll_fd_;
+  UniqueFd post_fd_;  // eventfd: readable while posted work is queued
+  std::mutex post_mu_;
+  std::deque<std::function<void()>> posted_;  // guarded by post_mu_
   // shared_ptr so a callback that removes its own fd keeps itself alive while
   // it runs.
   std::unordered_map<int, std::shared_ptr<FdCallback>> callbacks_;

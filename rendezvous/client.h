@@ -1,0 +1,44 @@
+// RendezvousClient: how an agent takes part in a job, whatever carries it. Two
+// implementations: LocalRendezvous (an in-process core::Job, for single-node jobs, no
+// sockets) and rendezvous/grpc's client (a long-lived stream to a remote server).
+//
+// Threading: every method is called from the agent's loop thread, and the sinks are always
+// invoked on that thread too (implementations hop threads with EventLoop::Post), never
+// re-entrantly from inside a method call.
+#ifndef MUSTER_RENDEZVOUS_CLIENT_H_
+#define MUSTER_RENDEZVOUS_CLIENT_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "rendezvous/core/types.h"
+
+namespace muster::rdzv {
+
+class RendezvousClient {
+ public:
+  using EventSink = std::function<void(const Event& event)>;
+  // The rendezvous cannot go on: InvalidArgument/FailedPrecondition/Unauthenticated for
+  // permanent problems (bad token, wrong run id, rank conflict: the agent exits 2),
+  // Unavailable/DeadlineExceeded for transient ones (server unreachable past the join
+  // timeout, stream lost: the agent exits 138). Called at most once.
+  using ErrorSink = std::function<void(const absl::Status& error)>;
+
+  virtual ~RendezvousClient() = default;
+
+  // Joins the job. Events (progress, round started, stop, finished) follow on `events`.
+  virtual void Start(const NodeInfo& node, const JobSpec& spec, EventSink events,
+                     ErrorSink errors) = 0;
+  virtual void ReportFailure(int round, const Failure& failure) = 0;
+  virtual void ReportSucceeded(int round) = 0;
+  // Workers of `round` are stopped; the node's fresh store for the next round listens on
+  // `store_port`.
+  virtual void ReportStopped(int round, int store_port) = 0;
+  // The agent is leaving on purpose (a signal): the job treats it as a lost node.
+  virtual void Leave(const std::string& why) = 0;
+};
+
+}  // namespace muster::rdzv
+
+#endif  // MUSTER_RENDEZVOUS_CLIENT_H_

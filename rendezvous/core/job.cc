@@ -1,0 +1,438 @@
+#include "rendezvous/core/job.h"
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace muster::rdzv {
+namespace {
+
+std::string Seconds(absl::Duration d) {
+  return absl::StrCat(static_cast<int64_t>(absl::ToDoubleSeconds(d) + 0.5), " s");
+}
+
+std::string Describe(const NodeInfo& n) {
+  return absl::StrCat(n.host, " (", n.address, ", node ", n.node_id, ")");
+}
+
+Event MakeEvent(Event::Kind kind, const std::string& node_id, std::string text = "") {
+  Event e;
+  e.kind = kind;
+  e.node_id = node_id;
+  e.text = std::move(text);
+  return e;
+}
+
+// The JobSpec fields every node must agree on, with the flag that sets each.
+absl::Status CheckSameSpec(const JobSpec& job, const JobSpec& node, const NodeInfo& who) {
+  auto differs = [&](const char* flag, const std::string& theirs, const std::string& ours) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", theirs, " of node ", Describe(who),
+                                                   " differs from the job's ", ours,
+                                                   "; every node must be started with the same"));
+  };
+  if (node.run_id != job.run_id) return differs("--rdzv-id", node.run_id, job.run_id);
+  if (node.min_nodes != job.min_nodes || node.max_nodes != job.max_nodes) {
+    return differs("--nnodes", absl::StrCat(node.min_nodes, ":", node.max_nodes),
+                   absl::StrCat(job.min_nodes, ":", job.max_nodes));
+  }
+  if (node.max_restarts != job.max_restarts) {
+    return differs("--max-restarts", std::to_string(node.max_restarts),
+                   std::to_string(job.max_restarts));
+  }
+  if (node.restart_after_success != job.restart_after_success) {
+    return differs("--restart-policy", node.restart_after_success ? "Always" : "not Always",
+                   job.restart_after_success ? "Always" : "not Always");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Job::Job(JobSpec spec, absl::Time now) : spec_(std::move(spec)), gathering_since_(now) {}
+
+std::vector<NodeInfo> Job::Nodes() const {
+  std::vector<NodeInfo> out;
+  out.reserve(nodes_.size());
+  for (const auto& [id, node] : nodes_) out.push_back(node.info);
+  return out;
+}
+
+bool Job::IsParticipant(const std::string& node_id) const {
+  return std::any_of(participants_.begin(), participants_.end(),
+                     [&](const NodeInfo& n) { return n.node_id == node_id; });
+}
+
+void Job::Touch(Node& node, absl::Time now) {
+  node.last_seen = now;
+  by_last_seen_.splice(by_last_seen_.end(), by_last_seen_, node.lru);
+}
+
+absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now,
+                       std::vector<Event>* out) {
+  if (phase_ == Phase::kFinished) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", spec_.run_id, " has already finished: ", outcome_->reason));
+  }
+  if (absl::Status s = CheckSameSpec(spec_, spec, info); !s.ok()) return s;
+  if (info.local_world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node ", Describe(info), " has no workers (local_world_size ", info.local_world_size, ")"));
+  }
+  if (info.rank_hint >= spec_.max_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node rank ", info.rank_hint, " of ", Describe(info), " is outside 0..",
+        spec_.max_nodes - 1, " (--nnodes allows at most ", spec_.max_nodes, " nodes)"));
+  }
+  if (info.rank_hint >= 0) {
+    for (const auto& [id, other] : nodes_) {
+      if (id != info.node_id && other.info.rank_hint == info.rank_hint) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node rank ", info.rank_hint, " is claimed by both ", Describe(other.info),
+                         " and ", Describe(info), "; give every node its own --node-rank"));
+      }
+    }
+  }
+  auto [it, inserted] = nodes_.try_emplace(info.node_id);
+  Node& node = it->second;
+  node.info = info;
+  if (inserted) {
+    node.joined_at = now;
+    node.arrival = arrivals_++;
+    by_last_seen_.push_back(info.node_id);
+    node.lru = std::prev(by_last_seen_.end());
+  }
+  Touch(node, now);
+
+  switch (phase_) {
+    case Phase::kGathering:
+      if (LiveCount() >= spec_.min_nodes && !last_call_) {
+        last_call_ = now + spec_.last_call_timeout;
+      }
+      MaybeCompleteRound(now, out);
+      if (phase_ == Phase::kGathering) {
+        out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id, ProgressText(now)));
+      }
+      break;
+    case Phase::kRunning:
+      if (static_cast<int>(participants_.size()) < spec_.max_nodes) {
+        BeginStopping(absl::StrCat("node ", info.host, " joined; re-forming with ",
+                                   participants_.size() + 1, " nodes"),
+                      /*counted=*/false, std::nullopt, now, out);
+      } else {
+        out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
+                                 absl::StrCat("the job runs with its maximum of ", spec_.max_nodes,
+                                              " nodes; waiting for a free place")));
+      }
+      break;
+    case Phase::kStopping:
+      out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
+                               "the job is between rounds; joining the next one"));
+      break;
+    case Phase::kFinished:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+void Job::Heartbeat(const std::string& node_id, absl::Time now) {
+  auto it = nodes_.find(node_id);
+  if (it != nodes_.end()) Touch(it->second, now);
+}
+
+void Job::NodeLost(const std::string& node_id, const std::string& why, absl::Time now,
+                   std::vector<Event>* out) {
+  RemoveNode(node_id, why, now, out);
+}
+
+void Job::RemoveNode(const std::string& node_id, const std::string& why, absl::Time now,
+                     std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  NodeInfo info = it->second.info;
+  by_last_seen_.erase(it->second.lru);
+  nodes_.erase(it);
+  bool participant = IsParticipant(node_id);
+  std::string what = absl::StrCat("node ", info.host, " (", info.address, ") lost: ", why);
+
+  switch (phase_) {
+    case Phase::kGathering:
+      if (LiveCount() < spec_.min_nodes) last_call_.reset();
+      return;
+    case Phase::kFinished:
+      return;
+    case Phase::kRunning:
+    case Phase::kStopping:
+      break;
+  }
+  if (!participant) return;  // a waiting node: nothing else changes
+  participants_.erase(std::remove_if(participants_.begin(), participants_.end(),
+                                     [&](const NodeInfo& n) { return n.node_id == node_id; }),
+                      participants_.end());
+  if (LiveCount() < spec_.min_nodes) {
+    Failure f;
+    f.node_id = info.node_id;
+    f.host = info.host;
+    f.code = 138;
+    f.what = what;
+    Finish(Outcome{138, f,
+                   absl::StrCat(what, "; ", LiveCount(), " node", LiveCount() == 1 ? "" : "s",
+                                " left, fewer than --nnodes minimum ", spec_.min_nodes)},
+           out);
+    return;
+  }
+  if (phase_ == Phase::kRunning) {
+    BeginStopping(absl::StrCat(what, "; re-forming with the ", LiveCount(), " nodes left"),
+                  /*counted=*/false, std::nullopt, now, out);
+  } else {
+    MaybeFinishStopping(now, out);  // it will never acknowledge the stop
+  }
+}
+
+void Job::WorkerFailed(const std::string& node_id, int round, const Failure& failure,
+                       absl::Time now, std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || phase_ != Phase::kRunning || round != round_) return;
+  if (it->second.failed) return;
+  it->second.failed = true;
+  Touch(it->second, now);
+  std::string what =
+      absl::StrCat("rank ", failure.rank, " on ", failure.host, " failed: ", failure.what);
+  if (!failure.message.empty()) absl::StrAppend(&what, ": ", failure.message);
+  if (failure.restartable && restarts_used_ < spec_.max_restarts) {
+    ++restarts_used_;
+    BeginStopping(absl::StrCat(what, "; restarting (", restarts_used_, " of ", spec_.max_restarts,
+                               " restarts used)"),
+                  /*counted=*/true, failure, now, out);
+    return;
+  }
+  std::string why = failure.restartable
+                        ? absl::StrCat("restart budget spent (", restarts_used_, " of ",
+                                       spec_.max_restarts, " restarts used)")
+                        : std::string("not restartable");
+  history_.push_back(RestartRecord{round_, now, absl::StrCat(what, "; ", why), false, failure});
+  Finish(Outcome{failure.code, failure, absl::StrCat(what, "; ", why)}, out);
+}
+
+void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now,
+                           std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || phase_ != Phase::kRunning || round != round_) return;
+  it->second.succeeded = true;
+  Touch(it->second, now);
+  for (const NodeInfo& p : participants_) {
+    if (!nodes_.at(p.node_id).succeeded) return;
+  }
+  int workers = 0;
+  for (const NodeInfo& p : participants_) workers += p.local_world_size;
+  if (spec_.restart_after_success && restarts_used_ < spec_.max_restarts) {
+    ++restarts_used_;
+    BeginStopping(absl::StrCat("all ", workers, " workers exited 0; policy Always: running again (",
+                               restarts_used_, " of ", spec_.max_restarts, " restarts used)"),
+                  /*counted=*/true, std::nullopt, now, out);
+    return;
+  }
+  Finish(Outcome{0, std::nullopt,
+                 absl::StrCat("all ", workers, " workers on ", participants_.size(), " node",
+                              participants_.size() == 1 ? "" : "s", " exited 0")},
+         out);
+}
+
+void Job::WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
+                         std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  it->second.info.store_port = store_port;
+  Touch(it->second, now);
+  if (phase_ != Phase::kStopping || round != round_) return;
+  it->second.stopped = true;
+  MaybeFinishStopping(now, out);
+}
+
+void Job::BeginStopping(const std::string& reason, bool counted,
+                        const std::optional<Failure>& failure, absl::Time now,
+                        std::vector<Event>* out) {
+  history_.push_back(RestartRecord{round_, now, reason, counted, failure});
+  phase_ = Phase::kStopping;
+  stopping_since_ = now;
+  for (const NodeInfo& p : participants_) {
+    nodes_.at(p.node_id).stopped = false;
+    out->push_back(MakeEvent(Event::Kind::kStopWorkers, p.node_id, reason));
+  }
+  MaybeFinishStopping(now, out);  // no participant left to wait for
+}
+
+void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
+  if (phase_ != Phase::kStopping) return;
+  for (const NodeInfo& p : participants_) {
+    if (!nodes_.at(p.node_id).stopped) return;
+  }
+  if (LiveCount() >= spec_.min_nodes) {
+    StartRound(now, out);
+    return;
+  }
+  // Elastic job below its minimum: gather again, with a fresh join timeout.
+  phase_ = Phase::kGathering;
+  participants_.clear();
+  gathering_since_ = now;
+  last_call_.reset();
+  for (const auto& [id, node] : nodes_) {
+    out->push_back(MakeEvent(Event::Kind::kProgress, id, ProgressText(now)));
+  }
+}
+
+void Job::MaybeCompleteRound(absl::Time now, std::vector<Event>* out) {
+  if (phase_ != Phase::kGathering) return;
+  int count = LiveCount();
+  if (count >= spec_.max_nodes || (count >= spec_.min_nodes && last_call_ && now >= *last_call_)) {
+    StartRound(now, out);
+  }
+}
+
+void Job::StartRound(absl::Time now, std::vector<Event>* out) {
+  // Order: rank hints first (by hint), then survivors in their previous order, then
+  // newcomers in arrival order. The first max_nodes of them form the round.
+  constexpr int64_t kLast = std::numeric_limits<int64_t>::max();
+  std::vector<Node*> order;
+  for (auto& [id, node] : nodes_) order.push_back(&node);
+  auto key = [&](const Node* n) {
+    return std::make_tuple(n->info.rank_hint >= 0 ? n->info.rank_hint : kLast,
+                           n->prev_group_rank >= 0 ? n->prev_group_rank : kLast, n->arrival);
+  };
+  std::sort(order.begin(), order.end(),
+            [&](const Node* a, const Node* b) { return key(a) < key(b); });
+  if (static_cast<int>(order.size()) > spec_.max_nodes) order.resize(spec_.max_nodes);
+
+  ++round_;
+  phase_ = Phase::kRunning;
+  last_call_.reset();
+  participants_.clear();
+  for (auto& [id, node] : nodes_) node.prev_group_rank = -1;
+  int world_size = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    Node* n = order[i];
+    n->prev_group_rank = static_cast<int>(i);
+    n->succeeded = n->stopped = n->failed = false;
+    participants_.push_back(n->info);
+    world_size += n->info.local_world_size;
+  }
+  int rank_base = 0;
+  for (size_t i = 0; i < participants_.size(); ++i) {
+    Event e = MakeEvent(Event::Kind::kRoundStarted, participants_[i].node_id);
+    Assignment& a = e.assignment;
+    a.round = round_;
+    a.restart_count = restarts_used_;
+    a.group_rank = static_cast<int>(i);
+    a.group_world_size = static_cast<int>(participants_.size());
+    a.rank_base = rank_base;
+    a.world_size = world_size;
+    a.master_addr = participants_[0].address;
+    a.master_port = participants_[0].store_port;
+    if (a.group_world_size <= Assignment::kMaxNodesListed) a.nodes = participants_;
+    rank_base += participants_[i].local_world_size;
+    out->push_back(std::move(e));
+  }
+  for (const auto& [id, node] : nodes_) {
+    if (node.prev_group_rank < 0) {
+      out->push_back(MakeEvent(Event::Kind::kProgress, id,
+                               absl::StrCat("round ", round_, " runs with the maximum of ",
+                                            spec_.max_nodes, " nodes; waiting for a place")));
+    }
+  }
+}
+
+void Job::Finish(Outcome outcome, std::vector<Event>* out) {
+  phase_ = Phase::kFinished;
+  outcome_ = std::move(outcome);
+  for (const auto& [id, node] : nodes_) {
+    Event e = MakeEvent(Event::Kind::kFinished, id, outcome_->reason);
+    e.outcome = *outcome_;
+    out->push_back(std::move(e));
+  }
+}
+
+std::string Job::ProgressText(absl::Time now) const {
+  int count = LiveCount();
+  std::string text = absl::StrCat("joined ", count, "/", spec_.max_nodes, " nodes");
+  if (spec_.min_nodes != spec_.max_nodes) absl::StrAppend(&text, " (min ", spec_.min_nodes, ")");
+  if (count >= spec_.min_nodes && last_call_) {
+    absl::StrAppend(&text, "; waiting up to ", Seconds(*last_call_ - now), " for more");
+  } else {
+    absl::StrAppend(&text, "; waiting for ", spec_.min_nodes - count, " more, ",
+                    Seconds(now - gathering_since_), " of ", Seconds(spec_.join_timeout));
+  }
+  std::vector<int> missing;
+  for (int r = 0; r < spec_.max_nodes && spec_.max_nodes <= 64; ++r) {
+    bool present = std::any_of(nodes_.begin(), nodes_.end(),
+                               [r](const auto& kv) { return kv.second.info.rank_hint == r; });
+    if (!present) missing.push_back(r);
+  }
+  bool any_hint = std::any_of(nodes_.begin(), nodes_.end(),
+                              [](const auto& kv) { return kv.second.info.rank_hint >= 0; });
+  if (any_hint && !missing.empty()) {
+    absl::StrAppend(&text, "; missing node ranks ", absl::StrJoin(missing, ","));
+  }
+  return text;
+}
+
+void Job::Tick(absl::Time now, std::vector<Event>* out) {
+  if (phase_ == Phase::kFinished) return;
+  // Heartbeats: the front of by_last_seen_ is the node heard from longest ago.
+  absl::Duration silence = spec_.heartbeat_interval * spec_.heartbeat_misses;
+  while (!by_last_seen_.empty() && phase_ != Phase::kFinished) {
+    const Node& oldest = nodes_.at(by_last_seen_.front());
+    if (now - oldest.last_seen < silence) break;
+    RemoveNode(by_last_seen_.front(),
+               absl::StrCat("no heartbeat for ", Seconds(now - oldest.last_seen), " (",
+                            spec_.heartbeat_misses, " x ", Seconds(spec_.heartbeat_interval), ")"),
+               now, out);
+  }
+  if (phase_ == Phase::kStopping && now - stopping_since_ >= spec_.stop_timeout) {
+    std::vector<std::string> late;
+    for (const NodeInfo& p : participants_) {
+      if (!nodes_.at(p.node_id).stopped) late.push_back(p.node_id);
+    }
+    for (const std::string& id : late) {
+      RemoveNode(id, absl::StrCat("did not stop its workers within ", Seconds(spec_.stop_timeout)),
+                 now, out);
+    }
+  }
+  if (phase_ == Phase::kGathering) {
+    if (LiveCount() < spec_.min_nodes && now - gathering_since_ >= spec_.join_timeout) {
+      std::vector<std::string> hosts;
+      for (const auto& [id, node] : nodes_) hosts.push_back(node.info.host);
+      Finish(Outcome{138, std::nullopt,
+                     absl::StrCat("rendezvous timed out after ", Seconds(spec_.join_timeout), ": ",
+                                  LiveCount(), " of the minimum ", spec_.min_nodes,
+                                  " nodes joined (", absl::StrJoin(hosts, ", "), ")")},
+             out);
+      return;
+    }
+    MaybeCompleteRound(now, out);
+  }
+}
+
+std::optional<absl::Time> Job::NextDeadline() const {
+  if (phase_ == Phase::kFinished) return std::nullopt;
+  std::optional<absl::Time> next;
+  auto consider = [&](absl::Time t) {
+    if (!next || t < *next) next = t;
+  };
+  if (!by_last_seen_.empty()) {
+    consider(nodes_.at(by_last_seen_.front()).last_seen +
+             spec_.heartbeat_interval * spec_.heartbeat_misses);
+  }
+  if (phase_ == Phase::kGathering) {
+    if (LiveCount() >= spec_.min_nodes && last_call_) {
+      consider(*last_call_);
+    } else {
+      consider(gathering_since_ + spec_.join_timeout);
+    }
+  }
+  if (phase_ == Phase::kStopping) consider(stopping_since_ + spec_.stop_timeout);
+  return next;
+}
+
+}  // namespace muster::rdzv

@@ -1,0 +1,125 @@
+// Job: the rendezvous state machine of one job (DESIGN §4.3, §4.4). Pure: no I/O, no
+// threads, no clock; every call takes `now` and returns the events to deliver, so it is
+// tested with a fake clock and driven by any transport (in-process or gRPC).
+//
+// Phases: kGathering (nodes join; a round completes at max_nodes at once, or at
+// >= min_nodes when last_call_timeout passes; fails with 138 after join_timeout) ->
+// kRunning (workers run) -> kStopping (every participant stops its workers and reports
+// back with a fresh store port) -> next round, or kFinished (outcome pushed to all).
+//
+// Restart budget, restart history and outcome are owned here, once for the whole job, so
+// every node sees the same TORCHELASTIC_RESTART_COUNT and exits with the same code.
+// Membership changes (a node arriving while a round runs, a node lost while >= min_nodes
+// remain) start a new round without consuming the budget.
+//
+// Ranks: hints are honoured (a duplicate is refused naming both nodes; a hint outside
+// [0, max_nodes) is refused); nodes without hints keep their previous order across rounds,
+// newcomers follow in arrival order.
+//
+// Not thread-safe: the owner serialises calls (the gRPC server holds a mutex).
+#ifndef MUSTER_RENDEZVOUS_CORE_JOB_H_
+#define MUSTER_RENDEZVOUS_CORE_JOB_H_
+
+#include <list>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "rendezvous/core/types.h"
+
+namespace muster::rdzv {
+
+class Job {
+ public:
+  enum class Phase { kGathering, kRunning, kStopping, kFinished };
+
+  Job(JobSpec spec, absl::Time now);
+
+  const JobSpec& spec() const { return spec_; }
+  Phase phase() const { return phase_; }
+  int round() const { return round_; }
+  int restarts_used() const { return restarts_used_; }
+  const std::vector<RestartRecord>& history() const { return history_; }
+  const std::optional<Outcome>& outcome() const { return outcome_; }
+  // Participants of the current round in group-rank order (empty while gathering).
+  const std::vector<NodeInfo>& participants() const { return participants_; }
+  // Nodes known and alive, including those waiting for the next round.
+  std::vector<NodeInfo> Nodes() const;
+
+  // A node joins (or re-joins with a new node_id after its Pod restarted). Errors, for
+  // that node only: InvalidArgument (rank hint conflict or out of range, local_world_size
+  // < 1), FailedPrecondition (the job has finished). `spec` must equal the job's
+  // (run id, nnodes, max_restarts): InvalidArgument naming the field otherwise.
+  absl::Status Join(const NodeInfo& node, const JobSpec& spec, absl::Time now,
+                    std::vector<Event>* out);
+  void Heartbeat(const std::string& node_id, absl::Time now);
+  // The node's stream closed or it left: dead at once.
+  void NodeLost(const std::string& node_id, const std::string& why, absl::Time now,
+                std::vector<Event>* out);
+  // A local worker of `round` failed on that node (the first failure there; later ones of
+  // the same round are ignored). Stale rounds are ignored.
+  void WorkerFailed(const std::string& node_id, int round, const Failure& failure, absl::Time now,
+                    std::vector<Event>* out);
+  // Every local worker of `round` on that node exited 0 (exit barrier arrival).
+  void WorkersSucceeded(const std::string& node_id, int round, absl::Time now,
+                        std::vector<Event>* out);
+  // The node has stopped its workers of `round` and opened a fresh store on `store_port`.
+  void WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
+                      std::vector<Event>* out);
+  // Fires due deadlines: last call, join timeout, heartbeat misses, stop timeout.
+  void Tick(absl::Time now, std::vector<Event>* out);
+  // When Tick must run next; nullopt when nothing is pending.
+  std::optional<absl::Time> NextDeadline() const;
+
+ private:
+  struct Node {
+    NodeInfo info;
+    absl::Time joined_at;
+    absl::Time last_seen;
+    std::list<std::string>::iterator lru;  // position in by_last_seen_
+    int prev_group_rank = -1;              // order keeper across rounds
+    int64_t arrival = 0;
+    bool succeeded = false;  // this round's workers all exited 0
+    bool stopped = false;    // acked kStopWorkers for this round
+    bool failed = false;     // reported a failure this round
+  };
+
+  void MaybeCompleteRound(absl::Time now, std::vector<Event>* out);
+  void StartRound(absl::Time now, std::vector<Event>* out);
+  void BeginStopping(const std::string& reason, bool counted, const std::optional<Failure>& failure,
+                     absl::Time now, std::vector<Event>* out);
+  void MaybeFinishStopping(absl::Time now, std::vector<Event>* out);
+  void Finish(Outcome outcome, std::vector<Event>* out);
+  std::string ProgressText(absl::Time now) const;
+  void Touch(Node& node, absl::Time now);
+  void RemoveNode(const std::string& node_id, const std::string& why, absl::Time now,
+                  std::vector<Event>* out);
+  bool IsParticipant(const std::string& node_id) const;
+  int LiveCount() const { return static_cast<int>(nodes_.size()); }
+
+  JobSpec spec_;
+  Phase phase_ = Phase::kGathering;
+  int round_ = 0;  // number of the round running or last run; first round is 1
+  int restarts_used_ = 0;
+  int64_t arrivals_ = 0;
+  absl::Time gathering_since_;
+  std::optional<absl::Time> last_call_;  // set once min_nodes are present
+  absl::Time stopping_since_;
+  std::map<std::string, Node> nodes_;  // every live node, by node_id
+  // node_ids ordered by last_seen, oldest first: heartbeats only ever move a node to the
+  // back, so the front is always the next to miss its heartbeats (O(1) per heartbeat).
+  std::list<std::string> by_last_seen_;
+  std::vector<NodeInfo> participants_;  // current round, group-rank order
+  std::vector<RestartRecord> history_;
+  std::optional<Failure> pending_failure_;  // the failure that triggered kStopping
+  bool pending_counted_ = false;
+  std::optional<Outcome> outcome_;
+};
+
+}  // namespace muster::rdzv
+
+#endif  // MUSTER_RENDEZVOUS_CORE_JOB_H_

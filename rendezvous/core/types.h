@@ -1,0 +1,99 @@
+// Plain data of the rendezvous (DESIGN §4.3, §4.4): what agents tell the job and what the
+// job tells them. No gRPC or protobuf here; rendezvous/grpc converts these to messages.
+#ifndef MUSTER_RENDEZVOUS_CORE_TYPES_H_
+#define MUSTER_RENDEZVOUS_CORE_TYPES_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace muster::rdzv {
+
+// The job's shape and limits; every agent of a job must send the same values (checked).
+struct JobSpec {
+  std::string run_id = "none";
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;                // one budget for the whole job
+  bool restart_after_success = false;  // restart policy Always
+  absl::Duration join_timeout = absl::Seconds(600);
+  absl::Duration last_call_timeout = absl::Seconds(30);
+  absl::Duration heartbeat_interval = absl::Seconds(5);
+  int heartbeat_misses = 3;
+  // How long a node may take to report its workers stopped after kStopWorkers before it
+  // is declared lost (agents stop within --shutdown-timeout plus reaping).
+  absl::Duration stop_timeout = absl::Seconds(60);
+};
+
+// One agent (one incarnation of it: a restarted Pod is a new node).
+struct NodeInfo {
+  std::string node_id;  // unique per agent process, e.g. "host:pid:random"
+  std::string host;     // hostname, for people
+  std::string address;  // checked address workers of other nodes can reach (MASTER_ADDR)
+  int rank_hint = -1;   // --node-rank / operator env; -1: none
+  int local_world_size = 1;
+  int store_port = 0;  // this node's fresh c10d store for the next round
+};
+
+struct Failure {
+  std::string node_id;
+  std::string host;
+  int rank = -1;  // global rank of the failed worker
+  int local_rank = -1;
+  int pid = 0;
+  int code = 0;              // exit code or 128+signal
+  std::string what;          // "exit 1", "signal 9 (SIGKILL)", "node lost: stream closed", ...
+  std::string message;       // error.json message, may be empty
+  bool restartable = false;  // the agent's restart policy says so
+};
+
+// A round's layout as one node sees it.
+struct Assignment {
+  int round = 0;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: job-wide restarts used
+  int group_rank = 0;
+  int group_world_size = 1;
+  int rank_base = 0;  // global rank of this node's local rank 0
+  int world_size = 1;
+  std::string master_addr;  // group rank 0's address
+  int master_port = 0;      // group rank 0's store port of this round
+  // All participants ordered by group rank (for hostfiles). Filled only for rounds of up
+  // to kMaxNodesListed nodes, so that a round costs O(n) bytes, not O(n^2), at scale.
+  std::vector<NodeInfo> nodes;
+  static constexpr int kMaxNodesListed = 256;
+};
+
+struct Outcome {
+  int exit_code = 0;                  // 0, the root cause's code, or 138
+  std::optional<Failure> root_cause;  // absent on success
+  std::string reason;                 // one line for logs
+};
+
+struct RestartRecord {
+  int round = 0;  // the round that ended
+  absl::Time time;
+  std::string reason;    // "worker failure", "node joined", "node lost"
+  bool counted = false;  // consumed the restart budget
+  std::optional<Failure> failure;
+};
+
+// Something the job tells one node.
+struct Event {
+  enum class Kind {
+    kProgress,      // still gathering; `text` says how far
+    kRoundStarted,  // `assignment`: start workers
+    kStopWorkers,   // `text`: why; stop local workers, then ReportStopped
+    kFinished,      // `outcome`: stop workers if any, exit with outcome.exit_code
+  };
+  Kind kind = Kind::kProgress;
+  std::string node_id;  // recipient
+  std::string text;
+  Assignment assignment;
+  Outcome outcome;
+};
+
+}  // namespace muster::rdzv
+
+#endif  // MUSTER_RENDEZVOUS_CORE_TYPES_H_

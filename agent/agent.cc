@@ -7,11 +7,9 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -22,24 +20,20 @@
 #include "base/errno_status.h"
 #include "base/log_format.h"
 #include "base/status_macros.h"
+#include "launch/error_file.h"
 #include "launch/process_tree.h"
+#include "launch/restart_policy.h"
 #include "launch/signals.h"
-#include "launch/spawner.h"
+#include "rendezvous/local_client.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
 namespace {
 
-// Extra time after SIGKILL for the kernel to tear processes down (a worker
-// freeing a lot of GPU memory can take seconds). Past it the agent gives up
-// waiting and says so.
-constexpr absl::Duration kKillGrace = absl::Seconds(10);
-
 std::string RandomHex(int bytes) {
   unsigned char buf[32];
   if (getrandom(buf, bytes, 0) != bytes) {
-    // getrandom on Linux >= 3.17 does not fail for <= 256 bytes; fall back to
-    // the clock.
+    // getrandom on Linux >= 3.17 does not fail for <= 256 bytes; fall back to the clock.
     uint64_t t = absl::ToUnixNanos(absl::Now()) ^ getpid();
     std::memcpy(buf, &t, std::min<int>(bytes, sizeof(t)));
   }
@@ -48,10 +42,16 @@ std::string RandomHex(int bytes) {
   return out;
 }
 
-// A free TCP port on 127.0.0.1 (bind to 0, read it back, close): what
-// torchrun's
-// --standalone does for a static store. It can race; the agent-hosted store
-// replaces it.
+std::string Uuid4() {
+  std::string h = RandomHex(16);
+  h[12] = '4';                        // version 4
+  h[16] = "89ab"[(h[16] - '0') & 3];  // RFC 4122 variant
+  return absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-",
+                      h.substr(16, 4), "-", h.substr(20, 12));
+}
+
+// A free TCP port on 127.0.0.1 (bind to 0, read it back, close): what torchrun's
+// --standalone does for a static store (--store rank0). It can race; --store agent does not.
 absl::StatusOr<int> PickFreePort() {
   UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoStatus("socket", errno);
@@ -68,45 +68,44 @@ absl::StatusOr<int> PickFreePort() {
   return ntohs(addr.sin_port);
 }
 
-// Where the agent's store listens: only where workers must reach it. A numeric
-// --master-addr is bound as is (127.0.0.1 by default: loopback only); a hostname could
-// resolve to any local address, so it gets the dual-stack wildcard.
-std::string StoreBindAddress(const std::string& master_addr) {
-  if (master_addr == "localhost") return "127.0.0.1";
+// Where the agent's store listens: only where workers must reach it. A numeric address
+// is bound as is (127.0.0.1 by default: loopback only); a hostname could resolve to any
+// local address, so it gets the dual-stack wildcard.
+std::string StoreBindAddress(const std::string& addr) {
+  if (addr == "localhost") return "127.0.0.1";
   in6_addr v6;
   in_addr v4;
-  if (inet_pton(AF_INET, master_addr.c_str(), &v4) == 1 ||
-      inet_pton(AF_INET6, master_addr.c_str(), &v6) == 1) {
-    return master_addr;
+  if (inet_pton(AF_INET, addr.c_str(), &v4) == 1 || inet_pton(AF_INET6, addr.c_str(), &v6) == 1) {
+    return addr;
   }
   return "::";
 }
 
-absl::Status MakeDirs(const std::string& path) {
-  std::string partial;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    partial = path.substr(0, pos);
-    if (partial.empty()) continue;
-    if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      return ErrnoStatus("mkdir " + partial, errno);
-    }
-  }
-  return absl::OkStatus();
-}
-
 void RemoveTree(const std::string& path) {
+  // Best effort: a file that cannot be removed stays; nothing depends on it.
   nftw(
       path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) { return remove(p) == 0 ? 0 : 0; },
-      16, FTW_DEPTH | FTW_PHYS);
+      [](const char* p, const struct stat*, int, struct FTW*) { return remove(p), 0; }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
+// Permanent rendezvous problems are configuration errors (exit 2); the rest are transient
+// agent-level failures worth a Pod restart (138).
+int ExitCodeForRendezvousError(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return 2;
+    default:
+      return 138;
+  }
 }
 
 }  // namespace
 
-Agent::Agent(Config config, std::map<std::string, std::string> env)
-    : config_(std::move(config)), env_(std::move(env)) {}
+Agent::Agent(Config config) : config_(std::move(config)) {}
 
 Agent::~Agent() = default;
 
@@ -114,33 +113,35 @@ absl::Status Agent::Setup() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) return ErrnoStatus("gethostname", errno);
   hostname_ = host;
-  // Order matters: signals are blocked before the watchdog forks and before the
-  // console thread starts, so neither ever receives the job's signals
-  // asynchronously.
   ASSIGN_OR_RETURN(events_, EventLog::Open(config_.event_log));
+  // Order matters: signals are blocked before the watchdog forks and before any thread
+  // starts, so none of them ever receives the job's signals asynchronously.
   ASSIGN_OR_RETURN(signal_fd_, BlockAndOpenSignalFd(config_.signals_to_handle));
   RETURN_IF_ERROR(BecomeSubreaper());
   ASSIGN_OR_RETURN(watchdog_, Watchdog::Start());
   ASSIGN_OR_RETURN(console_, ConsoleWriter::Start());
   ASSIGN_OR_RETURN(loop_, EventLoop::Create());
   RETURN_IF_ERROR(loop_->Add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { OnSignalFd(); }));
+  run_id_ = config_.run_id;
+  if (config_.standalone && run_id_ == "none") run_id_ = Uuid4();  // like torchrun
+  RETURN_IF_ERROR(PrepareRunDir());
+  group_ = std::make_unique<WorkerGroup>(
+      config_, hostname_, run_dir_, loop_.get(), console_.get(), watchdog_.get(), events_.get(),
+      WorkerGroup::Callbacks{[this](const WorkerExit& e) { OnWorkerExit(e); },
+                             [this] { OnWorkersStopped(); }});
   RETURN_IF_ERROR(loop_->Add(console_->space_fd(), EPOLLIN, [this](uint32_t) {
     uint64_t n;
     // EAGAIN: another wake-up already consumed the counter; nothing to do.
     [[maybe_unused]] ssize_t r = read(console_->space_fd(), &n, sizeof(n));
-    for (Worker& w : workers_) {
-      if (w.output) w.output->ResumeIfRoom();
-    }
+    group_->ResumeOutput();
   }));
-  run_id_ = config_.run_id;
-  if (config_.standalone && run_id_ == "none") {
-    std::string h = RandomHex(16);      // a uuid4, like torchrun --standalone
-    h[12] = '4';                        // version 4
-    h[16] = "89ab"[(h[16] - '0') & 3];  // RFC 4122 variant
-    run_id_ = absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-",
-                           h.substr(16, 4), "-", h.substr(20, 12));
-  }
-  return PrepareRunDir();
+  node_.node_id = absl::StrCat(hostname_, ":", getpid(), ":", RandomHex(4));
+  node_.host = hostname_;
+  node_.address = config_.master_addr;
+  node_.local_world_size = config_.nproc_per_node;
+  ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
+  rdzv_ = std::make_unique<rdzv::LocalRendezvous>(loop_.get());
+  return absl::OkStatus();
 }
 
 absl::Status Agent::PrepareRunDir() {
@@ -159,85 +160,13 @@ absl::Status Agent::PrepareRunDir() {
   return absl::OkStatus();
 }
 
-absl::Status Agent::StartAttempt() {
-  phase_ = Phase::kRunning;
-  root_cause_.reset();
-  workers_.clear();
-  RoundInfo round;
-  round.restart_count = restart_count_;
-  round.master_addr = config_.master_addr;
-  round.master_port = config_.master_port;
-  if (config_.store == "agent") {
-    // A fresh store on a fresh port for every attempt: keys of a failed attempt can never
-    // be read by the next one (pytorch#135712), and nothing races for a fixed port.
-    store_.reset();
-    c10d::StoreServer::Options options;
-    options.bind_address = StoreBindAddress(config_.master_addr);
-    ASSIGN_OR_RETURN(store_, c10d::StoreServer::Start(options));
-    round.master_port = store_->port();
-  } else if (config_.standalone && !config_.master_port_given) {
-    ASSIGN_OR_RETURN(round.master_port, PickFreePort());
-  }
-  round.run_id = run_id_;
-  round.use_agent_store = store_ != nullptr;
-
-  std::string attempt_dir = absl::StrCat(run_dir_, "/attempt_", restart_count_);
-  const int n = config_.nproc_per_node;
-  workers_.resize(n);
-  std::vector<std::string> argv = BuildWorkerArgv(config_);
-  absl::Time t0 = EventLoop::Now();
-  for (int local = 0; local < n; ++local) {
-    Worker& w = workers_[local];
-    w.placement = WorkerPlacement{local, local, 0, 1, n, n, local, n};
-    std::string dir = absl::StrCat(attempt_dir, "/", local);
-    RETURN_IF_ERROR(MakeDirs(dir));
-    w.error_file = dir + "/error.json";
-    unlink(w.error_file.c_str());  // ENOENT expected: a stale file would fake a root cause
-    round.error_file = w.error_file;
-
-    int redirect = config_.redirects.For(local), tee = config_.tee.For(local);
-    bool filtered = !config_.local_ranks_filter.empty() && !config_.local_ranks_filter.count(local);
-    StreamOptions out, err;
-    for (int bit : {1, 2}) {
-      StreamOptions& s = bit == 1 ? out : err;
-      bool file = !config_.log_dir.empty() || ((redirect | tee) & bit);
-      if (file) s.file = absl::StrCat(dir, bit == 1 ? "/stdout.log" : "/stderr.log");
-      s.to_console = !filtered && (!(redirect & bit) || (tee & bit));
-    }
-    ASSIGN_OR_RETURN(
-        w.output, WorkerOutput::Create(loop_.get(), console_.get(),
-                                       ExpandPrefix(config_.log_line_prefix_template, config_.role,
-                                                    w.placement, hostname_),
-                                       out, err));
-    SpawnSpec spec;
-    spec.argv = argv;
-    spec.env = BuildWorkerEnv(env_, config_, w.placement, round);
-    spec.fds = {{w.output->child_stdout(), 1}, {w.output->child_stderr(), 2}};
-    absl::StatusOr<pid_t> pid = Spawn(spec);
-    w.output->CloseChildEnds();
-    if (!pid.ok()) {
-      int code = ExecFailureExitCode(pid.status());
-      spdlog::error("cannot start local rank {}: {} (exit {})", local, pid.status().message(),
-                    code);
-      w.status = ExitStatus{code, 0};
-      RecordFailure(w, code, std::string(pid.status().message()), ExitVerdict::kFatal);
-      workers_.resize(local + 1);  // the rest were never started
-      BeginStop(StopReason::kFailed, SIGTERM);
-      return absl::OkStatus();
-    }
-    w.pid = *pid;
-    watchdog_->Track(w.pid);
-    events_->Write("worker_started", {{"attempt", restart_count_},
-                                      {"local_rank", local},
-                                      {"rank", w.placement.rank},
-                                      {"pid", w.pid}});
-  }
-  spdlog::info(
-      "attempt {}: started {} worker{} in {:.2f} ms (run id {}, master {}:{}, "
-      "logs {})",
-      restart_count_, n, n == 1 ? "" : "s", absl::ToDoubleMilliseconds(EventLoop::Now() - t0),
-      run_id_, round.master_addr, round.master_port, attempt_dir);
-  return absl::OkStatus();
+absl::StatusOr<int> Agent::OpenFreshStore() {
+  store_.reset();  // the previous round's key space ends here
+  if (config_.store != "agent") return 0;
+  c10d::StoreServer::Options options;
+  options.bind_address = StoreBindAddress(node_.address);
+  ASSIGN_OR_RETURN(store_, c10d::StoreServer::Start(options));
+  return static_cast<int>(store_->port());
 }
 
 void Agent::OnSignalFd() {
@@ -251,17 +180,19 @@ void Agent::OnSignalFd() {
       ReapChildren();  // one SIGCHLD may stand for many exits: reap them all
       continue;
     }
-    if (phase_ == Phase::kDone) continue;
+    if (exit_code_) continue;
     if (agent_signal_ != 0) {
       spdlog::warn("received {} again while stopping: killing the workers now", SignalName(sig));
-      Escalate();
+      group_->Escalate();
       continue;
     }
     agent_signal_ = sig;
     events_->Write("signal_received", {{"signal", SignalName(sig)}});
     spdlog::info("received {}: forwarding it to every worker, SIGKILL after {}", SignalName(sig),
                  HumanDuration(config_.shutdown_timeout));
-    BeginStop(StopReason::kSignaled, sig);
+    rdzv_->Leave(absl::StrCat("agent received ", SignalName(sig)));
+    ExitAfterStop(128 + sig, absl::StrCat("stopped by ", SignalName(sig), "; exiting ", 128 + sig),
+                  false, sig);
   }
 }
 
@@ -271,237 +202,205 @@ void Agent::ReapChildren() {
     pid_t pid = waitpid(-1, &wstatus, WNOHANG);
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) break;  // 0: children left but none exited; ECHILD: no children at all
-    auto it = std::find_if(workers_.begin(), workers_.end(),
-                           [pid](const Worker& w) { return w.pid == pid && !w.status; });
-    if (it != workers_.end()) {
-      OnWorkerExit(*it, ExitStatus::FromWaitStatus(wstatus));
-    } else if (watchdog_ && pid == watchdog_->pid()) {
+    if (group_->OnChildExited(pid, wstatus)) continue;
+    if (pid == watchdog_->pid()) {
       spdlog::warn("watchdog (pid {}) exited unexpectedly", pid);
     } else {
       spdlog::debug("reaped orphan pid {} ({})", pid,
                     ExitStatus::FromWaitStatus(wstatus).Describe());
     }
   }
-  if (phase_ == Phase::kStopping) MaybeFinishStop();
+  group_->OnReaped();
 }
 
-void Agent::OnWorkerExit(Worker& w, ExitStatus status) {
-  w.status = status;
-  events_->Write("worker_exited", {{"attempt", restart_count_},
-                                   {"local_rank", w.placement.local_rank},
-                                   {"rank", w.placement.rank},
-                                   {"pid", w.pid},
-                                   {"code", status.code()},
-                                   {"signal", status.signal},
-                                   {"while", phase_ == Phase::kRunning ? "running" : "stopping"}});
-  if (phase_ != Phase::kRunning) {
-    spdlog::debug("local rank {} (pid {}) stopped: {}", w.placement.local_rank, w.pid,
-                  status.Describe());
+void Agent::OnWorkerExit(const WorkerExit& e) {
+  if (e.while_stopping || !group_->running()) {
+    spdlog::debug("local rank {} (pid {}) stopped: {}", e.placement.local_rank, e.pid, e.what);
     return;
   }
   ExitVerdict verdict =
-      ClassifyExit(config_.restart_policy, config_.restartable_exit_codes, status.code());
+      e.exec_failed ? ExitVerdict::kFatal
+                    : ClassifyExit(config_.restart_policy, config_.restartable_exit_codes, e.code);
   if (verdict == ExitVerdict::kSucceeded) {
-    spdlog::debug("local rank {} (pid {}) exited 0", w.placement.local_rank, w.pid);
-    bool all_done = std::all_of(workers_.begin(), workers_.end(),
-                                [](const Worker& x) { return x.status && x.status->success(); });
-    if (all_done) BeginStop(StopReason::kSucceeded, SIGTERM);
+    spdlog::debug("local rank {} (pid {}) exited 0", e.placement.local_rank, e.pid);
+    if (group_->AllSucceeded()) {
+      rdzv_->ReportSucceeded(round_);
+      StopWorkers(StopCause::kSucceeded, SIGTERM);  // whatever the workers left behind
+    }
     return;
   }
-  RecordFailure(w, status.code(), status.Describe(), verdict);
-  BeginStop(StopReason::kFailed, SIGTERM);
-}
-
-void Agent::RecordFailure(const Worker& w, int code, std::string what, ExitVerdict verdict) {
-  Failure f{w.placement, w.pid, code, std::move(what), verdict, std::nullopt};
-  absl::StatusOr<std::optional<WorkerError>> error = ReadErrorFile(w.error_file);
-  if (!error.ok()) {
-    spdlog::warn("rank {}: {}", w.placement.rank, error.status().message());
-  } else {
-    f.error = *error;
-  }
-  spdlog::error("{} ({} policy: {})", DescribeFailure(f), RestartPolicyName(config_.restart_policy),
+  std::string line =
+      absl::StrCat("rank ", e.placement.rank, " (local_rank ", e.placement.local_rank, ", pid ",
+                   e.pid, ", host ", hostname_, ") failed: ", e.what);
+  if (e.error && !e.error->message.empty()) absl::StrAppend(&line, ": ", e.error->message);
+  spdlog::error("{} ({} policy: {})", line, RestartPolicyName(config_.restart_policy),
                 ExitVerdictName(verdict));
-  if (f.error && !f.error->traceback.empty()) {
-    spdlog::error("rank {} traceback:\n{}", w.placement.rank, f.error->traceback);
+  if (e.error && !e.error->traceback.empty()) {
+    spdlog::error("rank {} traceback:\n{}", e.placement.rank, e.error->traceback);
   }
-  root_cause_ = std::move(f);
+  rdzv::Failure f;
+  f.node_id = node_.node_id;
+  f.host = hostname_;
+  f.rank = e.placement.rank;
+  f.local_rank = e.placement.local_rank;
+  f.pid = e.pid;
+  f.code = e.code;
+  f.what = e.what;
+  f.message = e.error ? e.error->message : "";
+  f.restartable = verdict == ExitVerdict::kRestartable;
+  rdzv_->ReportFailure(round_, f);
+  StopWorkers(StopCause::kFailed, SIGTERM);  // at once: no need to wait for the job's word
 }
 
-std::string Agent::DescribeFailure(const Failure& f) const {
-  std::string s = absl::StrCat("rank ", f.placement.rank, " (local_rank ", f.placement.local_rank,
-                               ", pid ", f.pid, ", host ", hostname_, ") failed: ", f.what);
-  if (f.error && !f.error->message.empty()) absl::StrAppend(&s, ": ", f.error->message);
-  return s;
+void Agent::StopWorkers(StopCause cause, int sig) {
+  if (!group_->stopping() || cause == StopCause::kExiting) stop_cause_ = cause;
+  stop_pending_ = true;
+  group_->Stop(sig);
 }
 
-void Agent::BeginStop(StopReason reason, int sig) {
-  if (phase_ == Phase::kStopping) {
-    // A signal to the agent while a failure is being handled: the agent now
-    // exits 128+N.
-    if (reason == StopReason::kSignaled) {
-      stop_reason_ = reason;
-      if (stop_signal_ != SIGKILL) SignalLeftovers(sig);
-    }
+void Agent::OnWorkersStopped() {
+  if (!stop_pending_) return;
+  stop_pending_ = false;
+  if (pending_exit_) return Finish(*pending_exit_);
+  if (stop_cause_ == StopCause::kSucceeded && !job_asked_stop_) return;  // exit barrier
+  ReportStopped();
+}
+
+void Agent::ReportStopped() {
+  stop_cause_ = StopCause::kNone;
+  absl::StatusOr<int> port = OpenFreshStore();
+  if (!port.ok()) {
+    ExitAfterStop(
+        1, absl::StrCat("cannot open a store for the next round: ", port.status().message()), true);
     return;
   }
-  phase_ = Phase::kStopping;
-  stop_reason_ = reason;
-  stop_signal_ = sig;
-  stop_started_ = EventLoop::Now();
-  SignalLeftovers(sig);
-  stop_timer_ = loop_->AddTimer(stop_started_ + config_.shutdown_timeout, [this] {
-    stop_timer_ = 0;
-    Escalate();
-  });
-  MaybeFinishStop();
+  rdzv_->ReportStopped(round_, *port);
 }
 
-void Agent::Escalate() {
-  if (stop_timer_ != 0) loop_->CancelTimer(stop_timer_);
-  stop_timer_ = 0;
-  if (stop_signal_ == SIGKILL) return;
-  spdlog::info("shutdown timeout ({}) reached: sending SIGKILL to what is left",
-               HumanDuration(EventLoop::Now() - stop_started_));
-  stop_signal_ = SIGKILL;
-  SignalLeftovers(SIGKILL);
-  loop_->AddTimer(EventLoop::Now() + kKillGrace, [this] {
-    if (phase_ != Phase::kStopping) return;
-    spdlog::error(
-        "processes of the job survived SIGKILL for {} (uninterruptible "
-        "sleep?); "
-        "giving up on them",
-        HumanDuration(kKillGrace));
-    FinishAttempt();
-  });
-  MaybeFinishStop();
-}
-
-void Agent::SignalLeftovers(int sig) {
-  std::set<pid_t> sessions;
-  for (Worker& w : workers_) {
-    if (w.pid == 0) continue;
-    sessions.insert(w.pid);
-    // ESRCH: the whole group is gone already, which is what we want.
-    kill(-w.pid, sig);
-  }
-  if (sig == SIGKILL) {
-    for (pid_t p : FindSessionMembers(sessions)) kill(p, SIGKILL);
-  }
-  // Orphans adopted by the agent (daemons a worker double-forked, children of
-  // dead workers): they belong to the job too.
-  for (pid_t child : ListChildren()) {
-    if (child == watchdog_->pid()) continue;
-    if (std::any_of(workers_.begin(), workers_.end(),
-                    [child](const Worker& w) { return w.pid == child; })) {
-      continue;  // signalled through its group above
-    }
-    kill(child, sig);
-  }
-}
-
-void Agent::MaybeFinishStop() {
-  if (phase_ != Phase::kStopping) return;
-  for (const Worker& w : workers_) {
-    if (w.pid != 0 && !w.status) return;
-  }
-  bool leftovers = false;
-  for (const Worker& w : workers_) {
-    if (w.pid != 0 && ProcessGroupExists(w.pid)) leftovers = true;
-  }
-  for (pid_t child : ListChildren()) {
-    if (child != watchdog_->pid()) leftovers = true;
-  }
-  if (leftovers) {
-    // New orphans may have been adopted since the last round of signals; they
-    // get the current one too. Their exits arrive as SIGCHLD and bring us back
-    // here.
-    SignalLeftovers(stop_signal_);
-    return;
-  }
-  FinishAttempt();
-}
-
-void Agent::FinishAttempt() {
-  if (stop_timer_ != 0) loop_->CancelTimer(stop_timer_);
-  stop_timer_ = 0;
-  store_.reset();  // the attempt's key space ends with it
-  for (Worker& w : workers_) {
-    if (w.output) w.output->Finish();
-    if (w.pid != 0) watchdog_->Untrack(w.pid);
-  }
-  spdlog::debug("attempt {} stopped in {}", restart_count_,
-                HumanDuration(EventLoop::Now() - stop_started_));
-  switch (stop_reason_) {
-    case StopReason::kSignaled:
-      spdlog::info("stopped by {}; exiting {}", SignalName(agent_signal_), 128 + agent_signal_);
-      return Finish(128 + agent_signal_);
-    case StopReason::kSucceeded:
-      if (RestartsAfterSuccess(config_.restart_policy) && restart_count_ < config_.max_restarts) {
-        ++restart_count_;
-        events_->Write("restart_decided", {{"attempt", restart_count_},
-                                           {"reason", "all workers exited 0 (policy Always)"},
-                                           {"restarts_used", restart_count_},
-                                           {"max_restarts", config_.max_restarts}});
-        spdlog::info(
-            "all workers exited 0; restart policy Always: starting attempt {} ({} of {} restarts "
-            "used)",
-            restart_count_, restart_count_, config_.max_restarts);
-        break;
+void Agent::OnRendezvousEvent(const rdzv::Event& e) {
+  if (exit_code_) return;
+  switch (e.kind) {
+    case rdzv::Event::Kind::kProgress:
+      spdlog::info("rendezvous: {}", e.text);
+      return;
+    case rdzv::Event::Kind::kRoundStarted:
+      return StartRound(e.assignment);
+    case rdzv::Event::Kind::kStopWorkers:
+      job_asked_stop_ = true;
+      last_stop_ = e;
+      if (group_->running()) {
+        spdlog::info("stopping local workers: {}", e.text);
+        StopWorkers(StopCause::kJobRequest, SIGTERM);
+      } else if (!stop_pending_) {
+        ReportStopped();  // already stopped: waiting at the exit barrier
       }
-      spdlog::info("job succeeded: {} worker{} exited 0 (attempt {})", workers_.size(),
-                   workers_.size() == 1 ? "" : "s", restart_count_);
-      return Finish(0);
-    case StopReason::kFailed: {
-      const Failure& f = *root_cause_;
-      if (f.verdict == ExitVerdict::kRestartable && restart_count_ < config_.max_restarts) {
-        ++restart_count_;
-        events_->Write("restart_decided", {{"attempt", restart_count_},
-                                           {"reason", f.what},
-                                           {"rank", f.placement.rank},
-                                           {"code", f.code},
-                                           {"restarts_used", restart_count_},
-                                           {"max_restarts", config_.max_restarts}});
-        spdlog::info("restarting all {} local workers: attempt {} ({} of {} restarts used)",
-                     workers_.size(), restart_count_, restart_count_, config_.max_restarts);
-        break;
+      return;
+    case rdzv::Event::Kind::kFinished: {
+      outcome_ = e.outcome;
+      const rdzv::Outcome& o = e.outcome;
+      if (o.exit_code != 0 && o.root_cause && !config_.worker_env_base.empty()) {
+        auto it = config_.worker_env_base.find("TORCHELASTIC_ERROR_FILE");
+        if (it != config_.worker_env_base.end() && !it->second.empty()) {
+          WorkerError err{
+              o.root_cause->message.empty() ? o.root_cause->what : o.root_cause->message, "",
+              absl::ToUnixSeconds(absl::Now())};
+          absl::Status st = WriteAgentErrorFile(it->second, err, o.exit_code);
+          if (!st.ok()) spdlog::warn("cannot write TORCHELASTIC_ERROR_FILE: {}", st.message());
+        }
       }
-      std::string why = f.verdict == ExitVerdict::kRestartable
-                            ? absl::StrCat("restart budget spent (", restart_count_, " of ",
-                                           config_.max_restarts, " restarts used)")
-                            : absl::StrCat("not restartable under policy ",
-                                           RestartPolicyName(config_.restart_policy));
-      if (auto it = env_.find("TORCHELASTIC_ERROR_FILE"); it != env_.end() && !it->second.empty()) {
-        WorkerError e = f.error.value_or(WorkerError{f.what, "", absl::ToUnixSeconds(absl::Now())});
-        absl::Status st = WriteAgentErrorFile(it->second, e, f.code);
-        if (!st.ok()) spdlog::warn("cannot write TORCHELASTIC_ERROR_FILE: {}", st.message());
+      if (o.exit_code == 0) {
+        ExitAfterStop(0, absl::StrCat("job succeeded: ", o.reason), false);
+      } else {
+        ExitAfterStop(o.exit_code,
+                      absl::StrCat("job failed: ", o.reason, "; exiting ", o.exit_code), true);
       }
-      spdlog::error("job failed: {}; {}; exiting {}", DescribeFailure(f), why, f.code);
-      return Finish(f.code);
+      return;
     }
   }
-  absl::Status st = StartAttempt();
+}
+
+void Agent::StartRound(const rdzv::Assignment& a) {
+  if (a.restart_count > restart_count_) {
+    spdlog::info("restarting all {} local workers: attempt {} ({} of {} restarts used)",
+                 config_.nproc_per_node, a.restart_count, a.restart_count, config_.max_restarts);
+    nlohmann::json fields = {{"attempt", a.restart_count},
+                             {"round", a.round},
+                             {"restarts_used", a.restart_count},
+                             {"max_restarts", config_.max_restarts}};
+    if (last_stop_) {
+      fields["reason"] = last_stop_->text;
+      if (last_stop_->failure) {
+        fields["rank"] = last_stop_->failure->rank;
+        fields["code"] = last_stop_->failure->code;
+        fields["host"] = last_stop_->failure->host;
+      }
+    }
+    events_->Write("restart_decided", fields);
+  } else if (a.round > 1) {
+    spdlog::info("round {}: re-formed with {} nodes, no restart used", a.round, a.group_world_size);
+  }
+  round_ = a.round;
+  restart_count_ = a.restart_count;
+  job_asked_stop_ = false;
+  // Only group rank 0's store serves the round; the others close theirs.
+  if (a.group_rank != 0) store_.reset();
+  RoundInfo round;
+  round.restart_count = a.restart_count;
+  round.run_id = run_id_;
+  round.master_addr = a.master_addr;
+  round.master_port = a.master_port;
+  round.use_agent_store = config_.store == "agent";
+  if (!round.use_agent_store) {
+    round.master_addr = config_.max_nodes == 1 ? config_.master_addr : a.master_addr;
+    round.master_port = config_.master_port;
+    if (config_.standalone && !config_.master_port_given) {
+      absl::StatusOr<int> port = PickFreePort();
+      if (!port.ok()) {
+        ExitAfterStop(1, absl::StrCat("cannot pick a master port: ", port.status().message()),
+                      true);
+        return;
+      }
+      round.master_port = *port;
+    }
+  }
+  absl::Status st =
+      group_->Start(a.group_rank, a.rank_base, a.world_size, a.group_world_size, round);
   if (!st.ok()) {
-    spdlog::error("cannot start attempt {}: {}", restart_count_, st.message());
-    SignalLeftovers(SIGKILL);
-    Finish(1);
+    ExitAfterStop(1, absl::StrCat("cannot start workers: ", st.message()), true, SIGKILL);
   }
 }
 
-void Agent::Finish(int exit_code) {
-  phase_ = Phase::kDone;
-  exit_code_ = exit_code;
-  nlohmann::json fields = {{"exit_code", exit_code}, {"attempt", restart_count_}};
-  if (root_cause_) {
-    fields["root_cause"] = {{"rank", root_cause_->placement.rank},
-                            {"local_rank", root_cause_->placement.local_rank},
-                            {"pid", root_cause_->pid},
-                            {"host", hostname_},
-                            {"code", root_cause_->code},
-                            {"what", root_cause_->what},
-                            {"message", root_cause_->error ? root_cause_->error->message : ""}};
+void Agent::OnRendezvousError(const absl::Status& error) {
+  int code = ExitCodeForRendezvousError(error);
+  ExitAfterStop(code, absl::StrCat("rendezvous failed: ", error.message(), "; exiting ", code),
+                true);
+}
+
+void Agent::ExitAfterStop(int code, std::string summary, bool error, int sig) {
+  if (!pending_exit_) {  // the first reason to exit is the one that counts
+    pending_exit_ = code;
+    summary_ = std::move(summary);
+    summary_is_error_ = error;
   }
-  if (events_) events_->Write("job_finished", fields);
+  if (group_->running() || group_->stopping()) {
+    StopWorkers(StopCause::kExiting, sig);  // while stopping: forwards a new signal
+  } else {
+    Finish(*pending_exit_);
+  }
+}
+
+void Agent::Finish(int code) {
+  if (exit_code_) return;
+  exit_code_ = code;
+  nlohmann::json fields = {{"exit_code", code}, {"attempt", restart_count_}, {"round", round_}};
+  if (outcome_ && outcome_->root_cause) {
+    const rdzv::Failure& f = *outcome_->root_cause;
+    fields["root_cause"] = {{"rank", f.rank},      {"local_rank", f.local_rank},
+                            {"pid", f.pid},        {"host", f.host},
+                            {"code", f.code},      {"what", f.what},
+                            {"message", f.message}};
+  }
+  events_->Write("job_finished", fields);
 }
 
 int Agent::Run() {
@@ -510,28 +409,34 @@ int Agent::Run() {
     spdlog::error("agent setup failed: {}", st.message());
     return 1;
   }
-  st = StartAttempt();
-  if (!st.ok()) {
-    spdlog::error("cannot start workers: {}", st.message());
-    SignalLeftovers(SIGKILL);
-    Finish(1);
-  }
+  rdzv::JobSpec spec;
+  spec.run_id = run_id_;
+  spec.min_nodes = config_.min_nodes;
+  spec.max_nodes = config_.max_nodes;
+  spec.max_restarts = config_.max_restarts;
+  spec.restart_after_success = RestartsAfterSuccess(config_.restart_policy);
+  rdzv_->Start(
+      node_, spec, [this](const rdzv::Event& e) { OnRendezvousEvent(e); },
+      [this](const absl::Status& s) { OnRendezvousError(s); });
   while (!exit_code_) {
     st = loop_->RunOnce();
     if (!st.ok()) {
-      spdlog::error("event loop failed: {}; stopping the workers", st.message());
-      SignalLeftovers(SIGKILL);
+      spdlog::error("event loop failed: {}; killing the workers", st.message());
+      group_->Stop(SIGKILL);
       Finish(1);
     }
   }
   console_.reset();  // drains worker output before the agent's last words
-  if (watchdog_) {
-    watchdog_->Disarm();
-    int wstatus;
-    // The watchdog exits at once on Disarm; reap it so we leave no zombie
-    // behind.
-    while (waitpid(watchdog_->pid(), &wstatus, 0) < 0 && errno == EINTR) {
-    }
+  if (summary_is_error_) {
+    spdlog::error("{}", summary_);
+  } else if (!summary_.empty()) {
+    spdlog::info("{}", summary_);
+  }
+  store_.reset();
+  watchdog_->Disarm();
+  int wstatus;
+  // The watchdog exits at once on Disarm; reap it so we leave no zombie behind.
+  while (waitpid(watchdog_->pid(), &wstatus, 0) < 0 && errno == EINTR) {
   }
   if (remove_log_root_) RemoveTree(log_root_);
   return *exit_code_;

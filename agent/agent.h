@@ -1,110 +1,96 @@
-// Agent: supervises this node's worker group from start to the job's outcome.
+// Agent: this node's part of a job, from start to the job's outcome (DESIGN §3).
 //
-// One thread, one EventLoop: a signalfd carries both child exits (SIGCHLD) and
-// the signals the agent handles; worker output pipes and the stop deadline are
-// loop events too, so a worker's death is seen within a millisecond and an idle
-// agent never wakes. The agent is a child subreaper: orphans of the job are
-// reaped here, and cleanup after each attempt removes every process the job
-// started (DESIGN §3, §4.4, §4.5).
+// One thread, one EventLoop: a signalfd carries child exits (SIGCHLD) and the signals the
+// agent handles; worker output, timers and rendezvous events (posted from other threads)
+// are loop events too, so a worker's death is seen within a millisecond and an idle agent
+// never wakes. The agent is a child subreaper and reaps every orphan.
 //
-// Single node in this build: a restart stops all local workers and starts the
-// group again with TORCHELASTIC_RESTART_COUNT+1. Not thread-safe; Run() is
-// called once, from main.
+// Decisions that concern the whole job (restart or not, restart budget, outcome) belong to
+// the rendezvous (rendezvous/core's Job, in-process for one node, over gRPC for many); the
+// agent classifies its own workers' exits with the restart policy, reports them, and does
+// what the job says: start a round's workers, stop them, or exit with the job's code.
+// Not thread-safe; Run() is called once, from main.
 #ifndef MUSTER_AGENT_AGENT_H_
 #define MUSTER_AGENT_AGENT_H_
 
-#include <sys/types.h>
+#include <signal.h>
 
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
-#include "absl/time/time.h"
 #include "agent/config.h"
 #include "agent/event_log.h"
-#include "agent/worker_env.h"
+#include "agent/worker_group.h"
 #include "base/event_loop.h"
 #include "base/unique_fd.h"
 #include "launch/console_writer.h"
-#include "launch/error_file.h"
-#include "launch/exit_status.h"
-#include "launch/restart_policy.h"
 #include "launch/watchdog.h"
-#include "launch/worker_output.h"
 #include "rendezvous/c10d/store_server.h"
+#include "rendezvous/client.h"
+#include "rendezvous/core/types.h"
 
 namespace muster {
 
 class Agent {
  public:
-  Agent(Config config, std::map<std::string, std::string> env);
+  explicit Agent(Config config);
   ~Agent();
 
   // Runs the job; returns the agent's exit code (DESIGN §4.4).
   int Run();
 
  private:
-  struct Worker {
-    WorkerPlacement placement;
-    pid_t pid = 0;
-    std::optional<ExitStatus> status;
-    std::string error_file;
-    std::unique_ptr<WorkerOutput> output;
-  };
-  struct Failure {
-    WorkerPlacement placement;
-    pid_t pid = 0;
-    int code = 0;
-    std::string what;  // "exit 1" / "signal 9 (SIGKILL)" / "cannot execute ..."
-    ExitVerdict verdict = ExitVerdict::kFatal;
-    std::optional<WorkerError> error;
-  };
-  enum class Phase { kRunning, kStopping, kDone };
-  enum class StopReason { kSucceeded, kFailed, kSignaled };
+  // Why the local workers are being stopped, which decides what follows.
+  enum class StopCause { kNone, kSucceeded, kFailed, kJobRequest, kExiting };
 
   absl::Status Setup();
   absl::Status PrepareRunDir();
-  absl::Status StartAttempt();
+  // A fresh c10d store for the next round (--store agent); returns its port, 0 otherwise.
+  absl::StatusOr<int> OpenFreshStore();
   void OnSignalFd();
   void ReapChildren();
-  void OnWorkerExit(Worker& w, ExitStatus status);
-  void RecordFailure(const Worker& w, int code, std::string what, ExitVerdict verdict);
-  void BeginStop(StopReason reason, int sig);
-  void Escalate();
-  // Signals what is left of the job (worker groups, sessions, adopted orphans)
-  // with `sig`.
-  void SignalLeftovers(int sig);
-  void MaybeFinishStop();
-  void FinishAttempt();
-  void Finish(int exit_code);
-  std::string DescribeFailure(const Failure& f) const;
+  void OnWorkerExit(const WorkerExit& exit);
+  void OnWorkersStopped();
+  void OnRendezvousEvent(const rdzv::Event& event);
+  void OnRendezvousError(const absl::Status& error);
+  void StartRound(const rdzv::Assignment& a);
+  void StopWorkers(StopCause cause, int sig);
+  // Opens a fresh store and tells the job this node's workers are stopped.
+  void ReportStopped();
+  // Stops what runs (with `sig`), then exits with `code`, logging `summary` last.
+  void ExitAfterStop(int code, std::string summary, bool error, int sig = SIGTERM);
+  void Finish(int code);
 
   Config config_;
-  std::map<std::string, std::string> env_;
   std::string hostname_;
   std::unique_ptr<EventLoop> loop_;
   UniqueFd signal_fd_;
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<ConsoleWriter> console_;
   std::unique_ptr<EventLog> events_;
-  std::unique_ptr<c10d::StoreServer> store_;  // this attempt's store (--store agent)
+  std::unique_ptr<c10d::StoreServer> store_;
+  std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<rdzv::RendezvousClient> rdzv_;
 
   std::string log_root_, run_dir_;
   bool remove_log_root_ = false;
   std::string run_id_;
-  int restart_count_ = 0;
-  std::vector<Worker> workers_;
+  rdzv::NodeInfo node_;
 
-  Phase phase_ = Phase::kRunning;
-  StopReason stop_reason_ = StopReason::kSucceeded;
-  int stop_signal_ = 0;  // the signal leftovers get now (SIGTERM, then SIGKILL)
-  absl::Time stop_started_;
-  EventLoop::TimerId stop_timer_ = 0;
-  int agent_signal_ = 0;  // signal that stopped the agent, 0 if none
-  std::optional<Failure> root_cause_;
+  int round_ = 0;
+  int restart_count_ = 0;
+  bool job_asked_stop_ = false;  // the job sent kStopWorkers for the current round
+  StopCause stop_cause_ = StopCause::kNone;
+  bool stop_pending_ = false;  // a WorkerGroup::Stop() whose on_stopped has not run yet
+  int agent_signal_ = 0;
+  std::optional<int> pending_exit_;
+  std::string summary_;
+  bool summary_is_error_ = false;
+  std::optional<rdzv::Outcome> outcome_;
+  std::optional<rdzv::Event> last_stop_;  // the job's last kStopWorkers, for the event log
   std::optional<int> exit_code_;
 };
 

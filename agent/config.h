@@ -59,6 +59,9 @@ struct Config {
   std::string log_level = "info";
   std::string event_log;  // JSON lines of the agent's transitions; empty: none
 
+  // The environment workers inherit (the agent's own), before the torchrun set is added.
+  std::map<std::string, std::string> worker_env_base;
+
   bool dry_run = false;
   // Where each value came from, for --dry-run ("flag", "MUSTER_NNODES",
   // "PET_NNODES").

@@ -56,7 +56,8 @@ int RunCommand(const std::vector<std::string>& args) {
     return 0;
   }
   InitLogging(config->log_level);
-  Agent agent(*std::move(config), std::move(env));
+  config->worker_env_base = std::move(env);
+  Agent agent(*std::move(config));
   return agent.Run();
 }
 

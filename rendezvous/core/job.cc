@@ -259,7 +259,10 @@ void Job::BeginStopping(const std::string& reason, bool counted,
   stopping_since_ = now;
   for (const NodeInfo& p : participants_) {
     nodes_.at(p.node_id).stopped = false;
-    out->push_back(MakeEvent(Event::Kind::kStopWorkers, p.node_id, reason));
+    Event e = MakeEvent(Event::Kind::kStopWorkers, p.node_id, reason);
+    e.failure = failure;
+    e.counted = counted;
+    out->push_back(std::move(e));
   }
   MaybeFinishStopping(now, out);  // no participant left to wait for
 }

@@ -90,8 +90,10 @@ struct Event {
   Kind kind = Kind::kProgress;
   std::string node_id;  // recipient
   std::string text;
-  Assignment assignment;
-  Outcome outcome;
+  Assignment assignment;           // kRoundStarted
+  Outcome outcome;                 // kFinished
+  std::optional<Failure> failure;  // kStopWorkers: the failure that caused it, if any
+  bool counted = false;            // kStopWorkers: the restart consumes the budget
 };
 
 }  // namespace muster::rdzv

@@ -1,0 +1,67 @@
+#include "rendezvous/local_client.h"
+
+namespace muster::rdzv {
+
+LocalRendezvous::~LocalRendezvous() {
+  if (timer_ != 0) loop_->CancelTimer(timer_);
+}
+
+void LocalRendezvous::Start(const NodeInfo& node, const JobSpec& spec, EventSink events,
+                            ErrorSink errors) {
+  node_id_ = node.node_id;
+  events_ = std::move(events);
+  JobSpec local = spec;
+  // The only node lives in this process: it cannot miss heartbeats or fail to join.
+  local.heartbeat_interval = absl::InfiniteDuration();
+  job_.emplace(local, EventLoop::Now());
+  std::vector<Event> out;
+  absl::Status status = job_->Join(node, local, EventLoop::Now(), &out);
+  if (!status.ok()) {
+    loop_->Post([errors = std::move(errors), status] { errors(status); });
+    return;
+  }
+  Deliver(std::move(out));
+}
+
+void LocalRendezvous::ReportFailure(int round, const Failure& failure) {
+  std::vector<Event> out;
+  job_->WorkerFailed(node_id_, round, failure, EventLoop::Now(), &out);
+  Deliver(std::move(out));
+}
+
+void LocalRendezvous::ReportSucceeded(int round) {
+  std::vector<Event> out;
+  job_->WorkersSucceeded(node_id_, round, EventLoop::Now(), &out);
+  Deliver(std::move(out));
+}
+
+void LocalRendezvous::ReportStopped(int round, int store_port) {
+  std::vector<Event> out;
+  job_->WorkersStopped(node_id_, round, store_port, EventLoop::Now(), &out);
+  Deliver(std::move(out));
+}
+
+void LocalRendezvous::Leave(const std::string& why) {
+  std::vector<Event> out;
+  job_->NodeLost(node_id_, why, EventLoop::Now(), &out);
+  // Nobody is left to tell: the job ends with this node.
+}
+
+void LocalRendezvous::Deliver(std::vector<Event> events) {
+  for (Event& e : events) {
+    loop_->Post([this, e = std::move(e)] { events_(e); });
+  }
+  if (timer_ != 0) loop_->CancelTimer(timer_);
+  timer_ = 0;
+  if (std::optional<absl::Time> next = job_->NextDeadline();
+      next && *next != absl::InfiniteFuture()) {
+    timer_ = loop_->AddTimer(*next, [this] {
+      timer_ = 0;
+      std::vector<Event> out;
+      job_->Tick(EventLoop::Now(), &out);
+      Deliver(std::move(out));
+    });
+  }
+}
+
+}  // namespace muster::rdzv

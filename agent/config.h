@@ -45,6 +45,19 @@ struct Config {
   bool master_port_given = false;
 
   // Failure handling.
+  // Multi-node rendezvous (DESIGN §4.3).
+  std::string rdzv_host_name;  // --rdzv-endpoint host; empty: in-process (one node)
+  int rdzv_port = 29400;
+  std::string rdzv_hosting = "auto";  // --rdzv-host auto|true|false: embed the server here
+  int node_rank = -1;                 // --node-rank hint; -1: assigned by arrival
+  std::string local_addr;             // --local-addr / POD_IP: the address other nodes reach
+  absl::Duration join_timeout = absl::Seconds(600);
+  absl::Duration last_call_timeout = absl::Seconds(30);
+  absl::Duration heartbeat_interval = absl::Seconds(5);
+  int heartbeat_misses = 3;
+  std::string token;  // MUSTER_TOKEN or --token-file contents; never printed
+  std::string tls_cert, tls_key, tls_ca;
+
   int max_restarts = 0;
   RestartPolicy restart_policy = RestartPolicy::kExitCode;
   std::set<int> restartable_exit_codes;

@@ -8,8 +8,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -37,7 +39,20 @@ struct FlagSpec {
 };
 
 constexpr FlagSpec kFlags[] = {
-    {"nnodes", 0, true, "Job", "1", "number of nodes, N or MIN:MAX (only 1 in this build)"},
+    {"nnodes", 0, true, "Job", "1", "number of nodes, N or MIN:MAX"},
+    {"rdzv-endpoint", 0, true, "Rendezvous", "none",
+     "HOST[:PORT] of the rendezvous server (port 29400); needed when --nnodes > 1"},
+    {"rdzv-conf", 0, true, "Rendezvous", "",
+     "join_timeout=600s,last_call_timeout=30s,heartbeat_interval=5s,heartbeat_misses=3"},
+    {"rdzv-host", 0, true, "Rendezvous", "auto",
+     "serve the rendezvous here: auto (when the endpoint is this node), true, false"},
+    {"node-rank", 0, true, "Rendezvous", "by arrival", "this node's group rank (a hint)"},
+    {"local-addr", 0, true, "Rendezvous", "POD_IP, else route to endpoint",
+     "address other nodes reach this one at (MASTER_ADDR when it is group rank 0)"},
+    {"token-file", 0, true, "Rendezvous", "MUSTER_TOKEN", "file with the job's shared secret"},
+    {"tls-cert", 0, true, "Rendezvous", "none", "PEM certificate for the rendezvous server"},
+    {"tls-key", 0, true, "Rendezvous", "none", "PEM key for --tls-cert"},
+    {"tls-ca", 0, true, "Rendezvous", "none", "PEM CA that signed the server's certificate"},
     {"nproc-per-node", 0, true, "Job", "1", "workers on this node: N, cpu, gpu or auto"},
     {"standalone", 0, false, "Job", "off", "single node, private store port and a fresh run id"},
     {"rdzv-id", 0, true, "Job", "none", "run id shared by the job (alias --run-id)"},
@@ -160,7 +175,143 @@ int CountNvidiaDevices() {
 constexpr const char* kNumericNodeVars[] = {
     "WORLD_SIZE", "RANK", "NODE_RANK", "MASTER_PORT", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"};
 
+absl::StatusOr<std::string> ReadSmallTextFile(const std::string& path, const std::string& where) {
+  std::ifstream in(path);
+  if (!in) {
+    return Invalid(where, absl::StrCat("cannot read '", path, "': ", strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return std::string(absl::StripTrailingAsciiWhitespace(text.str()));
+}
+
 }  // namespace
+
+absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
+                                  const std::map<std::string, std::string>& env, Config* c) {
+  if (auto v = lookup("rdzv-endpoint")) {
+    c->sources["rdzv-endpoint"] = v->second;
+    std::string text = v->first;
+    std::string host = text, port_text;
+    if (!text.empty() && text[0] == '[') {  // [v6]:port
+      size_t close = text.find(']');
+      if (close == std::string::npos) {
+        return Invalid(v->second, absl::StrCat("'", text, "': missing ']' after the IPv6 address"));
+      }
+      host = text.substr(1, close - 1);
+      if (close + 1 < text.size()) {
+        if (text[close + 1] != ':')
+          return Invalid(v->second, absl::StrCat("'", text, "': expected :PORT after ']'"));
+        port_text = text.substr(close + 2);
+      }
+    } else if (size_t colon = text.rfind(':');
+               colon != std::string::npos && text.find(':') == colon) {
+      host = text.substr(0, colon);
+      port_text = text.substr(colon + 1);
+    }
+    if (host.empty()) {
+      return Invalid(v->second, absl::StrCat("'", text, "' has no host; write HOST[:PORT]"));
+    }
+    if (!port_text.empty() || (text.size() && text.back() == ':')) {
+      int port = 0;
+      if (!absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535) {
+        return Invalid(v->second, absl::StrCat("'", text, "': '", port_text,
+                                               "' is not a port (1..65535); write HOST[:PORT]"));
+      }
+      c->rdzv_port = port;
+    }
+    c->rdzv_host_name = host;
+  }
+  if (auto v = lookup("rdzv-conf")) {
+    c->sources["rdzv-conf"] = v->second;
+    for (absl::string_view item : absl::StrSplit(v->first, ',', absl::SkipWhitespace())) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+      const std::string& key = kv.first;
+      auto duration = [&](absl::Duration* out) -> absl::Status {
+        absl::StatusOr<absl::Duration> d = ParseDuration(kv.second);
+        if (!d.ok()) return Invalid(v->second, absl::StrCat(key, ": ", d.status().message()));
+        *out = *d;
+        return absl::OkStatus();
+      };
+      if (key == "join_timeout" || key == "timeout") {
+        RETURN_IF_ERROR(duration(&c->join_timeout));
+      } else if (key == "last_call_timeout") {
+        RETURN_IF_ERROR(duration(&c->last_call_timeout));
+      } else if (key == "heartbeat_interval") {
+        RETURN_IF_ERROR(duration(&c->heartbeat_interval));
+        if (c->heartbeat_interval <= absl::ZeroDuration()) {
+          return Invalid(v->second, "heartbeat_interval must be positive");
+        }
+      } else if (key == "heartbeat_misses") {
+        if (!absl::SimpleAtoi(kv.second, &c->heartbeat_misses) || c->heartbeat_misses < 1) {
+          return Invalid(v->second, absl::StrCat("heartbeat_misses: '", kv.second,
+                                                 "' must be a positive integer"));
+        }
+      } else if (key == "is_host") {
+        std::string b = absl::AsciiStrToLower(kv.second);
+        c->rdzv_hosting = (b == "1" || b == "true") ? "true" : "false";
+      } else if (key == "read_timeout" || key == "close_timeout" || key == "exit_barrier_timeout") {
+        // torch's keys without a meaning here: accepted so torchrun command lines work.
+      } else {
+        return Invalid(v->second, absl::StrCat("unknown key '", key,
+                                               "'; known: join_timeout, last_call_timeout, "
+                                               "heartbeat_interval, heartbeat_misses, is_host"));
+      }
+    }
+  }
+  if (auto v = lookup("rdzv-host")) {
+    c->sources["rdzv-host"] = v->second;
+    if (v->first != "auto" && v->first != "true" && v->first != "false") {
+      return Invalid(v->second, absl::StrCat("'", v->first, "' must be auto, true or false"));
+    }
+    c->rdzv_hosting = v->first;
+  }
+  if (auto v = lookup("node-rank")) {
+    c->sources["node-rank"] = v->second;
+    ASSIGN_OR_RETURN(c->node_rank, ParseNonNegative(v->second, v->first));
+    if (c->node_rank >= c->max_nodes) {
+      return Invalid(v->second, absl::StrCat(c->node_rank, " is outside 0..", c->max_nodes - 1,
+                                             " (--nnodes allows ", c->max_nodes, " nodes)"));
+    }
+  }
+  if (auto v = lookup("local-addr")) {
+    c->sources["local-addr"] = v->second;
+    c->local_addr = v->first;
+  } else if (auto e = env.find("POD_IP"); e != env.end() && !e->second.empty()) {
+    c->sources["local-addr"] = "POD_IP";
+    c->local_addr = e->second;
+  }
+  if (auto e = env.find("MUSTER_TOKEN"); e != env.end()) {
+    c->token = e->second;
+    c->sources["token"] = "MUSTER_TOKEN";
+  }
+  if (auto v = lookup("token-file")) {
+    c->sources["token"] = v->second;
+    ASSIGN_OR_RETURN(c->token, ReadSmallTextFile(v->first, v->second));
+    if (c->token.empty()) return Invalid(v->second, absl::StrCat("'", v->first, "' is empty"));
+  }
+  for (auto [name, field] : {std::pair<const char*, std::string*>{"tls-cert", &c->tls_cert},
+                             {"tls-key", &c->tls_key},
+                             {"tls-ca", &c->tls_ca}}) {
+    if (auto v = lookup(name)) {
+      c->sources[name] = v->second;
+      if (access(v->first.c_str(), R_OK) != 0) {
+        return Invalid(v->second, absl::StrCat("cannot read '", v->first, "': ", strerror(errno)));
+      }
+      *field = v->first;
+    }
+  }
+  if (c->tls_cert.empty() != c->tls_key.empty()) {
+    return Invalid("--tls-cert/--tls-key", "give both or neither");
+  }
+  if (c->max_nodes > 1 && c->rdzv_host_name.empty()) {
+    return Invalid(c->sources.count("nnodes") ? c->sources["nnodes"] : "--nnodes",
+                   absl::StrCat("a job of up to ", c->max_nodes,
+                                " nodes needs --rdzv-endpoint HOST[:PORT]: the node that hosts "
+                                "the rendezvous, or a `muster serve`"));
+  }
+  return absl::OkStatus();
+}
 
 int StreamSelection::For(int local_rank) const {
   auto it = by_rank.find(local_rank);
@@ -280,6 +431,7 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
     }
     return std::nullopt;
   };
+  FlagLookup lookup_fn = [&](const char* name) { return lookup(name); };
   auto boolean = [&](const char* name, bool* out) -> absl::Status {
     auto v = lookup(name);
     if (!v) return absl::OkStatus();
@@ -321,12 +473,7 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
     c.max_nodes = hi;
     return absl::OkStatus();
   }));
-  if (c.max_nodes > 1) {
-    return Invalid(c.sources["nnodes"],
-                   "multi-node jobs need the gRPC rendezvous, which this build "
-                   "does not have yet; "
-                   "use --nnodes 1 (or --standalone)");
-  }
+  RETURN_IF_ERROR(ParseRendezvousFlags(lookup_fn, env, &c));
 
   RETURN_IF_ERROR(
       with("nproc-per-node", [&](const std::string& v, const std::string& w) -> absl::Status {

@@ -5,7 +5,9 @@
 #ifndef MUSTER_AGENT_FLAGS_H_
 #define MUSTER_AGENT_FLAGS_H_
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,12 @@ struct HostInfo {
 absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
                                      const std::map<std::string, std::string>& env,
                                      const HostInfo& host);
+
+// The rendezvous flags (--rdzv-endpoint, --rdzv-conf, --node-rank, --local-addr, token, TLS),
+// resolved with the same precedence; part of ParseRunFlags, exposed for `muster serve`.
+using FlagLookup = std::function<std::optional<std::pair<std::string, std::string>>(const char*)>;
+absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
+                                  const std::map<std::string, std::string>& env, Config* config);
 
 // The `muster run --help` text (grouped, with defaults).
 std::string RunHelp();

@@ -7,6 +7,7 @@ import os
 import pathlib
 import subprocess
 import time
+import uuid
 
 import pytest
 
@@ -40,32 +41,27 @@ def _binaries_exist():
         assert p.exists(), f"{p} missing: build first (scripts/test.sh builds it)"
 
 
+_TEST_MARK = {"value": ""}
+
+
 @pytest.fixture(autouse=True)
 def _no_leftover_processes():
     """Kills any process a test started and left running (a failed assertion must not leave
-    agents or workers behind for the next test or the CI machine)."""
-    before = set(_our_processes())
+    agents or workers behind). Processes are recognised by a per-test marker that
+    muster_env() puts into their environment (inherited by workers and their children), so
+    a concurrent test session's processes are never touched."""
+    _TEST_MARK["value"] = uuid.uuid4().hex
     yield
-    for pid in set(_our_processes()) - before:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-
-
-def _our_processes():
-    pids = []
+    marker = f"MUSTER_TEST_MARK={_TEST_MARK['value']}".encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    os.kill(int(entry), 9)
+        except (OSError, ProcessLookupError):
             continue
-        if str(BUILD).encode() in cmd:
-            pids.append(int(entry))
-    return pids
 
 
 def muster_env(**extra):
@@ -74,6 +70,7 @@ def muster_env(**extra):
         if k.startswith(("MUSTER_", "PET_")) or k in ("WORLD_SIZE", "RANK", "MASTER_PORT"):
             del env[k]
     env["PYTHON_EXEC"] = TORCH_PYTHON
+    env["MUSTER_TEST_MARK"] = _TEST_MARK["value"]
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

@@ -8,6 +8,7 @@ PACKAGES=(
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   python3 python3-pytest python3-torch python3-venv
+  clang libclang-rt-14-dev
   iproute2 util-linux procps
 )
 

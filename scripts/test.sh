@@ -7,6 +7,10 @@ scripts/setup.sh
 scripts/build.sh
 echo "== unit tests (ctest)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+if [[ ${FUZZ_SECONDS:-60} != 0 ]]; then
+  echo "== fuzzing (${FUZZ_SECONDS:-60}s per target; FUZZ_SECONDS=0 skips)"
+  scripts/fuzz.sh
+fi
 echo "== integration tests (pytest, real torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'))"
 # /usr/bin/python3 on purpose: Debian's python3-torch lives there, not in a pyenv shim.
 MUSTER_BUILD_DIR="$PWD/build" /usr/bin/python3 -m pytest -q -ra -p no:cacheprovider tests/integration "$@"

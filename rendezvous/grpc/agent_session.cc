@@ -1,0 +1,188 @@
+#include "rendezvous/grpc/agent_session.h"
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "muster/v1/rendezvous.pb.h"
+#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv::grpc_internal {
+namespace {
+
+class AgentSession : public SessionReactor,
+                     public NodeStream,
+                     public std::enable_shared_from_this<AgentSession> {
+ public:
+  AgentSession(JobRegistry* registry, std::string peer)
+      : registry_(registry), peer_(std::move(peer)) {}
+
+  void Begin(std::shared_ptr<AgentSession> self) {
+    self_ = std::move(self);
+    StartRead(&in_);
+  }
+
+  void Enqueue(const Event& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finish_requested_) return;
+    ToProto(event, &out_.emplace_back());
+  }
+
+  void Flush() override {
+    const v1::ServerMessage* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (writing_ || out_.empty() || finish_called_) return;
+      writing_ = true;
+      next = &out_.front();
+    }
+    StartWrite(next);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the agent closed the stream, or it failed
+      ReportLost("stream closed");
+      RequestFinish(grpc::Status::OK);
+      return;
+    }
+    if (!Handle(in_)) return;
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::ServerMessage* next = nullptr;
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out_.pop_front();
+      writing_ = false;
+      if (!ok) out_.clear();  // the stream is broken; the pending read fails too
+      if (!out_.empty()) {
+        writing_ = true;
+        next = &out_.front();
+      } else if (finish_requested_ && !finish_called_) {
+        finish = finish_called_ = true;
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+    if (finish) Finish(finish_status_);
+  }
+
+  void OnDone() override {
+    ReportLost("stream ended");
+    // The last reference may be this one; nothing may touch `this` after the reset.
+    std::shared_ptr<AgentSession> self = std::move(self_);
+  }
+
+ private:
+  // Returns false when the stream is being finished (no further reads).
+  bool Handle(const v1::AgentMessage& msg) {
+    if (node_id_.empty()) {
+      if (msg.kind_case() != v1::AgentMessage::kJoin) {
+        Refuse(absl::InvalidArgumentError("the first message of a session must be Join"));
+        return false;
+      }
+      NodeInfo node;
+      JobSpec spec;
+      FromProto(msg.join(), &node, &spec);
+      absl::Status joined = registry_->Join(shared_from_this(), node, spec);
+      if (!joined.ok()) {
+        spdlog::warn("rendezvous: refused {} from {}: {}", node.host, peer_, joined.ToString());
+        Refuse(joined);
+        return false;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      node_id_ = node.node_id;
+      return true;
+    }
+    switch (msg.kind_case()) {
+      case v1::AgentMessage::kHeartbeat:
+        registry_->Heartbeat(node_id_);
+        break;
+      case v1::AgentMessage::kWorkerFailed:
+        registry_->WorkerFailed(node_id_, msg.worker_failed().round(),
+                                FromProto(msg.worker_failed().failure()));
+        break;
+      case v1::AgentMessage::kWorkersSucceeded:
+        registry_->WorkersSucceeded(node_id_, msg.workers_succeeded().round());
+        break;
+      case v1::AgentMessage::kWorkersStopped:
+        registry_->WorkersStopped(node_id_, msg.workers_stopped().round(),
+                                  msg.workers_stopped().store_port());
+        break;
+      case v1::AgentMessage::kLeave:
+        ReportLost(absl::StrCat("left: ", msg.leave().why()));
+        RequestFinish(grpc::Status::OK);
+        return false;
+      case v1::AgentMessage::kJoin:
+        spdlog::warn("rendezvous: node {} sent Join twice; ignored", node_id_);
+        break;
+      default:
+        break;  // a newer agent's message: ignore
+    }
+    return true;
+  }
+
+  void ReportLost(const std::string& why) {
+    std::string node_id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (lost_reported_ || node_id_.empty()) return;
+      lost_reported_ = true;
+      node_id = node_id_;
+    }
+    registry_->NodeLost(node_id, why);
+  }
+
+  void Refuse(const absl::Status& error) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      v1::Error* e = out_.emplace_back().mutable_error();
+      e->set_code(static_cast<int>(error.code()));
+      e->set_message(std::string(error.message()));
+    }
+    Flush();
+    RequestFinish(ToGrpcStatus(error));
+  }
+
+  // Ends the stream once the queued messages are written.
+  void RequestFinish(grpc::Status status) {
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finish_requested_) return;
+      finish_requested_ = true;
+      finish_status_ = std::move(status);
+      if (!writing_) finish = finish_called_ = true;
+    }
+    if (finish) Finish(finish_status_);
+  }
+
+  JobRegistry* const registry_;
+  const std::string peer_;
+  std::shared_ptr<AgentSession> self_;  // keeps the session alive until OnDone
+  v1::AgentMessage in_;                 // touched by the read reactions only
+
+  std::mutex mu_;
+  std::string node_id_;                // set once, by the Join reaction; read unlocked by reactions
+  std::deque<v1::ServerMessage> out_;  // front is in flight while writing_
+  bool writing_ = false;
+  bool finish_requested_ = false;
+  bool finish_called_ = false;
+  bool lost_reported_ = false;
+  grpc::Status finish_status_;
+};
+
+}  // namespace
+
+SessionReactor* NewAgentSession(JobRegistry* registry, std::string peer) {
+  auto session = std::make_shared<AgentSession>(registry, std::move(peer));
+  session->Begin(session);
+  return session.get();
+}
+
+}  // namespace muster::rdzv::grpc_internal

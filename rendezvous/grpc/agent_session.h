@@ -1,0 +1,32 @@
+// AgentSession: the server's end of one agent's Session stream (a gRPC callback
+// reactor). Reads the agent's messages and hands them to the JobRegistry; writes the
+// events the registry routes to this node through a queue (one write in flight). The
+// first message must be Join; a refused join is answered with ServerMessage.Error and
+// the stream ends with the same status. When the stream closes or fails, the node is
+// lost at once (DESIGN §4.3).
+//
+// Ownership: gRPC holds the reactor until OnDone; the registry holds a shared_ptr to it as
+// the node's route; the session keeps itself alive until OnDone. Thread-safe: reactions
+// run on gRPC threads, Enqueue/Flush on any thread; nothing blocks.
+#ifndef MUSTER_RENDEZVOUS_GRPC_AGENT_SESSION_H_
+#define MUSTER_RENDEZVOUS_GRPC_AGENT_SESSION_H_
+
+#include <grpcpp/support/server_callback.h>
+
+#include "rendezvous/grpc/job_registry.h"
+
+namespace muster::v1 {
+class AgentMessage;
+class ServerMessage;
+}  // namespace muster::v1
+
+namespace muster::rdzv::grpc_internal {
+
+using SessionReactor = grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>;
+
+// A new session reading from the stream; gRPC owns the returned reactor.
+SessionReactor* NewAgentSession(JobRegistry* registry, std::string peer);
+
+}  // namespace muster::rdzv::grpc_internal
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_AGENT_SESSION_H_

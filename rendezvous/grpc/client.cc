@@ -1,0 +1,359 @@
+#include "rendezvous/grpc/client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/grpc/connect.h"
+#include "rendezvous/grpc/credentials.h"
+#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv {
+namespace {
+
+using grpc_internal::ToAbslCode;
+
+// After Leave, the destructor gives the Leave message this long to reach the server
+// before it cancels the stream.
+constexpr absl::Duration kLeaveGrace = absl::Seconds(1);
+
+// The client's end of the Session stream: one read always pending, writes queued with one
+// in flight. A hold keeps the reactor alive while writes may still be started from other
+// threads; it is released once the stream can take no more writes. Thread-safe.
+class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage> {
+ public:
+  using MessageFn = std::function<void(const v1::ServerMessage&)>;
+  using DoneFn = std::function<void(const grpc::Status&)>;
+
+  AgentStream(MessageFn on_message, DoneFn on_done)
+      : on_message_(std::move(on_message)), on_done_(std::move(on_done)) {}
+
+  // Starts the call; `first` is written, in order, before anything sent later.
+  void Begin(v1::Rendezvous::Stub* stub, const std::string& token,
+             std::vector<v1::AgentMessage> first) {
+    grpc_internal::AddBearerToken(token, &context_);
+    stub->async()->Session(&context_, this);
+    AddHold();
+    StartRead(&in_);
+    for (v1::AgentMessage& msg : first) Send(std::move(msg));
+    StartCall();
+  }
+
+  // False when the stream takes no more writes.
+  bool Send(v1::AgentMessage msg) {
+    const v1::AgentMessage* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_) return false;
+      out_.push_back(std::move(msg));
+      if (writing_) return true;
+      writing_ = true;
+      next = &out_.front();
+    }
+    StartWrite(next);
+    return true;
+  }
+
+  void Cancel() { context_.TryCancel(); }
+
+  // True once OnDone has run (false when `timeout` passed first).
+  bool WaitDone(absl::Duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    timeout = std::min(timeout, absl::Hours(24));
+    return done_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return done_; });
+  }
+  void WaitDone() {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return done_; });
+  }
+
+  void OnReadDone(bool ok) override {
+    if (ok) {
+      on_message_(in_);
+      StartRead(&in_);
+      return;
+    }
+    ReleaseHoldIfClosed(/*only_if_closed=*/false);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::AgentMessage* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out_.pop_front();
+      writing_ = false;
+      if (!ok) {
+        closed_ = true;
+        out_.clear();
+      }
+      if (!out_.empty()) {
+        writing_ = true;
+        next = &out_.front();
+      }
+    }
+    if (next != nullptr) {
+      StartWrite(next);
+    } else {
+      ReleaseHoldIfClosed(/*only_if_closed=*/true);
+    }
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    on_done_(status);
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    done_cv_.notify_all();
+  }
+
+ private:
+  // Marks the stream closed (or, with `only_if_closed`, acts only if it already is) and
+  // releases the hold once no write is in flight, which lets OnDone follow.
+  void ReleaseHoldIfClosed(bool only_if_closed) {
+    bool release = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (only_if_closed && !closed_) return;
+      closed_ = true;
+      if (!writing_ && !hold_released_) release = hold_released_ = true;
+    }
+    if (release) RemoveHold();
+  }
+
+  const MessageFn on_message_;
+  const DoneFn on_done_;
+  grpc::ClientContext context_;
+  v1::ServerMessage in_;  // touched by the read reactions only
+
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  std::deque<v1::AgentMessage> out_;  // front is in flight while writing_
+  bool writing_ = false;
+  bool closed_ = false;
+  bool hold_released_ = false;
+  bool done_ = false;
+};
+
+// What the posted closures touch, on the loop thread only; outlives the client when
+// closures are still queued on the loop at destruction.
+struct LoopSide {
+  RendezvousClient::EventSink events;
+  RendezvousClient::ErrorSink errors;
+  bool alive = true;
+  bool error_sent = false;
+};
+
+// Permanent refusals keep their code; anything else ending the stream is a lost server.
+bool IsRefusal(grpc::StatusCode code) {
+  return code == grpc::UNAUTHENTICATED || code == grpc::INVALID_ARGUMENT ||
+         code == grpc::FAILED_PRECONDITION || code == grpc::ALREADY_EXISTS ||
+         code == grpc::PERMISSION_DENIED;
+}
+
+}  // namespace
+
+class GrpcRendezvousClient::Impl {
+ public:
+  Impl(Options options, std::shared_ptr<grpc::ChannelCredentials> creds)
+      : options_(std::move(options)),
+        creds_(std::move(creds)),
+        loop_side_(std::make_shared<LoopSide>()) {}
+
+  ~Impl() {
+    loop_side_->alive = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    if (stream_ != nullptr) {
+      if (!leaving_ || !stream_->WaitDone(kLeaveGrace)) stream_->Cancel();
+      stream_->WaitDone();  // Cancel guarantees OnDone
+    }
+  }
+
+  void Start(const NodeInfo& node, const JobSpec& spec, EventSink events, ErrorSink errors) {
+    node_ = node;
+    spec_ = spec;
+    loop_side_->events = std::move(events);
+    loop_side_->errors = std::move(errors);
+    worker_ = std::thread([this] { Run(); });
+  }
+
+  void Send(v1::AgentMessage msg) {
+    AgentStream* stream = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ == nullptr) {
+        pending_.push_back(std::move(msg));
+        return;
+      }
+      stream = stream_.get();
+    }
+    stream->Send(std::move(msg));
+  }
+
+  void Leave(const std::string& why) {
+    leaving_ = true;
+    v1::AgentMessage msg;
+    msg.mutable_leave()->set_why(why);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stream_ == nullptr) {  // not connected yet: stop trying
+        stop_ = true;
+        cv_.notify_all();
+        return;
+      }
+    }
+    Send(std::move(msg));
+  }
+
+ private:
+  // The client's thread: reach the server, open the stream, then send heartbeats.
+  void Run() {
+    absl::Time started = absl::Now();
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = grpc_internal::ConnectWithBackoff(
+        options_.endpoint, creds_, started, started + options_.join_timeout,
+        [this](absl::Duration d) { return SleepUnlessStopped(d); });
+    if (!channel.ok()) {
+      if (!absl::IsCancelled(channel.status())) PostError(channel.status());
+      return;
+    }
+    AgentStream* stream = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      stub_ = v1::Rendezvous::NewStub(*channel);
+      stream_ = std::make_unique<AgentStream>(
+          [this](const v1::ServerMessage& msg) { OnMessage(msg); },
+          [this](const grpc::Status& status) { OnStreamDone(status); });
+      std::vector<v1::AgentMessage> first(1);
+      grpc_internal::ToProto(node_, spec_, first[0].mutable_join());
+      for (v1::AgentMessage& msg : pending_) first.push_back(std::move(msg));
+      pending_.clear();
+      stream_->Begin(stub_.get(), options_.token, std::move(first));
+      stream = stream_.get();
+    }
+    spdlog::info("rendezvous: joining job {} at {} as {} ({})", spec_.run_id, options_.endpoint,
+                 node_.host, node_.node_id);
+    absl::Duration interval = spec_.heartbeat_interval > absl::ZeroDuration()
+                                  ? spec_.heartbeat_interval
+                                  : absl::Seconds(5);
+    while (SleepUnlessStopped(interval)) {
+      v1::AgentMessage beat;
+      beat.mutable_heartbeat();
+      if (!stream->Send(std::move(beat))) return;  // the stream ended
+    }
+  }
+
+  // False when stopped (at once, or during the sleep).
+  bool SleepUnlessStopped(absl::Duration d) {
+    std::unique_lock<std::mutex> lock(mu_);
+    d = std::min(d, absl::Hours(24));  // chrono arithmetic overflows on huge durations
+    return !cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [&] { return stop_; });
+  }
+
+  void OnMessage(const v1::ServerMessage& msg) {
+    if (msg.kind_case() == v1::ServerMessage::kError) {
+      refused_ = true;
+      PostError(absl::Status(ToAbslCode(msg.error().code()), msg.error().message()));
+      return;
+    }
+    Event event;
+    if (!grpc_internal::FromProto(msg, node_.node_id, &event)) return;  // unknown: newer server
+    if (event.kind == Event::Kind::kFinished) finished_ = true;
+    options_.loop->Post([side = loop_side_, event = std::move(event)] {
+      if (side->alive && !side->error_sent && side->events) side->events(event);
+    });
+  }
+
+  void OnStreamDone(const grpc::Status& status) {
+    if (leaving_ || finished_ || refused_) return;
+    if (IsRefusal(status.error_code())) {
+      PostError(grpc_internal::ToAbslStatus(status));
+      return;
+    }
+    std::string why = status.ok() ? "the server closed it" : status.error_message();
+    PostError(absl::UnavailableError(
+        absl::StrCat("lost the rendezvous stream to ", options_.endpoint, ": ", why)));
+  }
+
+  void PostError(absl::Status error) {
+    spdlog::debug("rendezvous client error: {}", error.ToString());
+    options_.loop->Post([side = loop_side_, error = std::move(error)] {
+      if (!side->alive || side->error_sent) return;
+      side->error_sent = true;
+      if (side->errors) side->errors(error);
+    });
+  }
+
+  const Options options_;
+  const std::shared_ptr<grpc::ChannelCredentials> creds_;
+  const std::shared_ptr<LoopSide> loop_side_;
+  NodeInfo node_;  // set by Start, before the thread exists
+  JobSpec spec_;
+  std::atomic<bool> leaving_{false};
+  std::atomic<bool> finished_{false};  // Finished received: the stream's end is expected
+  std::atomic<bool> refused_{false};   // Error received and reported
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // stop_
+  bool stop_ = false;
+  std::vector<v1::AgentMessage> pending_;  // reports made before the stream existed
+  std::unique_ptr<v1::Rendezvous::Stub> stub_;
+  std::unique_ptr<AgentStream> stream_;  // set once by the thread; kept until destruction
+  std::thread worker_;
+};
+
+absl::StatusOr<std::unique_ptr<GrpcRendezvousClient>> GrpcRendezvousClient::Create(
+    const Options& options) {
+  if (options.loop == nullptr) return absl::InvalidArgumentError("rendezvous client needs a loop");
+  RETURN_IF_ERROR(grpc_internal::ParseEndpoint(options.endpoint).status());
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
+                   grpc_internal::MakeChannelCredentials(options.tls_ca_file, options.tls_cert_file,
+                                                         options.tls_key_file));
+  return std::unique_ptr<GrpcRendezvousClient>(
+      new GrpcRendezvousClient(std::make_unique<Impl>(options, std::move(creds))));
+}
+
+GrpcRendezvousClient::GrpcRendezvousClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GrpcRendezvousClient::~GrpcRendezvousClient() = default;
+
+void GrpcRendezvousClient::Start(const NodeInfo& node, const JobSpec& spec, EventSink events,
+                                 ErrorSink errors) {
+  impl_->Start(node, spec, std::move(events), std::move(errors));
+}
+
+void GrpcRendezvousClient::ReportFailure(int round, const Failure& failure) {
+  v1::AgentMessage msg;
+  msg.mutable_worker_failed()->set_round(round);
+  grpc_internal::ToProto(failure, msg.mutable_worker_failed()->mutable_failure());
+  impl_->Send(std::move(msg));
+}
+
+void GrpcRendezvousClient::ReportSucceeded(int round) {
+  v1::AgentMessage msg;
+  msg.mutable_workers_succeeded()->set_round(round);
+  impl_->Send(std::move(msg));
+}
+
+void GrpcRendezvousClient::ReportStopped(int round, int store_port) {
+  v1::AgentMessage msg;
+  msg.mutable_workers_stopped()->set_round(round);
+  msg.mutable_workers_stopped()->set_store_port(store_port);
+  impl_->Send(std::move(msg));
+}
+
+void GrpcRendezvousClient::Leave(const std::string& why) { impl_->Leave(why); }
+
+}  // namespace muster::rdzv

@@ -1,0 +1,60 @@
+// GrpcRendezvousClient: an agent's side of the gRPC rendezvous (DESIGN §4.3). Reaches the
+// server (retrying unresolvable or unreachable endpoints with backoff inside the join
+// timeout), holds one Session stream, sends Join, then a heartbeat every
+// spec.heartbeat_interval from its own thread, and the agent's reports as they come.
+// Every server message becomes an Event on the agent's EventLoop (via Post); a refusal or
+// a lost stream becomes one error (see RendezvousClient::ErrorSink): the server's code for
+// a refused join, Unauthenticated for a bad token, Unavailable for a server that is
+// unreachable past the join timeout or lost after joining.
+//
+// Ownership: the agent owns the client; the EventLoop must outlive it. Destruction cancels
+// the stream and joins the client's thread; sinks never run after it. Threading: as
+// RendezvousClient (all methods and the destructor on the loop thread).
+#ifndef MUSTER_RENDEZVOUS_GRPC_CLIENT_H_
+#define MUSTER_RENDEZVOUS_GRPC_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/event_loop.h"
+#include "rendezvous/client.h"
+
+namespace muster::rdzv {
+
+class GrpcRendezvousClient : public RendezvousClient {
+ public:
+  struct Options {
+    std::string endpoint;       // "host:port" or "[v6addr]:port" of the rendezvous server
+    std::string token;          // non-empty: sent as "authorization: Bearer <token>"
+    std::string tls_ca_file;    // PEM; set: TLS, verifying the server against it
+    std::string tls_cert_file;  // PEM client certificate + key, for servers that require one
+    std::string tls_key_file;
+    EventLoop* loop = nullptr;  // required: the agent's loop, where the sinks run
+    // How long to keep trying to reach the server before Unavailable.
+    absl::Duration join_timeout = absl::Seconds(600);
+  };
+
+  // InvalidArgument for a malformed endpoint, a missing loop or unreadable TLS files.
+  // Nothing is contacted before Start.
+  static absl::StatusOr<std::unique_ptr<GrpcRendezvousClient>> Create(const Options& options);
+
+  ~GrpcRendezvousClient() override;
+
+  void Start(const NodeInfo& node, const JobSpec& spec, EventSink events,
+             ErrorSink errors) override;
+  void ReportFailure(int round, const Failure& failure) override;
+  void ReportSucceeded(int round) override;
+  void ReportStopped(int round, int store_port) override;
+  void Leave(const std::string& why) override;
+
+ private:
+  class Impl;
+  explicit GrpcRendezvousClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace muster::rdzv
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_CLIENT_H_

@@ -1,0 +1,140 @@
+#include "rendezvous/grpc/connect.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "rendezvous/grpc/credentials.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv::grpc_internal {
+namespace {
+
+constexpr absl::Duration kInitialBackoff = absl::Milliseconds(100);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
+// One connection attempt may take this long before it counts as failed.
+constexpr absl::Duration kAttemptTimeout = absl::Seconds(5);
+// Stop requests are noticed at least this often while a connection attempt runs.
+constexpr absl::Duration kStopCheck = absl::Milliseconds(200);
+constexpr absl::Duration kLogEvery = absl::Seconds(10);
+
+std::string Secs(absl::Duration d) { return absl::StrCat(absl::ToInt64Seconds(d), " s"); }
+
+// Empty when `host` resolves; the resolver's complaint otherwise. Checked here rather than
+// left to gRPC so the log says "does not resolve" instead of a generic connect failure.
+std::string ResolveProblem(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &result);
+  if (rc == 0) {
+    freeaddrinfo(result);
+    return "";
+  }
+  return absl::StrCat("host ", host, " does not resolve (yet): ", gai_strerror(rc));
+}
+
+// Empty once `channel` is connected; why not otherwise.
+std::string WaitConnected(grpc::Channel& channel, absl::Time deadline,
+                          const InterruptibleSleep& sleep, bool* stopped) {
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
+      return "connection refused or failed";
+    }
+    absl::Time now = absl::Now();
+    if (now >= deadline) return absl::StrCat("no connection within ", Secs(kAttemptTimeout));
+    if (!channel.WaitForStateChange(state,
+                                    absl::ToChronoTime(std::min(deadline, now + kStopCheck)))) {
+      if (!sleep(absl::ZeroDuration())) {
+        *stopped = true;
+        return "stopped";
+      }
+    }
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<Endpoint> ParseEndpoint(const std::string& endpoint) {
+  Endpoint out;
+  std::string port;
+  if (!endpoint.empty() && endpoint[0] == '[') {
+    size_t close = endpoint.find(']');
+    if (close == std::string::npos || close + 1 >= endpoint.size() || endpoint[close + 1] != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rendezvous endpoint '", endpoint, "' is not [address]:port"));
+    }
+    out.host = endpoint.substr(1, close - 1);
+    port = endpoint.substr(close + 2);
+  } else {
+    size_t colon = endpoint.rfind(':');
+    if (colon == std::string::npos || endpoint.find(':') != colon) {
+      return absl::InvalidArgumentError(absl::StrCat("rendezvous endpoint '", endpoint,
+                                                     "' is not host:port (IPv6: [address]:port)"));
+    }
+    out.host = endpoint.substr(0, colon);
+    port = endpoint.substr(colon + 1);
+  }
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), out.port);
+  if (out.host.empty() || ec != std::errc() || end != port.data() + port.size() || out.port <= 0 ||
+      out.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous endpoint '", endpoint, "' needs a host and a port 1..65535"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
+    const std::string& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+    absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep) {
+  absl::StatusOr<Endpoint> parsed = ParseEndpoint(endpoint);
+  if (!parsed.ok()) return parsed.status();
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
+  absl::Duration backoff = kInitialBackoff;
+  absl::Time last_log = absl::InfinitePast();
+  int attempts = 0;
+  while (true) {
+    ++attempts;
+    std::string reason = ResolveProblem(parsed->host);
+    if (reason.empty()) {
+      std::shared_ptr<grpc::Channel> channel = MakeChannel(endpoint, creds);
+      bool stopped = false;
+      reason = WaitConnected(*channel, std::min(deadline, absl::Now() + kAttemptTimeout), sleep,
+                             &stopped);
+      if (stopped) return absl::CancelledError("stopped while connecting to the rendezvous");
+      if (reason.empty()) {
+        if (attempts > 1) {
+          spdlog::info("rendezvous at {} reached after {}", endpoint, Secs(absl::Now() - started));
+        }
+        return channel;
+      }
+    }
+    absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::UnavailableError(absl::StrCat("rendezvous at ", endpoint,
+                                                 " not reachable within ", Secs(deadline - started),
+                                                 ": ", reason));
+    }
+    if (now - last_log >= kLogEvery) {
+      spdlog::info("waiting for rendezvous at {} ({}), {} of {}", endpoint, reason,
+                   Secs(now - started), Secs(deadline - started));
+      last_log = now;
+    } else {
+      spdlog::debug("rendezvous at {}: attempt {} failed: {}", endpoint, attempts, reason);
+    }
+    absl::Duration pause = std::min(backoff * jitter(rng), deadline - now);
+    if (!sleep(pause)) return absl::CancelledError("stopped while connecting to the rendezvous");
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+}  // namespace muster::rdzv::grpc_internal

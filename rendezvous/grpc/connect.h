@@ -1,0 +1,41 @@
+// Reaching the rendezvous server (DESIGN §4.3): the endpoint may not resolve yet (a
+// Service whose DNS record appears late) or not listen yet (the server's Pod starting),
+// so both are retried with exponential backoff and jitter inside the join timeout, with
+// progress logged. Internal to rendezvous/grpc.
+#ifndef MUSTER_RENDEZVOUS_GRPC_CONNECT_H_
+#define MUSTER_RENDEZVOUS_GRPC_CONNECT_H_
+
+#include <grpcpp/channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace muster::rdzv::grpc_internal {
+
+struct Endpoint {
+  std::string host;  // without brackets for IPv6 literals
+  int port = 0;
+};
+
+// "host:port" or "[v6addr]:port"; InvalidArgument otherwise.
+absl::StatusOr<Endpoint> ParseEndpoint(const std::string& endpoint);
+
+// Sleeps up to `d`; returns false (at once) when the caller is being stopped.
+using InterruptibleSleep = std::function<bool(absl::Duration d)>;
+
+// Returns a connected channel to `endpoint`. Retries name resolution and connection with
+// backoff from 100 ms to 2 s (jittered) until `deadline`: Unavailable then, naming the
+// last reason; Cancelled when `sleep` reports a stop. `started` is when the wait began
+// (for the "12 s of 600 s" progress line).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
+    const std::string& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+    absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep);
+
+}  // namespace muster::rdzv::grpc_internal
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_CONNECT_H_

@@ -1,0 +1,231 @@
+#include "rendezvous/grpc/job_registry.h"
+
+#include <algorithm>
+#include <chrono>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv::grpc_internal {
+namespace {
+
+// After a Tick, never sleep less than this: a deadline Tick did not move must not spin.
+constexpr absl::Duration kMinTimerSleep = absl::Milliseconds(5);
+constexpr absl::Duration kMaxTimerSleep = absl::Hours(1);
+
+JobPhase PhaseOf(const Job& job) {
+  switch (job.phase()) {
+    case Job::Phase::kGathering:
+      return job.round() == 0 ? JobPhase::kPending : JobPhase::kRestarting;
+    case Job::Phase::kRunning:
+      return JobPhase::kRunning;
+    case Job::Phase::kStopping:
+      return JobPhase::kRestarting;
+    case Job::Phase::kFinished:
+      return job.outcome() && job.outcome()->exit_code == 0 ? JobPhase::kSucceeded
+                                                            : JobPhase::kFailed;
+  }
+  return JobPhase::kPending;
+}
+
+bool IsRetryableEnd(const Job& job) {
+  return job.phase() == Job::Phase::kFinished && job.outcome() && job.outcome()->exit_code == 138;
+}
+
+}  // namespace
+
+JobRegistry::JobRegistry(std::string required_run_id)
+    : required_run_id_(std::move(required_run_id)), timer_([this] { TimerLoop(); }) {}
+
+JobRegistry::~JobRegistry() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  timer_.join();
+}
+
+absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInfo& node,
+                               const JobSpec& spec) {
+  if (!required_run_id_.empty() && spec.run_id != required_run_id_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run id '", spec.run_id, "' of node ", node.host, " (", node.node_id,
+                     ") does not match this server's run id '", required_run_id_,
+                     "'; start every agent with the same --rdzv-id"));
+  }
+  if (node.node_id.empty()) return absl::InvalidArgumentError("join without a node id");
+  Streams touched;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::Time now = absl::Now();
+    if (members_.count(node.node_id) != 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("node id ", node.node_id, " is already joined on another stream"));
+    }
+    auto it = jobs_.find(spec.run_id);
+    if (it != jobs_.end() && IsRetryableEnd(it->second.job)) {
+      // The job ended on a transient problem (exit 138: Pods are restarted for it); the
+      // restarted agents start the job afresh instead of being refused forever.
+      spdlog::info("rendezvous: job {} ended with 138 earlier; {} starts it again", spec.run_id,
+                   node.host);
+      jobs_.erase(it);
+    }
+    bool created = false;
+    std::tie(it, created) = jobs_.try_emplace(spec.run_id, spec, now);
+    std::vector<Event> events;
+    // Routed before the Job call so that the joiner's own events reach it.
+    members_[node.node_id] = Member{spec.run_id, stream};
+    absl::Status joined = it->second.job.Join(node, spec, now, &events);
+    if (!joined.ok()) {
+      members_.erase(node.node_id);
+      if (created) jobs_.erase(it);
+      return joined;
+    }
+    it->second.last_heard[node.node_id] = now;
+    if (created) spdlog::info("rendezvous: job {} created by {}", spec.run_id, node.host);
+    spdlog::info("rendezvous: {} ({}) joined job {}", node.host, node.address, spec.run_id);
+    RouteLocked(events, &touched);
+  }
+  wake_.notify_all();
+  FlushAll(touched);
+  return absl::OkStatus();
+}
+
+void JobRegistry::Heartbeat(const std::string& node_id) {
+  WithNodeJob(node_id,
+              [&](Job& job, absl::Time now, std::vector<Event>*) { job.Heartbeat(node_id, now); });
+}
+
+void JobRegistry::WorkerFailed(const std::string& node_id, int round, const Failure& failure) {
+  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
+    job.WorkerFailed(node_id, round, failure, now, out);
+  });
+}
+
+void JobRegistry::WorkersSucceeded(const std::string& node_id, int round) {
+  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
+    job.WorkersSucceeded(node_id, round, now, out);
+  });
+}
+
+void JobRegistry::WorkersStopped(const std::string& node_id, int round, int store_port) {
+  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
+    job.WorkersStopped(node_id, round, store_port, now, out);
+  });
+}
+
+void JobRegistry::NodeLost(const std::string& node_id, const std::string& why) {
+  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
+    spdlog::info("rendezvous: node {} of job {} lost: {}", node_id, job.spec().run_id, why);
+    job.NodeLost(node_id, why, now, out);
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  members_.erase(node_id);
+}
+
+void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call) {
+  Streams touched;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto member = members_.find(node_id);
+    if (member == members_.end()) return;
+    auto entry = jobs_.find(member->second.run_id);
+    if (entry == jobs_.end()) return;
+    absl::Time now = absl::Now();
+    entry->second.last_heard[node_id] = now;
+    std::vector<Event> events;
+    call(entry->second.job, now, &events);
+    RouteLocked(events, &touched);
+  }
+  wake_.notify_all();
+  FlushAll(touched);
+}
+
+void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched) {
+  for (const Event& event : events) {
+    auto member = members_.find(event.node_id);
+    if (member == members_.end()) continue;  // its stream is already gone
+    member->second.stream->Enqueue(event);
+    if (std::find(touched->begin(), touched->end(), member->second.stream) == touched->end()) {
+      touched->push_back(member->second.stream);
+    }
+  }
+}
+
+void JobRegistry::FlushAll(const Streams& streams) {
+  for (const auto& stream : streams) stream->Flush();
+}
+
+void JobRegistry::TimerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    absl::Time now = absl::Now();
+    Streams touched;
+    std::optional<absl::Time> next;
+    for (auto& [run_id, entry] : jobs_) {
+      std::optional<absl::Time> due = entry.job.NextDeadline();
+      if (due && *due <= now) {
+        std::vector<Event> events;
+        entry.job.Tick(now, &events);
+        RouteLocked(events, &touched);
+        due = entry.job.NextDeadline();
+        if (due) due = std::max(*due, now + kMinTimerSleep);
+      }
+      if (due && (!next || *due < *next)) next = due;
+    }
+    if (!touched.empty()) {
+      lock.unlock();
+      FlushAll(touched);
+      lock.lock();
+      continue;  // jobs may have changed while unlocked
+    }
+    // Capped: a far deadline converted to a chrono time_point could overflow.
+    absl::Time until = std::min(next.value_or(absl::InfiniteFuture()), now + kMaxTimerSleep);
+    wake_.wait_until(lock, absl::ToChronoTime(until));
+  }
+}
+
+absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(run_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("no job with run id '", run_id, "' on this server"));
+  }
+  const Job& job = it->second.job;
+  JobStatusSnapshot s;
+  s.run_id = run_id;
+  s.phase = PhaseOf(job);
+  s.round = job.round();
+  s.restarts_used = job.restarts_used();
+  s.max_restarts = job.spec().max_restarts;
+  s.min_nodes = job.spec().min_nodes;
+  s.max_nodes = job.spec().max_nodes;
+  s.participants = job.participants();
+  s.history = job.history();
+  s.outcome = job.outcome();
+  for (const NodeInfo& node : job.Nodes()) {
+    NodeStatus n;
+    n.node_id = node.node_id;
+    n.host = node.host;
+    n.address = node.address;
+    n.local_world_size = node.local_world_size;
+    for (size_t i = 0; i < s.participants.size(); ++i) {
+      if (s.participants[i].node_id == node.node_id) n.group_rank = static_cast<int>(i);
+    }
+    auto heard = it->second.last_heard.find(node.node_id);
+    if (heard != it->second.last_heard.end()) n.last_heartbeat = heard->second;
+    s.nodes.push_back(std::move(n));
+  }
+  std::sort(s.nodes.begin(), s.nodes.end(), [](const NodeStatus& a, const NodeStatus& b) {
+    auto key = [](const NodeStatus& n) {
+      return std::make_pair(n.group_rank < 0 ? 1 << 30 : n.group_rank, n.node_id);
+    };
+    return key(a) < key(b);
+  });
+  return s;
+}
+
+}  // namespace muster::rdzv::grpc_internal

@@ -1,0 +1,93 @@
+// JobRegistry: the rendezvous server's state, without gRPC. Holds every job by run id
+// (created by the first Join of that id, with that joiner's JobSpec), routes the events
+// of each rdzv::Job call to the stream of the node they address, and runs a timer thread
+// that sleeps until the earliest Job::NextDeadline() and then calls Job::Tick.
+//
+// Thread-safe: one mutex serialises every Job call (Job itself is not thread-safe).
+// Events are queued on the NodeStreams while the mutex is held, so each node sees them in
+// the order the jobs produced them, and flushed after it is released, so no transport
+// work happens under the lock.
+#ifndef MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
+#define MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rendezvous/core/job.h"
+#include "rendezvous/grpc/job_status.h"
+
+namespace muster::rdzv::grpc_internal {
+
+// One agent's connection as the registry sees it.
+class NodeStream {
+ public:
+  virtual ~NodeStream() = default;
+  // Called with the registry's mutex held: only queue, never block or call back.
+  virtual void Enqueue(const Event& event) = 0;
+  // Called without the registry's mutex: start sending what was queued.
+  virtual void Flush() = 0;
+};
+
+class JobRegistry {
+ public:
+  // `required_run_id` empty: any run id is served; otherwise joins for others are refused.
+  explicit JobRegistry(std::string required_run_id);
+  ~JobRegistry();  // stops the timer thread
+
+  JobRegistry(const JobRegistry&) = delete;
+  JobRegistry& operator=(const JobRegistry&) = delete;
+
+  // Admits `node` into the job `spec.run_id` and remembers `stream` as its route. The
+  // error (wrong run id, spec mismatch, rank conflict, finished job) is for this node only.
+  absl::Status Join(std::shared_ptr<NodeStream> stream, const NodeInfo& node, const JobSpec& spec);
+  void Heartbeat(const std::string& node_id);
+  void WorkerFailed(const std::string& node_id, int round, const Failure& failure);
+  void WorkersSucceeded(const std::string& node_id, int round);
+  void WorkersStopped(const std::string& node_id, int round, int store_port);
+  // The node's stream closed, failed, or it left: dead at once; its route is dropped.
+  void NodeLost(const std::string& node_id, const std::string& why);
+
+  // NotFound for a run id no agent has joined.
+  absl::StatusOr<JobStatusSnapshot> Status(const std::string& run_id) const;
+
+ private:
+  struct JobEntry {
+    explicit JobEntry(const JobSpec& spec, absl::Time now) : job(spec, now) {}
+    Job job;
+    std::map<std::string, absl::Time> last_heard;  // by node id
+  };
+  struct Member {
+    std::string run_id;
+    std::shared_ptr<NodeStream> stream;
+  };
+  using Streams = std::vector<std::shared_ptr<NodeStream>>;
+  using JobCall = std::function<void(Job&, absl::Time, std::vector<Event>*)>;
+
+  // Runs `call` on the node's job (if the node is known), then delivers its events.
+  void WithNodeJob(const std::string& node_id, const JobCall& call);
+  // Queues `events` on their streams (mutex held); appends the streams touched.
+  void RouteLocked(const std::vector<Event>& events, Streams* touched);
+  static void FlushAll(const Streams& streams);
+  void TimerLoop();
+
+  const std::string required_run_id_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // a deadline may have moved, or stopping
+  bool stopping_ = false;
+  std::map<std::string, JobEntry> jobs_;   // by run id
+  std::map<std::string, Member> members_;  // by node id: live streams
+  std::thread timer_;
+};
+
+}  // namespace muster::rdzv::grpc_internal
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_

@@ -1,0 +1,117 @@
+#include "rendezvous/grpc/job_registry.h"
+
+#include <memory>
+#include <mutex>
+
+#include "gtest/gtest.h"
+
+namespace muster::rdzv::grpc_internal {
+namespace {
+
+class RecordingStream : public NodeStream {
+ public:
+  void Enqueue(const Event& event) override { queued_.push_back(event); }
+  void Flush() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Event& e : queued_) flushed_.push_back(std::move(e));
+    queued_.clear();
+  }
+  std::vector<Event> flushed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return flushed_;
+  }
+
+ private:
+  std::vector<Event> queued_;  // under the registry's mutex
+  std::mutex mu_;
+  std::vector<Event> flushed_;
+};
+
+NodeInfo Node(const std::string& id, int rank_hint = -1) {
+  NodeInfo n;
+  n.node_id = id;
+  n.host = "host-" + id;
+  n.address = "10.0.0.1";
+  n.rank_hint = rank_hint;
+  n.store_port = 100;
+  return n;
+}
+
+JobSpec Spec(int nodes) {
+  JobSpec s;
+  s.run_id = "r";
+  s.min_nodes = s.max_nodes = nodes;
+  return s;
+}
+
+bool Has(const std::vector<Event>& events, Event::Kind kind) {
+  for (const Event& e : events) {
+    if (e.kind == kind) return true;
+  }
+  return false;
+}
+
+TEST(JobRegistryTest, RoutesEventsToTheirNodes) {
+  JobRegistry registry("");
+  auto a = std::make_shared<RecordingStream>();
+  auto b = std::make_shared<RecordingStream>();
+  ASSERT_TRUE(registry.Join(a, Node("a"), Spec(2)).ok());
+  EXPECT_TRUE(Has(a->flushed(), Event::Kind::kProgress));
+  ASSERT_TRUE(registry.Join(b, Node("b"), Spec(2)).ok());
+  EXPECT_TRUE(Has(a->flushed(), Event::Kind::kRoundStarted));
+  EXPECT_TRUE(Has(b->flushed(), Event::Kind::kRoundStarted));
+  for (const Event& e : b->flushed()) EXPECT_EQ(e.node_id, "b");
+
+  registry.NodeLost("b", "stream closed");
+  EXPECT_TRUE(Has(a->flushed(), Event::Kind::kFinished));
+  JobStatusSnapshot s = registry.Status("r").value();
+  EXPECT_EQ(s.phase, JobPhase::kFailed);
+  EXPECT_EQ(s.outcome->exit_code, 138);
+}
+
+TEST(JobRegistryTest, RefusesOtherRunIdsAndKeepsNoJobForAFailedFirstJoin) {
+  JobRegistry registry("wanted");
+  auto a = std::make_shared<RecordingStream>();
+  absl::Status s = registry.Join(a, Node("a"), Spec(1));
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("'wanted'"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("'r'"), absl::string_view::npos) << s;
+
+  JobRegistry open("");
+  NodeInfo bad = Node("a");
+  bad.local_world_size = 0;
+  EXPECT_FALSE(open.Join(a, bad, Spec(1)).ok());
+  EXPECT_TRUE(absl::IsNotFound(open.Status("r").status()));
+}
+
+TEST(JobRegistryTest, TimerThreadFiresTheJoinTimeout) {
+  JobRegistry registry("");
+  auto a = std::make_shared<RecordingStream>();
+  JobSpec spec = Spec(2);
+  spec.join_timeout = absl::Milliseconds(100);
+  ASSERT_TRUE(registry.Join(a, Node("a"), spec).ok());
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!Has(a->flushed(), Event::Kind::kFinished) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(Has(a->flushed(), Event::Kind::kFinished));
+  EXPECT_EQ(registry.Status("r")->outcome->exit_code, 138);
+}
+
+TEST(JobRegistryTest, AJobThatEndedWith138StartsAfreshOnTheNextJoin) {
+  JobRegistry registry("");
+  auto a = std::make_shared<RecordingStream>();
+  ASSERT_TRUE(registry.Join(a, Node("a"), Spec(1)).ok());
+  registry.NodeLost("a", "stream closed");  // the only participant: 138
+  ASSERT_EQ(registry.Status("r")->outcome->exit_code, 138);
+  auto b = std::make_shared<RecordingStream>();
+  ASSERT_TRUE(registry.Join(b, Node("b"), Spec(1)).ok());
+  JobStatusSnapshot s = registry.Status("r").value();
+  EXPECT_EQ(s.phase, JobPhase::kRunning);
+  EXPECT_EQ(s.round, 1);
+  EXPECT_FALSE(s.outcome.has_value());
+  EXPECT_TRUE(Has(b->flushed(), Event::Kind::kRoundStarted));
+}
+
+}  // namespace
+}  // namespace muster::rdzv::grpc_internal

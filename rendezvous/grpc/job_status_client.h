@@ -1,0 +1,30 @@
+// GetJobStatus: one muster.v1.JobStatus.Get call (for `muster status` and tests). Blocks
+// the calling thread up to `timeout`; gRPC types stay behind this header.
+#ifndef MUSTER_RENDEZVOUS_GRPC_JOB_STATUS_CLIENT_H_
+#define MUSTER_RENDEZVOUS_GRPC_JOB_STATUS_CLIENT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rendezvous/grpc/job_status.h"
+
+namespace muster::rdzv {
+
+struct JobStatusQuery {
+  std::string endpoint;  // "host:port" of the rendezvous server
+  std::string run_id;
+  std::string token;
+  std::string tls_ca_file;  // PEM; set: TLS
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  absl::Duration timeout = absl::Seconds(10);  // waits for the server to be reachable
+};
+
+// NotFound for an unknown run id, Unauthenticated for a bad token, DeadlineExceeded or
+// Unavailable when the server cannot be reached in time.
+absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query);
+
+}  // namespace muster::rdzv
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_JOB_STATUS_CLIENT_H_

@@ -1,0 +1,275 @@
+#include "rendezvous/grpc/proto_convert.h"
+
+#include "muster/v1/rendezvous.pb.h"
+
+namespace muster::rdzv::grpc_internal {
+namespace {
+
+int64_t Ms(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+int64_t UnixMs(absl::Time t) { return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t); }
+absl::Time FromUnixMs(int64_t ms) {
+  return ms == 0 ? absl::InfinitePast() : absl::FromUnixMillis(ms);
+}
+
+void ToProto(const NodeInfo& node, v1::NodeInfo* out) {
+  out->set_node_id(node.node_id);
+  out->set_host(node.host);
+  out->set_address(node.address);
+  out->set_rank_hint(node.rank_hint);
+  out->set_local_world_size(node.local_world_size);
+  out->set_store_port(node.store_port);
+}
+
+NodeInfo FromProto(const v1::NodeInfo& in) {
+  NodeInfo node;
+  node.node_id = in.node_id();
+  node.host = in.host();
+  node.address = in.address();
+  node.rank_hint = in.rank_hint();
+  node.local_world_size = in.local_world_size();
+  node.store_port = in.store_port();
+  return node;
+}
+
+void ToProto(const Assignment& a, v1::Assignment* out) {
+  out->set_round(a.round);
+  out->set_restart_count(a.restart_count);
+  out->set_group_rank(a.group_rank);
+  out->set_group_world_size(a.group_world_size);
+  out->set_rank_base(a.rank_base);
+  out->set_world_size(a.world_size);
+  out->set_master_addr(a.master_addr);
+  out->set_master_port(a.master_port);
+  for (const NodeInfo& node : a.nodes) ToProto(node, out->add_nodes());
+}
+
+Assignment FromProto(const v1::Assignment& in) {
+  Assignment a;
+  a.round = in.round();
+  a.restart_count = in.restart_count();
+  a.group_rank = in.group_rank();
+  a.group_world_size = in.group_world_size();
+  a.rank_base = in.rank_base();
+  a.world_size = in.world_size();
+  a.master_addr = in.master_addr();
+  a.master_port = in.master_port();
+  for (const v1::NodeInfo& node : in.nodes()) a.nodes.push_back(FromProto(node));
+  return a;
+}
+
+void ToProto(const Outcome& o, v1::Outcome* out) {
+  out->set_exit_code(o.exit_code);
+  out->set_reason(o.reason);
+  if (o.root_cause) grpc_internal::ToProto(*o.root_cause, out->mutable_root_cause());
+}
+
+Outcome FromProto(const v1::Outcome& in) {
+  Outcome o;
+  o.exit_code = in.exit_code();
+  o.reason = in.reason();
+  if (in.has_root_cause()) o.root_cause = grpc_internal::FromProto(in.root_cause());
+  return o;
+}
+
+v1::JobPhase ToProto(JobPhase phase) {
+  switch (phase) {
+    case JobPhase::kPending:
+      return v1::JOB_PHASE_PENDING;
+    case JobPhase::kRunning:
+      return v1::JOB_PHASE_RUNNING;
+    case JobPhase::kRestarting:
+      return v1::JOB_PHASE_RESTARTING;
+    case JobPhase::kSucceeded:
+      return v1::JOB_PHASE_SUCCEEDED;
+    case JobPhase::kFailed:
+      return v1::JOB_PHASE_FAILED;
+  }
+  return v1::JOB_PHASE_UNSPECIFIED;
+}
+
+JobPhase FromProto(v1::JobPhase phase) {
+  switch (phase) {
+    case v1::JOB_PHASE_RUNNING:
+      return JobPhase::kRunning;
+    case v1::JOB_PHASE_RESTARTING:
+      return JobPhase::kRestarting;
+    case v1::JOB_PHASE_SUCCEEDED:
+      return JobPhase::kSucceeded;
+    case v1::JOB_PHASE_FAILED:
+      return JobPhase::kFailed;
+    default:
+      return JobPhase::kPending;
+  }
+}
+
+}  // namespace
+
+void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
+  out->set_run_id(spec.run_id);
+  v1::JobSpec* s = out->mutable_spec();
+  s->set_min_nodes(spec.min_nodes);
+  s->set_max_nodes(spec.max_nodes);
+  s->set_max_restarts(spec.max_restarts);
+  s->set_restart_after_success(spec.restart_after_success);
+  s->set_join_timeout_ms(Ms(spec.join_timeout));
+  s->set_last_call_timeout_ms(Ms(spec.last_call_timeout));
+  s->set_heartbeat_interval_ms(Ms(spec.heartbeat_interval));
+  s->set_heartbeat_misses(spec.heartbeat_misses);
+  s->set_stop_timeout_ms(Ms(spec.stop_timeout));
+  ToProto(node, out->mutable_node());
+}
+
+void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
+  *node = FromProto(in.node());
+  const v1::JobSpec& s = in.spec();
+  spec->run_id = in.run_id();
+  spec->min_nodes = s.min_nodes();
+  spec->max_nodes = s.max_nodes();
+  spec->max_restarts = s.max_restarts();
+  spec->restart_after_success = s.restart_after_success();
+  spec->join_timeout = absl::Milliseconds(s.join_timeout_ms());
+  spec->last_call_timeout = absl::Milliseconds(s.last_call_timeout_ms());
+  spec->heartbeat_interval = absl::Milliseconds(s.heartbeat_interval_ms());
+  spec->heartbeat_misses = s.heartbeat_misses();
+  spec->stop_timeout = absl::Milliseconds(s.stop_timeout_ms());
+}
+
+void ToProto(const Failure& f, v1::Failure* out) {
+  out->set_node_id(f.node_id);
+  out->set_host(f.host);
+  out->set_rank(f.rank);
+  out->set_local_rank(f.local_rank);
+  out->set_pid(f.pid);
+  out->set_code(f.code);
+  out->set_what(f.what);
+  out->set_message(f.message);
+  out->set_restartable(f.restartable);
+}
+
+Failure FromProto(const v1::Failure& in) {
+  Failure f;
+  f.node_id = in.node_id();
+  f.host = in.host();
+  f.rank = in.rank();
+  f.local_rank = in.local_rank();
+  f.pid = in.pid();
+  f.code = in.code();
+  f.what = in.what();
+  f.message = in.message();
+  f.restartable = in.restartable();
+  return f;
+}
+
+void ToProto(const Event& event, v1::ServerMessage* out) {
+  switch (event.kind) {
+    case Event::Kind::kProgress:
+      out->mutable_progress()->set_text(event.text);
+      break;
+    case Event::Kind::kRoundStarted:
+      ToProto(event.assignment, out->mutable_round_started()->mutable_assignment());
+      break;
+    case Event::Kind::kStopWorkers: {
+      v1::StopWorkers* stop = out->mutable_stop_workers();
+      stop->set_text(event.text);
+      stop->set_counted(event.counted);
+      if (event.failure) ToProto(*event.failure, stop->mutable_failure());
+      break;
+    }
+    case Event::Kind::kFinished:
+      ToProto(event.outcome, out->mutable_finished()->mutable_outcome());
+      break;
+  }
+}
+
+bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* out) {
+  *out = Event{};
+  out->node_id = node_id;
+  switch (in.kind_case()) {
+    case v1::ServerMessage::kProgress:
+      out->kind = Event::Kind::kProgress;
+      out->text = in.progress().text();
+      return true;
+    case v1::ServerMessage::kRoundStarted:
+      out->kind = Event::Kind::kRoundStarted;
+      out->assignment = FromProto(in.round_started().assignment());
+      return true;
+    case v1::ServerMessage::kStopWorkers:
+      out->kind = Event::Kind::kStopWorkers;
+      out->text = in.stop_workers().text();
+      out->counted = in.stop_workers().counted();
+      if (in.stop_workers().has_failure()) out->failure = FromProto(in.stop_workers().failure());
+      return true;
+    case v1::ServerMessage::kFinished:
+      out->kind = Event::Kind::kFinished;
+      out->outcome = FromProto(in.finished().outcome());
+      out->text = out->outcome.reason;
+      return true;
+    default:
+      return false;
+  }
+}
+
+void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
+  out->set_run_id(s.run_id);
+  out->set_phase(ToProto(s.phase));
+  out->set_round(s.round);
+  out->set_restarts_used(s.restarts_used);
+  out->set_max_restarts(s.max_restarts);
+  out->set_min_nodes(s.min_nodes);
+  out->set_max_nodes(s.max_nodes);
+  for (const NodeStatus& n : s.nodes) {
+    v1::NodeStatus* p = out->add_nodes();
+    p->set_node_id(n.node_id);
+    p->set_host(n.host);
+    p->set_address(n.address);
+    p->set_group_rank(n.group_rank);
+    p->set_local_world_size(n.local_world_size);
+    p->set_last_heartbeat_unix_ms(UnixMs(n.last_heartbeat));
+  }
+  for (const NodeInfo& n : s.participants) ToProto(n, out->add_participants());
+  for (const RestartRecord& r : s.history) {
+    v1::RestartRecord* p = out->add_history();
+    p->set_round(r.round);
+    p->set_time_unix_ms(UnixMs(r.time));
+    p->set_reason(r.reason);
+    p->set_counted(r.counted);
+    if (r.failure) ToProto(*r.failure, p->mutable_failure());
+  }
+  if (s.outcome) ToProto(*s.outcome, out->mutable_outcome());
+}
+
+JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
+  JobStatusSnapshot s;
+  s.run_id = in.run_id();
+  s.phase = FromProto(in.phase());
+  s.round = in.round();
+  s.restarts_used = in.restarts_used();
+  s.max_restarts = in.max_restarts();
+  s.min_nodes = in.min_nodes();
+  s.max_nodes = in.max_nodes();
+  for (const v1::NodeStatus& p : in.nodes()) {
+    NodeStatus n;
+    n.node_id = p.node_id();
+    n.host = p.host();
+    n.address = p.address();
+    n.group_rank = p.group_rank();
+    n.local_world_size = p.local_world_size();
+    n.last_heartbeat = FromUnixMs(p.last_heartbeat_unix_ms());
+    s.nodes.push_back(std::move(n));
+  }
+  for (const v1::NodeInfo& p : in.participants()) s.participants.push_back(FromProto(p));
+  for (const v1::RestartRecord& p : in.history()) {
+    RestartRecord r;
+    r.round = p.round();
+    r.time = FromUnixMs(p.time_unix_ms());
+    r.reason = p.reason();
+    r.counted = p.counted();
+    if (p.has_failure()) r.failure = FromProto(p.failure());
+    s.history.push_back(std::move(r));
+  }
+  if (in.has_outcome()) s.outcome = FromProto(in.outcome());
+  return s;
+}
+
+}  // namespace muster::rdzv::grpc_internal

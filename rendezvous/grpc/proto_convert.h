@@ -1,0 +1,38 @@
+// Conversions between rendezvous plain data (core/types.h, job_status.h) and the
+// muster.v1 messages. Internal to rendezvous/grpc: the messages are only forward-declared
+// here so that no generated header leaks past this folder's .cc files.
+#ifndef MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_
+#define MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_
+
+#include <string>
+
+#include "rendezvous/core/types.h"
+#include "rendezvous/grpc/job_status.h"
+
+namespace muster::v1 {
+class Join;
+class Failure;
+class ServerMessage;
+class JobStatusReply;
+}  // namespace muster::v1
+
+namespace muster::rdzv::grpc_internal {
+
+void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out);
+void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec);
+
+void ToProto(const Failure& failure, v1::Failure* out);
+Failure FromProto(const v1::Failure& in);
+
+// kProgress/kRoundStarted/kStopWorkers/kFinished <-> ServerMessage. FromProto returns
+// false for a message that is not an event (Error, or unset); `node_id` fills
+// Event::node_id, which the wire does not carry.
+void ToProto(const Event& event, v1::ServerMessage* out);
+bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* out);
+
+void ToProto(const JobStatusSnapshot& status, v1::JobStatusReply* out);
+JobStatusSnapshot FromProto(const v1::JobStatusReply& in);
+
+}  // namespace muster::rdzv::grpc_internal
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_

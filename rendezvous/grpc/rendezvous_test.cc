@@ -1,0 +1,315 @@
+// End to end over real gRPC: one RendezvousServer on port 0 and several
+// GrpcRendezvousClients in this process, each on its own EventLoop thread.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "rendezvous/grpc/job_status_client.h"
+#include "rendezvous/grpc/server.h"
+#include "rendezvous/grpc/test_agent.h"
+
+namespace muster::rdzv {
+namespace {
+
+using Kind = Event::Kind;
+
+JobSpec Spec(int min_nodes, int max_nodes, int max_restarts = 3) {
+  JobSpec spec;
+  spec.run_id = "job-1";
+  spec.min_nodes = min_nodes;
+  spec.max_nodes = max_nodes;
+  spec.max_restarts = max_restarts;
+  spec.last_call_timeout = absl::Milliseconds(300);
+  spec.join_timeout = absl::Seconds(20);
+  spec.heartbeat_interval = absl::Milliseconds(200);
+  return spec;
+}
+
+class RendezvousTest : public ::testing::Test {
+ protected:
+  void StartServer(RendezvousServer::Options options = {}) {
+    options.listen_address = "127.0.0.1:0";
+    server_ = RendezvousServer::Start(options).value();
+    endpoint_ = "127.0.0.1:" + std::to_string(server_->port());
+  }
+
+  TestAgent& AddAgent(const std::string& token = "") {
+    GrpcRendezvousClient::Options options;
+    options.endpoint = endpoint_;
+    options.token = token;
+    options.join_timeout = absl::Seconds(5);
+    agents_.push_back(std::make_unique<TestAgent>(options));
+    return *agents_.back();
+  }
+
+  // Three agents with rank hints 0..2 and local world sizes 2, 1, 3, in round 1.
+  std::vector<Assignment> FormThree(const JobSpec& spec) {
+    const int local[] = {2, 1, 3};
+    for (int i = 0; i < 3; ++i)
+      AddAgent().Start(TestNode("n" + std::to_string(i), 1000 + i, i, local[i]), spec);
+    std::vector<Assignment> out;
+    for (auto& agent : agents_) {
+      std::optional<Event> e = agent->WaitEvent(Kind::kRoundStarted);
+      EXPECT_TRUE(e.has_value());
+      out.push_back(e ? e->assignment : Assignment{});
+    }
+    return out;
+  }
+
+  JobStatusQuery Query(const std::string& run_id, const std::string& token = "") {
+    JobStatusQuery query;
+    query.endpoint = endpoint_;
+    query.run_id = run_id;
+    query.token = token;
+    return query;
+  }
+
+  std::unique_ptr<RendezvousServer> server_;
+  std::string endpoint_;
+  std::vector<std::unique_ptr<TestAgent>> agents_;  // destroyed before the server
+  void TearDown() override { agents_.clear(); }
+};
+
+TEST_F(RendezvousTest, ThreeNodesFormARound) {
+  StartServer();
+  std::vector<Assignment> a = FormThree(Spec(3, 3));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a[i].round, 1);
+    EXPECT_EQ(a[i].restart_count, 0);
+    EXPECT_EQ(a[i].group_rank, i);
+    EXPECT_EQ(a[i].group_world_size, 3);
+    EXPECT_EQ(a[i].world_size, 6);
+    EXPECT_EQ(a[i].master_port, 1000);
+    EXPECT_EQ(a[i].master_addr, TestNode("n0", 1000).address);
+    ASSERT_EQ(a[i].nodes.size(), 3u);
+    EXPECT_EQ(a[i].nodes[2].host, "n2");
+  }
+  EXPECT_EQ(a[0].rank_base, 0);
+  EXPECT_EQ(a[1].rank_base, 2);
+  EXPECT_EQ(a[2].rank_base, 3);
+}
+
+TEST_F(RendezvousTest, RestartableFailureStopsAllThenNextRound) {
+  StartServer();
+  FormThree(Spec(3, 3));
+  Failure f;
+  f.node_id = TestNode("n1", 1001).node_id;
+  f.host = "n1";
+  f.rank = 2;
+  f.code = 137;
+  f.what = "signal 9 (SIGKILL)";
+  f.restartable = true;
+  agents_[1]->Call([&](GrpcRendezvousClient& c) { c.ReportFailure(1, f); });
+  for (auto& agent : agents_) ASSERT_TRUE(agent->WaitEvent(Kind::kStopWorkers).has_value());
+  for (int i = 0; i < 3; ++i) {
+    agents_[i]->Call([&](GrpcRendezvousClient& c) { c.ReportStopped(1, 2000 + i); });
+  }
+  for (auto& agent : agents_) {
+    std::optional<Event> e = agent->WaitEvent(Kind::kRoundStarted);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->assignment.round, 2);
+    EXPECT_EQ(e->assignment.restart_count, 1);
+    EXPECT_EQ(e->assignment.master_port, 2000);
+  }
+  JobStatusSnapshot status = GetJobStatus(Query("job-1")).value();
+  EXPECT_EQ(status.phase, JobPhase::kRunning);
+  EXPECT_EQ(status.restarts_used, 1);
+  ASSERT_EQ(status.history.size(), 1u);
+  ASSERT_TRUE(status.history[0].failure.has_value());
+  EXPECT_EQ(status.history[0].failure->code, 137);
+}
+
+TEST_F(RendezvousTest, LostClientRestartsElasticJob) {
+  StartServer();
+  FormThree(Spec(2, 3));
+  agents_[2]->DestroyClient();
+  for (int i = 0; i < 2; ++i) {
+    std::optional<Event> e = agents_[i]->WaitEvent(Kind::kStopWorkers);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_NE(e->text.find("lost"), std::string::npos) << e->text;
+    agents_[i]->Call([&](GrpcRendezvousClient& c) { c.ReportStopped(1, 3000 + i); });
+  }
+  for (int i = 0; i < 2; ++i) {
+    std::optional<Event> e = agents_[i]->WaitEvent(Kind::kRoundStarted);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->assignment.round, 2);
+    EXPECT_EQ(e->assignment.restart_count, 0);  // membership changes are free
+    EXPECT_EQ(e->assignment.group_world_size, 2);
+  }
+}
+
+TEST_F(RendezvousTest, LostClientBelowMinimumFinishesWith138) {
+  StartServer();
+  FormThree(Spec(3, 3));
+  agents_[0]->DestroyClient();
+  for (int i = 1; i < 3; ++i) {
+    std::optional<Event> e = agents_[i]->WaitEvent(Kind::kFinished);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->outcome.exit_code, 138);
+  }
+  JobStatusSnapshot status = GetJobStatus(Query("job-1")).value();
+  EXPECT_EQ(status.phase, JobPhase::kFailed);
+  ASSERT_TRUE(status.outcome.has_value());
+  EXPECT_EQ(status.outcome->exit_code, 138);
+}
+
+TEST_F(RendezvousTest, MissingOrBadTokenIsUnauthenticated) {
+  RendezvousServer::Options options;
+  options.token = "s3cret";
+  StartServer(options);
+  TestAgent& none = AddAgent();
+  TestAgent& bad = AddAgent("wrong");
+  TestAgent& good = AddAgent("s3cret");
+  none.Start(TestNode("a", 1), Spec(1, 1));
+  bad.Start(TestNode("b", 2), Spec(1, 1));
+  good.Start(TestNode("c", 3), Spec(1, 1));
+  std::optional<absl::Status> e1 = none.WaitError();
+  std::optional<absl::Status> e2 = bad.WaitError();
+  ASSERT_TRUE(e1 && e2);
+  EXPECT_TRUE(absl::IsUnauthenticated(*e1)) << *e1;
+  EXPECT_NE(e1->message().find("none was sent"), absl::string_view::npos) << *e1;
+  EXPECT_TRUE(absl::IsUnauthenticated(*e2)) << *e2;
+  EXPECT_TRUE(good.WaitEvent(Kind::kRoundStarted).has_value());
+  EXPECT_EQ(good.errors_seen(), 0);
+  EXPECT_TRUE(absl::IsUnauthenticated(GetJobStatus(Query("job-1", "x")).status()));
+  EXPECT_TRUE(GetJobStatus(Query("job-1", "s3cret")).ok());
+}
+
+TEST_F(RendezvousTest, WrongRunIdIsRefusedNamingBoth) {
+  RendezvousServer::Options options;
+  options.run_id = "job-1";
+  StartServer(options);
+  JobSpec spec = Spec(1, 1);
+  spec.run_id = "job-2";
+  TestAgent& agent = AddAgent();
+  agent.Start(TestNode("a", 1), spec);
+  std::optional<absl::Status> e = agent.WaitError();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(*e)) << *e;
+  EXPECT_NE(e->message().find("job-1"), absl::string_view::npos) << *e;
+  EXPECT_NE(e->message().find("job-2"), absl::string_view::npos) << *e;
+}
+
+TEST_F(RendezvousTest, RankConflictIsRefusedNamingBothNodes) {
+  StartServer();
+  TestAgent& first = AddAgent();
+  first.Start(TestNode("alpha", 1, /*rank_hint=*/0), Spec(2, 2));
+  ASSERT_TRUE(first.WaitEvent(Kind::kProgress).has_value());
+  TestAgent& second = AddAgent();
+  second.Start(TestNode("beta", 2, /*rank_hint=*/0), Spec(2, 2));
+  std::optional<absl::Status> e = second.WaitError();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(absl::IsInvalidArgument(*e)) << *e;
+  EXPECT_NE(e->message().find("alpha"), absl::string_view::npos) << *e;
+  EXPECT_NE(e->message().find("beta"), absl::string_view::npos) << *e;
+  EXPECT_EQ(first.errors_seen(), 0);
+}
+
+TEST_F(RendezvousTest, JobStatusReflectsPhaseAndNodes) {
+  StartServer();
+  TestAgent& a = AddAgent();
+  a.Start(TestNode("n0", 1000, 0), Spec(2, 2));
+  ASSERT_TRUE(a.WaitEvent(Kind::kProgress).has_value());
+  JobStatusSnapshot pending = GetJobStatus(Query("job-1")).value();
+  EXPECT_EQ(pending.phase, JobPhase::kPending);
+  ASSERT_EQ(pending.nodes.size(), 1u);
+  EXPECT_EQ(pending.nodes[0].group_rank, -1);
+  EXPECT_GT(pending.nodes[0].last_heartbeat, absl::Now() - absl::Seconds(10));
+
+  AddAgent().Start(TestNode("n1", 1001, 1), Spec(2, 2));
+  ASSERT_TRUE(a.WaitEvent(Kind::kRoundStarted).has_value());
+  JobStatusSnapshot running = GetJobStatus(Query("job-1")).value();
+  EXPECT_EQ(running.phase, JobPhase::kRunning);
+  EXPECT_EQ(running.round, 1);
+  EXPECT_EQ(running.max_restarts, 3);
+  ASSERT_EQ(running.nodes.size(), 2u);
+  EXPECT_EQ(running.nodes[1].host, "n1");
+  EXPECT_EQ(running.nodes[1].group_rank, 1);
+  EXPECT_EQ(running.participants.size(), 2u);
+  EXPECT_STREQ(JobPhaseName(running.phase), "Running");
+
+  EXPECT_TRUE(absl::IsNotFound(GetJobStatus(Query("nope")).status()));
+}
+
+TEST_F(RendezvousTest, SuccessFinishesEveryNodeWithZero) {
+  StartServer();
+  FormThree(Spec(3, 3));
+  for (auto& agent : agents_) agent->Call([](GrpcRendezvousClient& c) { c.ReportSucceeded(1); });
+  for (auto& agent : agents_) {
+    std::optional<Event> e = agent->WaitEvent(Kind::kFinished);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->outcome.exit_code, 0);
+  }
+  for (auto& agent : agents_) EXPECT_EQ(agent->errors_seen(), 0);
+}
+
+TEST_F(RendezvousTest, ServerShutdownIsUnavailable) {
+  StartServer();
+  TestAgent& a = AddAgent();
+  a.Start(TestNode("n0", 1000), Spec(2, 2));
+  ASSERT_TRUE(a.WaitEvent(Kind::kProgress).has_value());
+  server_->Shutdown();
+  std::optional<absl::Status> e = a.WaitError();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(absl::IsUnavailable(*e)) << *e;
+}
+
+TEST_F(RendezvousTest, LeaveIsNotAnError) {
+  StartServer();
+  FormThree(Spec(2, 3));
+  agents_[2]->Call([](GrpcRendezvousClient& c) { c.Leave("SIGTERM"); });
+  std::optional<Event> e = agents_[0]->WaitEvent(Kind::kStopWorkers);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->text.find("SIGTERM"), std::string::npos) << e->text;
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(agents_[2]->errors_seen(), 0);
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST_F(RendezvousTest, ServerStartingLateIsWaitedFor) {
+  int port = FreePort();
+  endpoint_ = "127.0.0.1:" + std::to_string(port);
+  TestAgent& a = AddAgent();
+  a.Start(TestNode("n0", 1000), Spec(1, 1));
+  absl::SleepFor(absl::Milliseconds(700));
+  RendezvousServer::Options options;
+  options.listen_address = endpoint_;
+  server_ = RendezvousServer::Start(options).value();
+  std::optional<Event> e = a.WaitEvent(Kind::kRoundStarted);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(a.errors_seen(), 0);
+}
+
+TEST_F(RendezvousTest, UnresolvableHostIsRetriedThenUnavailable) {
+  GrpcRendezvousClient::Options options;
+  options.endpoint = "no-such-host.invalid:29400";
+  options.join_timeout = absl::Milliseconds(1500);
+  agents_.push_back(std::make_unique<TestAgent>(options));
+  absl::Time start = absl::Now();
+  agents_[0]->Start(TestNode("n0", 1000), Spec(1, 1));
+  std::optional<absl::Status> e = agents_[0]->WaitError();
+  absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(absl::IsUnavailable(*e) || absl::IsDeadlineExceeded(*e)) << *e;
+  EXPECT_NE(e->message().find("does not resolve"), absl::string_view::npos) << *e;
+  EXPECT_GE(took, absl::Milliseconds(1400));
+  EXPECT_LT(took, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace muster::rdzv

@@ -1,0 +1,55 @@
+// RendezvousServer: the gRPC rendezvous server (DESIGN §4.3, §4.6). Serves
+// muster.v1.Rendezvous (one Session stream per agent), muster.v1.JobStatus and
+// grpc.health.v1 on one port. Embedded in the agent whose address matches the endpoint,
+// or run alone by `muster serve`. gRPC types stay behind this header.
+//
+// Ownership: the caller owns the server; destroying it shuts it down (open streams are
+// cancelled, which every agent sees as a lost server). Thread-safe: port() and Shutdown()
+// may be called from any thread; the server runs on gRPC's own threads.
+#ifndef MUSTER_RENDEZVOUS_GRPC_SERVER_H_
+#define MUSTER_RENDEZVOUS_GRPC_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace muster::rdzv {
+
+class RendezvousServer {
+ public:
+  struct Options {
+    // host:port; port 0 picks a free one (see port()). "[::]:0", "0.0.0.0:29400", ...
+    std::string listen_address = "[::]:0";
+    // Non-empty: every RPC must carry metadata "authorization: Bearer <token>".
+    std::string token;
+    // PEM files. cert+key enable TLS; client_ca additionally requires client certificates.
+    std::string tls_cert_file;
+    std::string tls_key_file;
+    std::string tls_client_ca_file;
+    // Non-empty: joins with any other run id are refused (InvalidArgument naming both).
+    std::string run_id;
+  };
+
+  // Binds and starts serving. InvalidArgument for bad TLS files; Unavailable when the
+  // address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(const Options& options);
+
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  // The bound port (the chosen one when listen_address asked for port 0).
+  int port() const;
+  // Cancels every stream and stops serving; idempotent.
+  void Shutdown();
+
+ private:
+  class Impl;
+  explicit RendezvousServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace muster::rdzv
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_SERVER_H_

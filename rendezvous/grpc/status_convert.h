@@ -1,0 +1,20 @@
+// The one place where grpc::Status and absl::Status meet (STYLE: tensorstore's gRPC
+// layer). Both use the canonical google.rpc codes, so the code maps one to one; the
+// message is kept verbatim.
+#ifndef MUSTER_RENDEZVOUS_GRPC_STATUS_CONVERT_H_
+#define MUSTER_RENDEZVOUS_GRPC_STATUS_CONVERT_H_
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+
+namespace muster::rdzv::grpc_internal {
+
+absl::Status ToAbslStatus(const grpc::Status& status);
+grpc::Status ToGrpcStatus(const absl::Status& status);
+// A code carried inside a message (ServerMessage.Error.code); unknown values become kUnknown.
+absl::StatusCode ToAbslCode(int code);
+
+}  // namespace muster::rdzv::grpc_internal
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_STATUS_CONVERT_H_

@@ -1,0 +1,102 @@
+#include "rendezvous/grpc/test_agent.h"
+
+#include <future>
+
+#include "absl/strings/str_cat.h"
+
+namespace muster::rdzv {
+
+TestAgent::TestAgent(GrpcRendezvousClient::Options options) {
+  loop_ = EventLoop::Create().value();
+  options.loop = loop_.get();
+  client_ = GrpcRendezvousClient::Create(options).value();
+  thread_ = std::thread([this] {
+    while (!stop_) loop_->RunOnce(absl::Milliseconds(50)).IgnoreError();
+  });
+}
+
+TestAgent::~TestAgent() {
+  DestroyClient();
+  stop_ = true;
+  thread_.join();
+}
+
+void TestAgent::Call(const std::function<void(GrpcRendezvousClient&)>& fn) {
+  std::promise<void> done;
+  loop_->Post([&] {
+    if (client_ != nullptr) fn(*client_);
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+void TestAgent::Start(const NodeInfo& node, const JobSpec& spec) {
+  Call([&](GrpcRendezvousClient& c) {
+    c.Start(
+        node, spec, [this](const Event& e) { OnEvent(e); },
+        [this](const absl::Status& s) { OnError(s); });
+  });
+}
+
+void TestAgent::DestroyClient() {
+  std::promise<void> done;
+  loop_->Post([&] {
+    client_.reset();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+void TestAgent::OnEvent(const Event& event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(event);
+  cv_.notify_all();
+}
+
+void TestAgent::OnError(const absl::Status& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  errors_.push_back(error);
+  cv_.notify_all();
+}
+
+std::optional<Event> TestAgent::WaitEvent(Event::Kind kind, absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::optional<Event> found;
+  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] {
+    for (size_t i = taken_[kind]; i < events_.size(); ++i) {
+      if (events_[i].kind == kind) {
+        taken_[kind] = i + 1;
+        found = events_[i];
+        return true;
+      }
+    }
+    return false;
+  });
+  return found;
+}
+
+std::optional<absl::Status> TestAgent::WaitError(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return !errors_.empty(); })) {
+    return std::nullopt;
+  }
+  return errors_.front();
+}
+
+int TestAgent::errors_seen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(errors_.size());
+}
+
+NodeInfo TestNode(const std::string& name, int store_port, int rank_hint, int local_world_size) {
+  NodeInfo n;
+  n.node_id = absl::StrCat(name, ":", store_port);
+  n.host = name;
+  n.address = absl::StrCat("10.0.0.", store_port % 250);
+  n.rank_hint = rank_hint;
+  n.local_world_size = local_world_size;
+  n.store_port = store_port;
+  return n;
+}
+
+}  // namespace muster::rdzv

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <ftw.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/random.h>
@@ -24,6 +25,7 @@
 #include "launch/process_tree.h"
 #include "launch/restart_policy.h"
 #include "launch/signals.h"
+#include "rendezvous/grpc/client.h"
 #include "rendezvous/local_client.h"
 #include "spdlog/spdlog.h"
 
@@ -79,6 +81,33 @@ std::string StoreBindAddress(const std::string& addr) {
     return addr;
   }
   return "::";
+}
+
+// Whether `host` names this machine: loopback, our hostname, or one of our interfaces'
+// addresses. Decides --rdzv-host auto without any DNS lookup (which could block).
+bool IsThisHost(const std::string& host, const std::string& hostname) {
+  if (host == "localhost" || host == hostname) return true;
+  in_addr v4;
+  in6_addr v6;
+  bool is_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1;
+  bool is_v6 = !is_v4 && inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6) return false;
+  if (is_v4 && (ntohl(v4.s_addr) >> 24) == 127) return true;
+  if (is_v6 && IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  ifaddrs* addrs = nullptr;
+  if (getifaddrs(&addrs) != 0) return false;
+  bool found = false;
+  for (ifaddrs* a = addrs; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    if (is_v4 && a->ifa_addr->sa_family == AF_INET) {
+      found = reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr == v4.s_addr;
+    } else if (is_v6 && a->ifa_addr->sa_family == AF_INET6) {
+      found =
+          memcmp(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, &v6, sizeof(v6)) == 0;
+    }
+  }
+  freeifaddrs(addrs);
+  return found;
 }
 
 void RemoveTree(const std::string& path) {
@@ -137,10 +166,56 @@ absl::Status Agent::Setup() {
   }));
   node_.node_id = absl::StrCat(hostname_, ":", getpid(), ":", RandomHex(4));
   node_.host = hostname_;
-  node_.address = config_.master_addr;
   node_.local_world_size = config_.nproc_per_node;
+  node_.rank_hint = config_.node_rank;
+  if (config_.rdzv_host_name.empty()) {
+    node_.address = config_.master_addr;
+    rdzv_ = std::make_unique<rdzv::LocalRendezvous>(loop_.get());
+  } else {
+    // Empty when neither --local-addr nor POD_IP is set: the server then records the
+    // address it sees this agent connect from (checked, never a guessed FQDN).
+    node_.address = config_.local_addr;
+    RETURN_IF_ERROR(SetupGrpcRendezvous());
+  }
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
-  rdzv_ = std::make_unique<rdzv::LocalRendezvous>(loop_.get());
+  return absl::OkStatus();
+}
+
+absl::Status Agent::SetupGrpcRendezvous() {
+  const std::string& host = config_.rdzv_host_name;
+  std::string endpoint = host.find(':') != std::string::npos
+                             ? absl::StrCat("[", host, "]:", config_.rdzv_port)
+                             : absl::StrCat(host, ":", config_.rdzv_port);
+  bool host_here = config_.rdzv_hosting == "true" ||
+                   (config_.rdzv_hosting == "auto" && IsThisHost(host, hostname_));
+  if (host_here) {
+    rdzv::RendezvousServer::Options options;
+    options.listen_address = absl::StrCat("[::]:", config_.rdzv_port);
+    options.token = config_.token;
+    options.tls_cert_file = config_.tls_cert;
+    options.tls_key_file = config_.tls_key;
+    options.run_id = run_id_;
+    absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
+        rdzv::RendezvousServer::Start(options);
+    if (server.ok()) {
+      server_ = *std::move(server);
+    } else if (config_.rdzv_hosting == "true") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--rdzv-host true: cannot serve the rendezvous on port ", config_.rdzv_port,
+                       ": ", server.status().message()));
+    } else {
+      // Another agent on this host already serves it (the usual case when several agents
+      // share a machine): join that one.
+      spdlog::info("rendezvous at {} is served by another process; joining it", endpoint);
+    }
+  }
+  rdzv::GrpcRendezvousClient::Options options;
+  options.endpoint = endpoint;
+  options.token = config_.token;
+  options.tls_ca_file = config_.tls_ca;
+  options.loop = loop_.get();
+  options.join_timeout = config_.join_timeout;
+  ASSIGN_OR_RETURN(rdzv_, rdzv::GrpcRendezvousClient::Create(options));
   return absl::OkStatus();
 }
 
@@ -415,6 +490,12 @@ int Agent::Run() {
   spec.max_nodes = config_.max_nodes;
   spec.max_restarts = config_.max_restarts;
   spec.restart_after_success = RestartsAfterSuccess(config_.restart_policy);
+  spec.join_timeout = config_.join_timeout;
+  spec.last_call_timeout = config_.last_call_timeout;
+  spec.heartbeat_interval = config_.heartbeat_interval;
+  spec.heartbeat_misses = config_.heartbeat_misses;
+  // Agents stop their workers within --shutdown-timeout plus the SIGKILL grace.
+  spec.stop_timeout = config_.shutdown_timeout + absl::Seconds(30);
   rdzv_->Start(
       node_, spec, [this](const rdzv::Event& e) { OnRendezvousEvent(e); },
       [this](const absl::Status& s) { OnRendezvousError(s); });
@@ -426,11 +507,15 @@ int Agent::Run() {
       Finish(1);
     }
   }
-  console_.reset();  // drains worker output before the agent's last words
-  if (summary_is_error_) {
-    spdlog::error("{}", summary_);
-  } else if (!summary_.empty()) {
-    spdlog::info("{}", summary_);
+  console_.reset();  // drains worker output first: the summary must be the last line
+  rdzv_.reset();     // our own stream ends here
+  if (server_) {
+    // Other agents learn the outcome through this process: give them time to hear it
+    // and hang up before the server goes away.
+    if (!server_->WaitForAgentsToLeave(node_.node_id, absl::Seconds(10))) {
+      spdlog::warn("some agents were still connected 10 s after the job ended");
+    }
+    server_.reset();
   }
   store_.reset();
   watchdog_->Disarm();
@@ -439,6 +524,11 @@ int Agent::Run() {
   while (waitpid(watchdog_->pid(), &wstatus, 0) < 0 && errno == EINTR) {
   }
   if (remove_log_root_) RemoveTree(log_root_);
+  if (summary_is_error_) {
+    spdlog::error("{}", summary_);
+  } else if (!summary_.empty()) {
+    spdlog::info("{}", summary_);
+  }
   return *exit_code_;
 }
 

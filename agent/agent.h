@@ -31,6 +31,7 @@
 #include "rendezvous/c10d/store_server.h"
 #include "rendezvous/client.h"
 #include "rendezvous/core/types.h"
+#include "rendezvous/grpc/server.h"
 
 namespace muster {
 
@@ -47,6 +48,8 @@ class Agent {
   enum class StopCause { kNone, kSucceeded, kFailed, kJobRequest, kExiting };
 
   absl::Status Setup();
+  // --rdzv-endpoint given: a gRPC client, plus the embedded server when this node hosts it.
+  absl::Status SetupGrpcRendezvous();
   absl::Status PrepareRunDir();
   // A fresh c10d store for the next round (--store agent); returns its port, 0 otherwise.
   absl::StatusOr<int> OpenFreshStore();
@@ -73,6 +76,7 @@ class Agent {
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<c10d::StoreServer> store_;
   std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<rdzv::RendezvousServer> server_;  // when this node hosts the rendezvous
   std::unique_ptr<rdzv::RendezvousClient> rdzv_;
 
   std::string log_root_, run_dir_;

@@ -89,6 +89,9 @@ class AgentSession : public SessionReactor,
       NodeInfo node;
       JobSpec spec;
       FromProto(msg.join(), &node, &spec);
+      // An agent that did not name its address (no --local-addr, no POD_IP) is reachable
+      // where the server sees it: that address is checked, unlike a guessed FQDN.
+      if (node.address.empty()) node.address = PeerHost(peer_);
       absl::Status joined = registry_->Join(shared_from_this(), node, spec);
       if (!joined.ok()) {
         spdlog::warn("rendezvous: refused {} from {}: {}", node.host, peer_, joined.ToString());
@@ -178,6 +181,20 @@ class AgentSession : public SessionReactor,
 };
 
 }  // namespace
+
+std::string PeerHost(const std::string& peer) {
+  // gRPC peers look like "ipv4:10.0.0.2:53412" or "ipv6:[fd00::2]:53412" (the brackets
+  // may be percent-encoded as %5B/%5D).
+  std::string p = peer;
+  for (auto [from, to] : {std::pair<const char*, const char*>{"%5B", "["}, {"%5D", "]"}}) {
+    for (size_t at; (at = p.find(from)) != std::string::npos;) p.replace(at, 3, to);
+  }
+  size_t colon = p.find(':');
+  if (colon == std::string::npos) return p;
+  std::string rest = p.substr(colon + 1);
+  if (!rest.empty() && rest[0] == '[') return rest.substr(1, rest.find(']') - 1);
+  return rest.substr(0, rest.rfind(':'));
+}
 
 SessionReactor* NewAgentSession(JobRegistry* registry, std::string peer) {
   auto session = std::make_shared<AgentSession>(registry, std::move(peer));

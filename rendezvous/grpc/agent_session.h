@@ -22,6 +22,9 @@ class ServerMessage;
 
 namespace muster::rdzv::grpc_internal {
 
+// "ipv4:10.0.0.2:53412" -> "10.0.0.2"; "ipv6:[fd00::2]:1" -> "fd00::2".
+std::string PeerHost(const std::string& peer);
+
 using SessionReactor = grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>;
 
 // A new session reading from the stream; gRPC owns the returned reactor.

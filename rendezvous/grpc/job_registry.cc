@@ -122,8 +122,26 @@ void JobRegistry::NodeLost(const std::string& node_id, const std::string& why) {
     spdlog::info("rendezvous: node {} of job {} lost: {}", node_id, job.spec().run_id, why);
     job.NodeLost(node_id, why, now, out);
   });
-  std::lock_guard<std::mutex> lock(mu_);
-  members_.erase(node_id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    members_.erase(node_id);
+  }
+  wake_.notify_all();
+}
+
+bool JobRegistry::WaitForMembersToLeave(const std::string& except_node_id, absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto gone = [&] {
+    return stopping_ || members_.empty() ||
+           (members_.size() == 1 && members_.count(except_node_id) == 1);
+  };
+  while (!gone()) {
+    if (wake_.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now())) ==
+        std::cv_status::timeout) {
+      return gone();
+    }
+  }
+  return true;
 }
 
 void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call) {

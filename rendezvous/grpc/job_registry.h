@@ -59,6 +59,10 @@ class JobRegistry {
   // NotFound for a run id no agent has joined.
   absl::StatusOr<JobStatusSnapshot> Status(const std::string& run_id) const;
 
+  // Blocks until no stream but `except_node_id`'s is open (every other agent has heard
+  // the outcome and hung up), or `deadline`. Returns whether they all left.
+  bool WaitForMembersToLeave(const std::string& except_node_id, absl::Time deadline);
+
  private:
   struct JobEntry {
     explicit JobEntry(const JobSpec& spec, absl::Time now) : job(spec, now) {}

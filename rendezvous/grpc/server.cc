@@ -115,6 +115,10 @@ class RendezvousServer::Impl {
 
   int port() const { return port_; }
 
+  bool WaitForAgentsToLeave(const std::string& except, absl::Duration timeout) {
+    return registry_.WaitForMembersToLeave(except, absl::Now() + timeout);
+  }
+
   void Shutdown() {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     if (server_ == nullptr) return;
@@ -144,5 +148,10 @@ RendezvousServer::~RendezvousServer() = default;
 
 int RendezvousServer::port() const { return impl_->port(); }
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
+
+bool RendezvousServer::WaitForAgentsToLeave(const std::string& except_node_id,
+                                            absl::Duration timeout) {
+  return impl_->WaitForAgentsToLeave(except_node_id, timeout);
+}
 
 }  // namespace muster::rdzv

@@ -43,6 +43,10 @@ class RendezvousServer {
   int port() const;
   // Cancels every stream and stops serving; idempotent.
   void Shutdown();
+  // Blocks until every agent but `except_node_id` has closed its stream, or `timeout`:
+  // a hosting agent calls it before exiting, so the others receive the outcome instead of
+  // losing the server. Returns whether they all left in time.
+  bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout);
 
  private:
   class Impl;

@@ -1,0 +1,182 @@
+"""Issue 4: agents on several nodes (simulated on loopback) form one job over gRPC."""
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import FAKE, MUSTER, REPO, muster_env, pid_alive, wait_for
+from multinode import Agents
+
+SCRIPT = REPO / "tests" / "integration" / "scripts" / "multinode_check.py"
+
+
+def rank_rows(path):
+    """Rows written by fake_worker's ranks= action, as dicts."""
+    keys = ["rank", "local_rank", "group_rank", "world", "group_world", "restart", "master", "pid"]
+    try:
+        return [dict(zip(keys, line.split())) for line in path.read_text().splitlines()]
+    except FileNotFoundError:
+        return []
+
+
+def test_three_agents_real_torch(any_torch, tmp_path):
+    out = tmp_path / "out.jsonl"
+    agents = Agents(3, ["--nnodes", "3", "--nproc-per-node", "2", SCRIPT],
+                    env=muster_env(PYTHON_EXEC=any_torch, OUT=out))
+    for rc, _, err in agents.wait(180):
+        assert rc == 0, err[-3000:]
+        assert "job succeeded: all 6 workers on 3 nodes exited 0" in err.splitlines()[-1]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(int(r["RANK"]) for r in rows) == list(range(6))
+    for r in rows:
+        assert r["WORLD_SIZE"] == "6" and r["GROUP_WORLD_SIZE"] == "3"
+        assert r["LOCAL_WORLD_SIZE"] == "2" and r["sum"] == 21.0
+        assert int(r["RANK"]) == 2 * int(r["GROUP_RANK"]) + int(r["LOCAL_RANK"])
+        assert r["NODE_RANK"] == r["GROUP_RANK"] and r["ROLE_RANK"] == r["RANK"]
+    assert len({(r["MASTER_ADDR"], r["MASTER_PORT"]) for r in rows}) == 1
+
+
+def test_restart_is_job_wide_and_ranks_stay(tmp_path):
+    ranks = tmp_path / "ranks"
+    agents = Agents(3, ["--nnodes", "3", "--nproc-per-node", "2", "--max-restarts", "1",
+                        "--no-python", FAKE, f"ranks={ranks}", "sleep=0.3",
+                        "if-attempt=0", "if-global-rank=3", "exit=137", "sleep=0.5"],
+                    per_agent=lambda i: ["--node-rank", i])
+    for rc, _, err in agents.wait():
+        assert rc == 0, err[-3000:]
+    rows = rank_rows(ranks)
+    by_attempt = {a: {(r["rank"], r["group_rank"]) for r in rows if r["restart"] == a}
+                  for a in ("0", "1")}
+    # Every node restarted, all saw TORCHELASTIC_RESTART_COUNT=1, ranks did not move.
+    assert len(by_attempt["0"]) == len(by_attempt["1"]) == 6, rows
+    assert by_attempt["0"] == by_attempt["1"]
+    assert {r["restart"] for r in rows} == {"0", "1"}
+
+
+def test_budget_spent_every_agent_exits_with_root_cause(tmp_path):
+    agents = Agents(3, ["--nnodes", "3", "--nproc-per-node", "2", "--max-restarts", "0",
+                        "--no-python", FAKE, "sleep=0.2", "if-global-rank=5", "exit=137",
+                        "sleep=30"],
+                    per_agent=lambda i: ["--node-rank", i])
+    for rc, _, err in agents.wait():
+        assert rc == 137, err[-3000:]
+        last = err.strip().splitlines()[-1]
+        assert "rank 5" in last and "exit 137" in last and "budget spent" in last, last
+
+
+def test_fatal_exit_stops_every_node_at_once(tmp_path):
+    t0 = time.monotonic()
+    agents = Agents(3, ["--nnodes", "3", "--nproc-per-node", "2", "--max-restarts", "5",
+                        "--no-python", FAKE, "sleep=0.2", "if-global-rank=2", "exit=1",
+                        "sleep=60"],
+                    per_agent=lambda i: ["--node-rank", i])
+    for rc, _, err in agents.wait():
+        assert rc == 1, err[-3000:]
+        assert "not restartable" in err.strip().splitlines()[-1]
+    assert time.monotonic() - t0 < 20  # nobody waited for the 60 s sleepers
+
+
+def test_killed_agent_fails_fixed_size_job_with_138(tmp_path):
+    stamps = tmp_path / "stamps"
+    agents = Agents(3, ["--nnodes", "3", "--nproc-per-node", "2", "--no-python", FAKE,
+                        f"ranks={stamps}", "sleep=60"],
+                    per_agent=lambda i: ["--node-rank", i])
+    wait_for(lambda: len(rank_rows(stamps)) == 6, 30, what="6 workers")
+    victim = agents.procs[2]
+    victim.send_signal(signal.SIGKILL)
+    t0 = time.monotonic()
+    results = agents.wait(60)
+    survivors = [r for r in rank_rows(stamps) if r["group_rank"] != "2"]
+    assert time.monotonic() - t0 < 15
+    for rc, _, err in results[:2]:
+        assert rc == 138, err[-3000:]
+        assert "lost" in err.strip().splitlines()[-1]
+    for r in survivors:
+        assert not pid_alive(int(r["pid"]))
+
+
+def test_elastic_join_and_loss_reform_without_using_restarts(tmp_path):
+    ranks = tmp_path / "ranks"
+    common = ["--nnodes", "2:4", "--nproc-per-node", "1", "--rdzv-conf",
+              "last_call_timeout=1s,heartbeat_interval=1s", "--no-python", FAKE,
+              f"ranks={ranks}", "sleep=120"]
+    first = Agents(2, common)
+    wait_for(lambda: {r["world"] for r in rank_rows(ranks)} == {"2"} and len(rank_rows(ranks)) >= 2,
+             30, what="a round of 2")
+    # A third node arrives: a new round with 3, no restart consumed.
+    third = subprocess.Popen([str(MUSTER), "run", "--rdzv-endpoint", f"127.0.0.1:{first.port}",
+                              "--rdzv-id", "test", *map(str, common)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=muster_env())
+    wait_for(lambda: sum(r["world"] == "3" for r in rank_rows(ranks)) == 3, 30,
+             what="a round of 3")
+    assert {r["restart"] for r in rank_rows(ranks)} == {"0"}
+    # One is killed: a new round with the 2 left.
+    third.send_signal(signal.SIGKILL)
+    third.wait(10)
+    wait_for(lambda: sum(r["world"] == "2" for r in rank_rows(ranks)) == 4, 30,
+             what="a round of 2 after the loss")
+    assert {r["restart"] for r in rank_rows(ranks)} == {"0"}
+    for p in first.procs:
+        p.send_signal(signal.SIGTERM)
+    for rc, _, err in first.wait(30):
+        assert rc in (143, 138), err[-2000:]
+
+
+@pytest.mark.parametrize("bad,needle,code", [
+    (["--node-rank", "0"], "node rank 0 is claimed by both", 2),
+    (["--rdzv-id", "other"], "other", 2),
+])
+def test_bad_joiner_is_refused_and_good_ones_go_on(tmp_path, bad, needle, code):
+    ranks = tmp_path / "ranks"
+    # The good job waits for its second node, so the bad joiner meets a live rendezvous.
+    good = Agents(1, ["--nnodes", "2", "--nproc-per-node", "1", "--node-rank", "0",
+                      "--no-python", FAKE, f"ranks={ranks}", "sleep=1"])
+    time.sleep(1)
+    args = [str(MUSTER), "run", "--rdzv-endpoint", f"127.0.0.1:{good.port}", "--nnodes", "2",
+            "--nproc-per-node", "1", "--rdzv-host", "false",
+            *(["--rdzv-id", "test"] if "--rdzv-id" not in bad else []), *bad,
+            "--no-python", str(FAKE)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60, env=muster_env())
+    assert r.returncode == code, r.stderr[-2000:]
+    assert needle in r.stderr, r.stderr[-2000:]
+    # The server still serves the good job: its second node joins and it completes.
+    second = subprocess.run([str(MUSTER), "run", "--rdzv-endpoint", f"127.0.0.1:{good.port}",
+                             "--rdzv-id", "test", "--nnodes", "2", "--nproc-per-node", "1",
+                             "--rdzv-host", "false", "--no-python", str(FAKE),
+                             f"ranks={ranks}", "sleep=1"],
+                            capture_output=True, text=True, timeout=60, env=muster_env())
+    assert second.returncode == 0, second.stderr[-2000:]
+    for rc, _, err in good.wait():
+        assert rc == 0, err[-2000:]
+    assert len(rank_rows(ranks)) == 2
+
+
+def test_wrong_and_missing_token(tmp_path):
+    ranks = tmp_path / "ranks"
+    env_good = muster_env(MUSTER_TOKEN="s3cret")
+    good = Agents(2, ["--nnodes", "2", "--nproc-per-node", "1", "--no-python", FAKE,
+                      f"ranks={ranks}", "sleep=2"], env=env_good)
+    for env in (muster_env(MUSTER_TOKEN="wrong"), muster_env()):
+        r = subprocess.run([str(MUSTER), "run", "--rdzv-endpoint", f"127.0.0.1:{good.port}",
+                            "--rdzv-id", "test", "--nnodes", "2", "--rdzv-host", "false",
+                            "--rdzv-conf", "join_timeout=5s", "--no-python", str(FAKE)],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 2, r.stderr[-2000:]
+        assert "token" in r.stderr.lower(), r.stderr[-2000:]
+        assert "s3cret" not in r.stderr
+    for rc, _, err in good.wait():
+        assert rc == 0, err[-2000:]
+        assert "s3cret" not in err
+
+
+def test_unresolvable_endpoint_exits_138_after_join_timeout():
+    t0 = time.monotonic()
+    r = subprocess.run([str(MUSTER), "run", "--rdzv-endpoint", "no-such-host.invalid:29400",
+                        "--nnodes", "2", "--rdzv-conf", "join_timeout=3s", "--no-python",
+                        str(FAKE)], capture_output=True, text=True, timeout=60, env=muster_env())
+    assert r.returncode == 138, r.stderr[-2000:]
+    assert "no-such-host.invalid" in r.stderr
+    assert 2.5 < time.monotonic() - t0 < 15

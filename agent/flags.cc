@@ -20,6 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/flag_table.h"
 #include "base/duration.h"
 #include "base/status_macros.h"
 #include "launch/signals.h"
@@ -29,14 +30,6 @@ namespace {
 
 // One flag of `muster run`. `name` is the dash spelling without "--"; the
 // underscore spelling, MUSTER_<NAME> and PET_<NAME> are derived from it.
-struct FlagSpec {
-  const char* name;
-  char short_name;  // 0: none
-  bool takes_value;
-  const char* group;
-  const char* default_text;
-  const char* help;
-};
 
 constexpr FlagSpec kFlags[] = {
     {"nnodes", 0, true, "Job", "1", "number of nodes, N or MIN:MAX"},
@@ -88,24 +81,6 @@ constexpr FlagSpec kFlags[] = {
     {"event-log", 0, true, "Output", "none", "append the agent's transitions as JSON lines"},
     {"dry-run", 0, false, "Other", "off", "print the resolved configuration and exit"},
 };
-
-std::string EnvSuffix(std::string_view name) {
-  return absl::AsciiStrToUpper(
-      absl::StrReplaceAll(absl::string_view(name.data(), name.size()), {{"-", "_"}}));
-}
-
-const FlagSpec* FindFlag(std::string_view word) {
-  for (const FlagSpec& f : kFlags) {
-    std::string dash = absl::StrCat("--", f.name);
-    std::string under = absl::StrReplaceAll(dash, {{"-", "_"}});
-    under.replace(0, 2, "--");
-    if (word == dash || word == under) return &f;
-    if (f.short_name != 0 && word.size() == 2 && word[0] == '-' && word[1] == f.short_name) {
-      return &f;
-    }
-  }
-  return nullptr;
-}
 
 absl::Status Invalid(absl::string_view where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
@@ -335,16 +310,7 @@ HostInfo HostInfo::Detect(const std::map<std::string, std::string>& env) {
   return h;
 }
 
-bool RunHelpRequested(const std::vector<std::string>& args) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") return true;
-    if (a == "--" || a.empty() || a[0] != '-') return false;  // the command starts here
-    const FlagSpec* f = FindFlag(a);
-    if (f != nullptr && f->takes_value && a.find('=') == std::string::npos) ++i;  // its value
-  }
-  return false;
-}
+bool RunHelpRequested(const std::vector<std::string>& args) { return HelpRequested(args, kFlags); }
 
 std::string RunHelp() {
   std::string out =
@@ -356,19 +322,7 @@ std::string RunHelp() {
       "Every flag may be spelled with dashes or underscores and set as "
       "MUSTER_<FLAG> or\n"
       "PET_<FLAG> (precedence: flag > MUSTER_* > PET_* > default).\n";
-  std::string group;
-  for (const FlagSpec& f : kFlags) {
-    if (group != f.group) {
-      group = f.group;
-      absl::StrAppend(&out, "\n", group, ":\n");
-    }
-    std::string names = f.short_name
-                            ? absl::StrCat("-", std::string(1, f.short_name), ", --", f.name)
-                            : absl::StrCat("    --", f.name);
-    if (f.takes_value) absl::StrAppend(&names, " V");
-    absl::StrAppend(&out, "  ", names, std::string(names.size() < 30 ? 30 - names.size() : 1, ' '),
-                    f.help, " (default: ", f.default_text, ")\n");
-  }
+  out += FlagHelp(kFlags);
   absl::StrAppend(&out,
                   "\nEnvironment: PYTHON_EXEC (interpreter, default python3), LOGLEVEL.\n"
                   "Exit codes: 0 success; the root-cause worker's code (e.g. 1, 137); 2 "
@@ -382,55 +336,11 @@ std::string RunHelp() {
 absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
                                      const std::map<std::string, std::string>& env,
                                      const HostInfo& host) {
-  // Pass 1: split flags from the command; the first word that is not a flag (or
-  // the word after "--") starts the command, and everything after it belongs to
-  // the command.
-  std::map<std::string, std::string> given;  // flag name -> value ("1" for switches)
+  ASSIGN_OR_RETURN(SplitArgs split, SplitFlags(args, kFlags, "muster run"));
+  FlagValues values(std::move(split), env);
   Config c;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-' || a == "-") break;
-    std::string word = a, value;
-    bool has_inline = false;
-    size_t eq = a.find('=');
-    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      word = a.substr(0, eq);
-      value = a.substr(eq + 1);
-      has_inline = true;
-    }
-    const FlagSpec* f = FindFlag(word);
-    if (f == nullptr) {
-      return Invalid(word, "unknown flag; see `muster run --help`");
-    }
-    if (f->takes_value) {
-      if (!has_inline) {
-        if (i + 1 >= args.size()) return Invalid(word, "needs a value");
-        value = args[++i];
-      }
-    } else {
-      if (has_inline) return Invalid(word, "is a switch and takes no value");
-      value = "1";
-    }
-    given[f->name] = value;
-  }
-  c.command.assign(args.begin() + i, args.end());
-
-  // Pass 2: resolve each flag from flag > MUSTER_* > PET_* > default.
-  auto lookup = [&](const char* name) -> std::optional<std::pair<std::string, std::string>> {
-    auto g = given.find(name);
-    if (g != given.end()) return std::make_pair(g->second, absl::StrCat("--", name));
-    for (const char* prefix : {"MUSTER_", "PET_"}) {
-      std::string var = absl::StrCat(prefix, EnvSuffix(name));
-      auto e = env.find(var);
-      if (e != env.end()) return std::make_pair(e->second, var);
-    }
-    return std::nullopt;
-  };
+  c.command = values.rest();
+  auto lookup = [&](const char* name) { return values.Get(name); };
   FlagLookup lookup_fn = [&](const char* name) { return lookup(name); };
   auto boolean = [&](const char* name, bool* out) -> absl::Status {
     auto v = lookup(name);

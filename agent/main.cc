@@ -10,6 +10,7 @@
 #include "agent/agent.h"
 #include "agent/dry_run.h"
 #include "agent/flags.h"
+#include "agent/subcommands.h"
 #include "base/logging.h"
 
 extern char** environ;
@@ -79,7 +80,10 @@ int main(int argc, char** argv) {
     muster::PrintUsage(stdout);
     return 0;
   }
-  if (cmd == "run") return muster::RunCommand({args.begin() + 1, args.end()});
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "run") return muster::RunCommand(rest);
+  if (cmd == "serve") return muster::ServeCommand(rest, muster::ReadEnvironment());
+  if (cmd == "status") return muster::StatusCommand(rest, muster::ReadEnvironment());
   std::fprintf(stderr, "muster: unknown command '%s'\n", cmd.c_str());
   muster::PrintUsage(stderr);
   return muster::kExitUsage;

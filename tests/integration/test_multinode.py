@@ -180,3 +180,46 @@ def test_unresolvable_endpoint_exits_138_after_join_timeout():
     assert r.returncode == 138, r.stderr[-2000:]
     assert "no-such-host.invalid" in r.stderr
     assert 2.5 < time.monotonic() - t0 < 15
+
+
+def test_muster_serve_and_status(tmp_path):
+    """A standalone `muster serve` outlives the job; `muster status` shows phase, nodes,
+    ranks, restart history and root cause."""
+    from multinode import free_port
+    port = free_port()
+    serve = subprocess.Popen([str(MUSTER), "serve", "--port", str(port), "--rdzv-id", "sj"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=muster_env())
+    assert serve.stdout.readline().startswith("muster serve: listening")
+    try:
+        common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "sj", "--nnodes", "2",
+                  "--max-restarts", "1", "--no-python", str(FAKE), "sleep=1",
+                  "if-attempt=0", "if-global-rank=1", "exit=137", "sleep=1", "if-attempt=1",
+                  "if-global-rank=0", "exit=3", "sleep=5"]
+        agents = [subprocess.Popen([str(MUSTER), "run", *common], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=muster_env())
+                  for _ in range(2)]
+        status = [str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "sj"]
+
+        def snapshot():
+            r = subprocess.run([*status, "--json"], capture_output=True, text=True, timeout=20)
+            return json.loads(r.stdout) if r.returncode == 0 else None
+
+        running = wait_for(lambda: (s := snapshot()) and s["phase"] == "Running" and s, 20,
+                           what="phase Running")
+        assert sorted(n["group_rank"] for n in running["nodes"]) == [0, 1]
+        for rc in (a.wait(60) for a in agents):
+            assert rc == 3
+        final = snapshot()
+        assert final["phase"] == "Failed" and final["restarts_used"] == 1
+        assert final["history"][0]["counted"] and final["history"][0]["failure"]["code"] == 137
+        assert final["root_cause"]["rank"] == 0 and final["root_cause"]["code"] == 3
+        table = subprocess.run(status, capture_output=True, text=True, timeout=20).stdout
+        assert "job sj: Failed" in table and "outcome: exit 3" in table
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(20) == 0
+    unknown = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                              "--rdzv-id", "sj", "--timeout", "2"], capture_output=True,
+                             text=True, timeout=30)
+    assert unknown.returncode == 138 and "127.0.0.1" in unknown.stderr

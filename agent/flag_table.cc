@@ -1,0 +1,112 @@
+#include "agent/flag_table.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace muster {
+namespace {
+
+const FlagSpec* FindFlag(std::string_view word, absl::Span<const FlagSpec> specs) {
+  for (const FlagSpec& f : specs) {
+    std::string dash = absl::StrCat("--", f.name);
+    std::string under = absl::StrReplaceAll(dash, {{"-", "_"}});
+    under.replace(0, 2, "--");
+    if (word == dash || word == under) return &f;
+    if (f.short_name != 0 && word.size() == 2 && word[0] == '-' && word[1] == f.short_name) {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
+absl::Status Invalid(std::string_view where, std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(absl::string_view(where.data(), where.size()),
+                                                 ": ",
+                                                 absl::string_view(what.data(), what.size())));
+}
+
+}  // namespace
+
+absl::StatusOr<SplitArgs> SplitFlags(const std::vector<std::string>& args,
+                                     absl::Span<const FlagSpec> specs,
+                                     std::string_view subcommand) {
+  SplitArgs out;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-' || a == "-") break;
+    std::string word = a, value;
+    bool has_inline = false;
+    size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      word = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_inline = true;
+    }
+    const FlagSpec* f = FindFlag(word, specs);
+    if (f == nullptr) {
+      return Invalid(
+          word, absl::StrCat("unknown flag; see `",
+                             absl::string_view(subcommand.data(), subcommand.size()), " --help`"));
+    }
+    if (f->takes_value) {
+      if (!has_inline) {
+        if (i + 1 >= args.size()) return Invalid(word, "needs a value");
+        value = args[++i];
+      }
+    } else {
+      if (has_inline) return Invalid(word, "is a switch and takes no value");
+      value = "1";
+    }
+    out.given[f->name] = value;
+  }
+  out.rest.assign(args.begin() + i, args.end());
+  return out;
+}
+
+bool HelpRequested(const std::vector<std::string>& args, absl::Span<const FlagSpec> specs) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") return true;
+    if (a == "--" || a.empty() || a[0] != '-') return false;  // the command starts here
+    const FlagSpec* f = FindFlag(a, specs);
+    if (f != nullptr && f->takes_value && a.find('=') == std::string::npos) ++i;  // its value
+  }
+  return false;
+}
+
+std::string FlagHelp(absl::Span<const FlagSpec> specs) {
+  std::string out, group;
+  for (const FlagSpec& f : specs) {
+    if (group != f.group) {
+      group = f.group;
+      absl::StrAppend(&out, "\n", group, ":\n");
+    }
+    std::string names = f.short_name
+                            ? absl::StrCat("-", std::string(1, f.short_name), ", --", f.name)
+                            : absl::StrCat("    --", f.name);
+    if (f.takes_value) absl::StrAppend(&names, " V");
+    absl::StrAppend(&out, "  ", names, std::string(names.size() < 30 ? 30 - names.size() : 1, ' '),
+                    f.help, " (default: ", f.default_text, ")\n");
+  }
+  return out;
+}
+
+std::optional<std::pair<std::string, std::string>> FlagValues::Get(const char* name) const {
+  auto g = args_.given.find(name);
+  if (g != args_.given.end()) return std::make_pair(g->second, absl::StrCat("--", name));
+  std::string suffix = absl::AsciiStrToUpper(absl::StrReplaceAll(name, {{"-", "_"}}));
+  for (const char* prefix : {"MUSTER_", "PET_"}) {
+    std::string var = absl::StrCat(prefix, suffix);
+    auto e = env_.find(var);
+    if (e != env_.end()) return std::make_pair(e->second, var);
+  }
+  return std::nullopt;
+}
+
+}  // namespace muster

@@ -1,0 +1,161 @@
+// `muster status`: one job's status from the rendezvous server, as a table or JSON.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/flag_table.h"
+#include "agent/subcommands.h"
+#include "nlohmann/json.hpp"
+#include "rendezvous/grpc/job_status_client.h"
+
+namespace muster {
+namespace {
+
+constexpr FlagSpec kStatusFlags[] = {
+    {"rdzv-endpoint", 0, true, "Status", "required", "HOST[:PORT] of the rendezvous server"},
+    {"rdzv-id", 0, true, "Status", "none", "the job's run id"},
+    {"json", 0, false, "Status", "off", "print JSON instead of a table"},
+    {"token-file", 0, true, "Security", "MUSTER_TOKEN", "file with the shared secret"},
+    {"tls-ca", 0, true, "Security", "none", "PEM CA of the server's certificate"},
+    {"timeout", 0, true, "Status", "10", "seconds to wait for the server"},
+};
+
+nlohmann::json FailureJson(const rdzv::Failure& f) {
+  return {{"node_id", f.node_id},
+          {"host", f.host},
+          {"rank", f.rank},
+          {"local_rank", f.local_rank},
+          {"pid", f.pid},
+          {"code", f.code},
+          {"what", f.what},
+          {"message", f.message},
+          {"restartable", f.restartable}};
+}
+
+nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
+  nlohmann::json j = {{"run_id", s.run_id},
+                      {"phase", rdzv::JobPhaseName(s.phase)},
+                      {"round", s.round},
+                      {"restarts_used", s.restarts_used},
+                      {"max_restarts", s.max_restarts},
+                      {"min_nodes", s.min_nodes},
+                      {"max_nodes", s.max_nodes},
+                      {"nodes", nlohmann::json::array()},
+                      {"history", nlohmann::json::array()}};
+  for (const rdzv::NodeStatus& n : s.nodes) {
+    nlohmann::json node = {{"node_id", n.node_id},
+                           {"host", n.host},
+                           {"address", n.address},
+                           {"group_rank", n.group_rank},
+                           {"local_world_size", n.local_world_size},
+                           {"last_heartbeat", absl::FormatTime(n.last_heartbeat)}};
+    if (n.group_rank >= 0) {
+      int base = 0;
+      for (const rdzv::NodeInfo& p : s.participants) {
+        if (p.node_id == n.node_id) break;
+        base += p.local_world_size;
+      }
+      node["ranks"] = {base, base + n.local_world_size - 1};
+    }
+    j["nodes"].push_back(node);
+  }
+  for (const rdzv::RestartRecord& r : s.history) {
+    nlohmann::json h = {{"round", r.round},
+                        {"time", absl::FormatTime(r.time)},
+                        {"reason", r.reason},
+                        {"counted", r.counted}};
+    if (r.failure) h["failure"] = FailureJson(*r.failure);
+    j["history"].push_back(h);
+  }
+  if (s.outcome) {
+    j["outcome"] = {{"exit_code", s.outcome->exit_code}, {"reason", s.outcome->reason}};
+    if (s.outcome->root_cause) j["root_cause"] = FailureJson(*s.outcome->root_cause);
+  }
+  return j;
+}
+
+void PrintTable(const nlohmann::json& j, bool color) {
+  auto paint = [&](const std::string& phase) {
+    if (!color) return phase;
+    const char* c = phase == "Running" || phase == "Succeeded" ? "32"
+                    : phase == "Failed"                        ? "31"
+                                                               : "33";
+    return absl::StrCat("\033[", c, "m", phase, "\033[0m");
+  };
+  std::printf("job %s: %s, round %d, restarts %d of %d, nodes %zu (min %d, max %d)\n",
+              j["run_id"].get<std::string>().c_str(), paint(j["phase"].get<std::string>()).c_str(),
+              j["round"].get<int>(), j["restarts_used"].get<int>(), j["max_restarts"].get<int>(),
+              j["nodes"].size(), j["min_nodes"].get<int>(), j["max_nodes"].get<int>());
+  std::printf("%-6s %-24s %-18s %-12s %s\n", "GROUP", "HOST", "ADDRESS", "RANKS", "NODE");
+  for (const auto& n : j["nodes"]) {
+    std::string ranks = n.contains("ranks")
+                            ? absl::StrCat(n["ranks"][0].get<int>(), "-", n["ranks"][1].get<int>())
+                            : "waiting";
+    std::string group =
+        n["group_rank"].get<int>() >= 0 ? std::to_string(n["group_rank"].get<int>()) : "-";
+    std::printf("%-6s %-24s %-18s %-12s %s\n", group.c_str(), n["host"].get<std::string>().c_str(),
+                n["address"].get<std::string>().c_str(), ranks.c_str(),
+                n["node_id"].get<std::string>().c_str());
+  }
+  for (const auto& h : j["history"]) {
+    std::printf("restart after round %d%s: %s\n", h["round"].get<int>(),
+                h["counted"].get<bool>() ? " (counted)" : "",
+                h["reason"].get<std::string>().c_str());
+  }
+  if (j.contains("outcome")) {
+    std::printf("outcome: exit %d: %s\n", j["outcome"]["exit_code"].get<int>(),
+                j["outcome"]["reason"].get<std::string>().c_str());
+  }
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "muster status: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int StatusCommand(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env) {
+  if (HelpRequested(args, kStatusFlags)) {
+    std::printf("Usage: muster status --rdzv-endpoint H[:P] --rdzv-id ID [--json]\n%s",
+                FlagHelp(kStatusFlags).c_str());
+    return 0;
+  }
+  absl::StatusOr<SplitArgs> split = SplitFlags(args, kStatusFlags, "muster status");
+  if (!split.ok()) return Usage(std::string(split.status().message()));
+  FlagValues values(*std::move(split), env);
+  auto endpoint = values.Get("rdzv-endpoint");
+  if (!endpoint) return Usage("--rdzv-endpoint: missing; give HOST[:PORT] of the rendezvous");
+  rdzv::JobStatusQuery query;
+  query.endpoint = endpoint->first;
+  if (query.endpoint.find(':') == std::string::npos) query.endpoint += ":29400";
+  query.run_id = values.Get("rdzv-id") ? values.Get("rdzv-id")->first : "none";
+  if (auto t = env.find("MUSTER_TOKEN"); t != env.end()) query.token = t->second;
+  if (auto ca = values.Get("tls-ca")) query.tls_ca_file = ca->first;
+  if (auto t = values.Get("timeout")) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(t->first, &seconds) || seconds <= 0) {
+      return Usage(absl::StrCat(t->second, ": '", t->first, "' is not a positive number"));
+    }
+    query.timeout = absl::Seconds(seconds);
+  }
+  absl::StatusOr<rdzv::JobStatusSnapshot> status = rdzv::GetJobStatus(query);
+  if (!status.ok()) {
+    std::fprintf(stderr, "muster status: cannot get job %s from %s: %s\n", query.run_id.c_str(),
+                 query.endpoint.c_str(), std::string(status.status().message()).c_str());
+    return status.status().code() == absl::StatusCode::kNotFound ? 1 : 138;
+  }
+  nlohmann::json j = ToJson(*status);
+  if (values.Get("json")) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    PrintTable(j, isatty(STDOUT_FILENO));
+  }
+  return 0;
+}
+
+}  // namespace muster

@@ -1,0 +1,20 @@
+// The subcommands besides `run`: `muster serve` (a standalone rendezvous server) and
+// `muster status` (a job's status from the rendezvous server). Each returns the process
+// exit code; flag errors print a message naming the flag and return 2.
+#ifndef MUSTER_AGENT_SUBCOMMANDS_H_
+#define MUSTER_AGENT_SUBCOMMANDS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace muster {
+
+int ServeCommand(const std::vector<std::string>& args,
+                 const std::map<std::string, std::string>& env);
+int StatusCommand(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env);
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_SUBCOMMANDS_H_

@@ -119,7 +119,9 @@ void JobRegistry::WorkersStopped(const std::string& node_id, int round, int stor
 
 void JobRegistry::NodeLost(const std::string& node_id, const std::string& why) {
   WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
-    spdlog::info("rendezvous: node {} of job {} lost: {}", node_id, job.spec().run_id, why);
+    // After the outcome every agent hangs up: that is the normal end, not news.
+    spdlog::log(job.phase() == Job::Phase::kFinished ? spdlog::level::debug : spdlog::level::info,
+                "rendezvous: node {} of job {} lost: {}", node_id, job.spec().run_id, why);
     job.NodeLost(node_id, why, now, out);
   });
   {

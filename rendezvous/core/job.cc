@@ -10,6 +10,8 @@
 namespace muster::rdzv {
 namespace {
 
+constexpr int kProgressBroadcastLimit = 64;
+
 std::string Seconds(absl::Duration d) {
   return absl::StrCat(static_cast<int64_t>(absl::ToDoubleSeconds(d) + 0.5), " s");
 }
@@ -113,7 +115,16 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
       }
       MaybeCompleteRound(now, out);
       if (phase_ == Phase::kGathering) {
-        out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id, ProgressText(now)));
+        // Everyone waiting hears how far the gathering is, up to a size where telling
+        // all of them on every join would make a round O(n^2) in messages.
+        std::string text = ProgressText(now);
+        if (LiveCount() <= kProgressBroadcastLimit) {
+          for (const auto& [id, n] : nodes_) {
+            out->push_back(MakeEvent(Event::Kind::kProgress, id, text));
+          }
+        } else {
+          out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id, text));
+        }
       }
       break;
     case Phase::kRunning:

@@ -71,7 +71,9 @@ TEST(JobTest, RoundFormsAtMaxWithRanksInArrivalOrder) {
   JobHarness h(Spec(3, 3));
   ASSERT_TRUE(h.Join("1").ok());
   ASSERT_TRUE(h.Join("2").ok());
-  EXPECT_EQ(h.Last("1", Event::Kind::kProgress)->text.substr(0, 14), "joined 1/3 nod");
+  // Every waiting node hears each join, not only the joiner.
+  EXPECT_EQ(h.Last("1", Event::Kind::kProgress)->text.substr(0, 14), "joined 2/3 nod");
+  EXPECT_EQ(h.Last("2", Event::Kind::kProgress)->text.substr(0, 14), "joined 2/3 nod");
   EXPECT_EQ(h.job().phase(), Job::Phase::kGathering);
   ASSERT_TRUE(h.Join("3", -1, 4).ok());
   EXPECT_EQ(h.job().phase(), Job::Phase::kRunning);

@@ -143,6 +143,7 @@ absl::Status Agent::Setup() {
   if (gethostname(host, sizeof(host) - 1) != 0) return ErrnoStatus("gethostname", errno);
   hostname_ = host;
   ASSIGN_OR_RETURN(events_, EventLog::Open(config_.event_log));
+  status_file_ = std::make_unique<StatusFile>(config_.status_file);
   // Order matters: signals are blocked before the watchdog forks and before any thread
   // starts, so none of them ever receives the job's signals asynchronously.
   ASSIGN_OR_RETURN(signal_fd_, BlockAndOpenSignalFd(config_.signals_to_handle));
@@ -178,6 +179,10 @@ absl::Status Agent::Setup() {
     RETURN_IF_ERROR(SetupGrpcRendezvous());
   }
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
+  if (config_.health_port >= 0) {
+    ASSIGN_OR_RETURN(health_,
+                     rdzv::HealthServer::Start(absl::StrCat("[::]:", config_.health_port)));
+  }
   return absl::OkStatus();
 }
 
@@ -289,6 +294,7 @@ void Agent::ReapChildren() {
 }
 
 void Agent::OnWorkerExit(const WorkerExit& e) {
+  Publish(group_->running() ? "Running" : "Stopping");
   if (e.while_stopping || !group_->running()) {
     spdlog::debug("local rank {} (pid {}) stopped: {}", e.placement.local_rank, e.pid, e.what);
     return;
@@ -331,6 +337,7 @@ void Agent::StopWorkers(StopCause cause, int sig) {
   if (!group_->stopping() || cause == StopCause::kExiting) stop_cause_ = cause;
   stop_pending_ = true;
   group_->Stop(sig);
+  Publish("Stopping");
 }
 
 void Agent::OnWorkersStopped() {
@@ -417,6 +424,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   round_ = a.round;
   restart_count_ = a.restart_count;
   job_asked_stop_ = false;
+  assignment_ = a;
   // Only group rank 0's store serves the round; the others close theirs.
   if (a.group_rank != 0) store_.reset();
   RoundInfo round;
@@ -442,7 +450,9 @@ void Agent::StartRound(const rdzv::Assignment& a) {
       group_->Start(a.group_rank, a.rank_base, a.world_size, a.group_world_size, round);
   if (!st.ok()) {
     ExitAfterStop(1, absl::StrCat("cannot start workers: ", st.message()), true, SIGKILL);
+    return;
   }
+  Publish("Running");
 }
 
 void Agent::OnRendezvousError(const absl::Status& error) {
@@ -464,9 +474,47 @@ void Agent::ExitAfterStop(int code, std::string summary, bool error, int sig) {
   }
 }
 
+void Agent::Publish(const std::string& phase) {
+  if (health_) health_->SetServing(phase == "Running");
+  nlohmann::json doc = {{"phase", phase},
+                        {"run_id", run_id_},
+                        {"node_id", node_.node_id},
+                        {"host", hostname_},
+                        {"round", round_},
+                        {"restart_count", restart_count_},
+                        {"max_restarts", config_.max_restarts},
+                        {"time", absl::FormatTime(absl::Now())},
+                        {"workers", nlohmann::json::array()}};
+  if (assignment_) {
+    doc["group_rank"] = assignment_->group_rank;
+    doc["group_world_size"] = assignment_->group_world_size;
+    doc["world_size"] = assignment_->world_size;
+    doc["master"] = absl::StrCat(assignment_->master_addr, ":", assignment_->master_port);
+  }
+  for (const WorkerGroup::WorkerView& w : group_->Workers()) {
+    nlohmann::json worker = {{"rank", w.placement.rank},
+                             {"local_rank", w.placement.local_rank},
+                             {"pid", w.pid},
+                             {"state", w.status ? "exited" : "running"}};
+    if (w.status) worker["code"] = w.status->code();
+    doc["workers"].push_back(worker);
+  }
+  if (outcome_) {
+    doc["exit_code"] = outcome_->exit_code;
+    doc["reason"] = outcome_->reason;
+    if (outcome_->root_cause) {
+      const rdzv::Failure& f = *outcome_->root_cause;
+      doc["root_cause"] = {{"rank", f.rank}, {"host", f.host}, {"pid", f.pid},
+                           {"code", f.code}, {"what", f.what}, {"message", f.message}};
+    }
+  }
+  status_file_->Write(doc);
+}
+
 void Agent::Finish(int code) {
   if (exit_code_) return;
   exit_code_ = code;
+  Publish(code == 0 ? "Succeeded" : "Failed");
   nlohmann::json fields = {{"exit_code", code}, {"attempt", restart_count_}, {"round", round_}};
   if (outcome_ && outcome_->root_cause) {
     const rdzv::Failure& f = *outcome_->root_cause;
@@ -496,6 +544,7 @@ int Agent::Run() {
   spec.heartbeat_misses = config_.heartbeat_misses;
   // Agents stop their workers within --shutdown-timeout plus the SIGKILL grace.
   spec.stop_timeout = config_.shutdown_timeout + absl::Seconds(30);
+  Publish("Rendezvous");
   rdzv_->Start(
       node_, spec, [this](const rdzv::Event& e) { OnRendezvousEvent(e); },
       [this](const absl::Status& s) { OnRendezvousError(s); });
@@ -524,6 +573,15 @@ int Agent::Run() {
   while (waitpid(watchdog_->pid(), &wstatus, 0) < 0 && errno == EINTR) {
   }
   if (remove_log_root_) RemoveTree(log_root_);
+  if (!config_.termination_log.empty() && !summary_.empty()) {
+    // Kubernetes shows this file in `kubectl describe pod`. Written in place (it is often
+    // a bind mount, which rename cannot replace).
+    FILE* f = std::fopen(config_.termination_log.c_str(), "w");
+    if (f == nullptr || std::fprintf(f, "%s\n", summary_.c_str()) < 0 || std::fclose(f) != 0) {
+      spdlog::warn("cannot write --termination-log {}: {}", config_.termination_log,
+                   strerror(errno));
+    }
+  }
   if (summary_is_error_) {
     spdlog::error("{}", summary_);
   } else if (!summary_.empty()) {

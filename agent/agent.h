@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "agent/config.h"
 #include "agent/event_log.h"
+#include "agent/status_file.h"
 #include "agent/worker_group.h"
 #include "base/event_loop.h"
 #include "base/unique_fd.h"
@@ -31,6 +32,7 @@
 #include "rendezvous/c10d/store_server.h"
 #include "rendezvous/client.h"
 #include "rendezvous/core/types.h"
+#include "rendezvous/grpc/health_server.h"
 #include "rendezvous/grpc/server.h"
 
 namespace muster {
@@ -66,6 +68,8 @@ class Agent {
   // Stops what runs (with `sig`), then exits with `code`, logging `summary` last.
   void ExitAfterStop(int code, std::string summary, bool error, int sig = SIGTERM);
   void Finish(int code);
+  // Rewrites --status-file and the health service's state for `phase`.
+  void Publish(const std::string& phase);
 
   Config config_;
   std::string hostname_;
@@ -74,6 +78,9 @@ class Agent {
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<ConsoleWriter> console_;
   std::unique_ptr<EventLog> events_;
+  std::unique_ptr<StatusFile> status_file_;
+  std::unique_ptr<rdzv::HealthServer> health_;
+  std::optional<rdzv::Assignment> assignment_;  // the current round's
   std::unique_ptr<c10d::StoreServer> store_;
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<rdzv::RendezvousServer> server_;  // when this node hosts the rendezvous

@@ -70,7 +70,10 @@ struct Config {
   std::set<int> local_ranks_filter;  // empty: all ranks on the console
   std::string log_line_prefix_template = "[${role_name}${local_rank}]:";
   std::string log_level = "info";
-  std::string event_log;  // JSON lines of the agent's transitions; empty: none
+  std::string event_log;        // JSON lines of the agent's transitions; empty: none
+  std::string status_file;      // JSON, replaced atomically on each transition; empty: none
+  std::string termination_log;  // one line with the outcome at exit; empty: none
+  int health_port = -1;         // grpc.health.v1; -1: none
 
   // The environment workers inherit (the agent's own), before the torchrun set is added.
   std::map<std::string, std::string> worker_env_base;

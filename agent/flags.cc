@@ -79,6 +79,12 @@ constexpr FlagSpec kFlags[] = {
      "console prefix; ${role_name} ${local_rank} ${rank} ${hostname}"},
     {"log-level", 0, true, "Output", "info", "agent log level (also LOGLEVEL)"},
     {"event-log", 0, true, "Output", "none", "append the agent's transitions as JSON lines"},
+    {"status-file", 0, true, "Health", "none",
+     "this node's status as JSON, replaced atomically on every transition"},
+    {"termination-log", 0, true, "Health", "/dev/termination-log if present",
+     "one line with the root cause (or success) written at exit"},
+    {"health-port", 0, true, "Health", "none",
+     "grpc.health.v1 here: NOT_SERVING until the workers run"},
     {"dry-run", 0, false, "Other", "off", "print the resolved configuration and exit"},
 };
 
@@ -540,6 +546,21 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
     c.event_log = v;
     return absl::OkStatus();
   }));
+  RETURN_IF_ERROR(with("status-file", [&](const std::string& v, const std::string&) {
+    c.status_file = v;
+    return absl::OkStatus();
+  }));
+  if (access("/dev/termination-log", W_OK) == 0) c.termination_log = "/dev/termination-log";
+  RETURN_IF_ERROR(with("termination-log", [&](const std::string& v, const std::string&) {
+    c.termination_log = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(
+      with("health-port", [&](const std::string& v, const std::string& w) -> absl::Status {
+        ASSIGN_OR_RETURN(c.health_port, ParseNonNegative(w, v));
+        if (c.health_port > 65535) return Invalid(w, absl::StrCat("'", v, "' is not a port"));
+        return absl::OkStatus();
+      }));
   if (auto e = env.find("PYTHON_EXEC"); e != env.end() && !e->second.empty()) {
     c.python_exec = e->second;
   }

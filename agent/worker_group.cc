@@ -157,6 +157,12 @@ bool WorkerGroup::OnChildExited(pid_t pid, int wstatus) {
   return true;
 }
 
+std::vector<WorkerGroup::WorkerView> WorkerGroup::Workers() const {
+  std::vector<WorkerView> out;
+  for (const Worker& w : workers_) out.push_back(WorkerView{w.placement, w.pid, w.status});
+  return out;
+}
+
 void WorkerGroup::ResumeOutput() {
   for (Worker& w : workers_) {
     if (w.output) w.output->ResumeIfRoom();

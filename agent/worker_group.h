@@ -71,6 +71,14 @@ class WorkerGroup {
   // The console has room again: resume reading paused output pipes.
   void ResumeOutput();
 
+  // What each worker of the current (or last) round is doing, for status reports.
+  struct WorkerView {
+    WorkerPlacement placement;
+    pid_t pid = 0;
+    std::optional<ExitStatus> status;  // unset while it runs
+  };
+  std::vector<WorkerView> Workers() const;
+
   bool running() const { return state_ == State::kRunning; }
   bool stopping() const { return state_ == State::kStopping; }
   bool AllSucceeded() const;

@@ -1,0 +1,40 @@
+#include "agent/status_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "base/errno_status.h"
+#include "base/log_format.h"
+#include "base/unique_fd.h"
+#include "spdlog/spdlog.h"
+
+namespace muster {
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  std::string tmp = path + ".tmp";
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) return ErrnoStatus("open " + tmp, errno);
+  size_t off = 0;
+  while (off < content.size()) {
+    ssize_t n = write(fd.get(), content.data() + off, content.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus("write " + tmp, errno);
+    off += n;
+  }
+  fd.reset();
+  if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
+  return absl::OkStatus();
+}
+
+void StatusFile::Write(const nlohmann::json& doc) {
+  if (path_.empty()) return;
+  absl::Status st = WriteFileAtomically(path_, doc.dump(2) + "\n");
+  if (!st.ok() && !warned_) {
+    warned_ = true;
+    spdlog::warn("cannot write --status-file: {}", st.message());
+  }
+}
+
+}  // namespace muster

@@ -1,0 +1,31 @@
+// StatusFile: the agent's view of the job as one JSON document (--status-file), replaced
+// atomically on every transition (write to a temporary file in the same directory, then
+// rename), so a reader polling it never sees a partial file. Not thread-safe.
+#ifndef MUSTER_AGENT_STATUS_FILE_H_
+#define MUSTER_AGENT_STATUS_FILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+
+namespace muster {
+
+// Writes `doc` to `path` atomically. A failed write leaves the previous document in place.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
+
+class StatusFile {
+ public:
+  explicit StatusFile(std::string path) : path_(std::move(path)) {}
+  // Write errors are logged once and otherwise ignored: reporting must never stop
+  // supervision.
+  void Write(const nlohmann::json& doc);
+
+ private:
+  std::string path_;
+  bool warned_ = false;
+};
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_STATUS_FILE_H_

@@ -1,0 +1,32 @@
+// HealthServer: grpc.health.v1 on its own port, for Kubernetes gRPC probes of an agent
+// (--health-port). Reports NOT_SERVING until SetServing(true) (the agent's workers run).
+// gRPC types stay behind this header. Thread-safe.
+#ifndef MUSTER_RENDEZVOUS_GRPC_HEALTH_SERVER_H_
+#define MUSTER_RENDEZVOUS_GRPC_HEALTH_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace muster::rdzv {
+
+class HealthServer {
+ public:
+  // `listen_address` like "[::]:8081". Unavailable when it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(const std::string& listen_address);
+  ~HealthServer();
+
+  int port() const;
+  // For the overall service ("") and "muster.v1.Agent".
+  void SetServing(bool serving);
+
+ private:
+  class Impl;
+  explicit HealthServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace muster::rdzv
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_HEALTH_SERVER_H_

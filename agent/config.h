@@ -55,7 +55,8 @@ struct Config {
   absl::Duration last_call_timeout = absl::Seconds(30);
   absl::Duration heartbeat_interval = absl::Seconds(5);
   int heartbeat_misses = 3;
-  std::string token;  // MUSTER_TOKEN or --token-file contents; never printed
+  std::string token;       // MUSTER_TOKEN or --token-file contents; never printed
+  std::string convention;  // operator convention detected in the environment, if any
   std::string tls_cert, tls_key, tls_ca;
 
   int max_restarts = 0;

@@ -56,6 +56,14 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
                         "VC_TASK_INDEX", "POD_IP", "CUDA_VISIBLE_DEVICES", "PYTHON_EXEC"}) {
     if (env.count(k)) detected.push_back(k);
   }
+  line("operator convention", c.convention.empty() ? std::string("none") : c.convention);
+  if (!c.rdzv_host_name.empty()) {
+    line("rendezvous",
+         absl::StrCat(c.rdzv_host_name, ":", c.rdzv_port, ", hosted here: ", c.rdzv_hosting,
+                      c.node_rank >= 0 ? absl::StrCat(", node rank ", c.node_rank)
+                                       : std::string(", node rank by arrival"),
+                      c.token.empty() ? "" : ", token required"));
+  }
   line("env sources detected",
        detected.empty() ? std::string("none") : absl::StrJoin(detected, " "));
   line("command", absl::StrJoin(BuildWorkerArgv(c), " "));

@@ -20,6 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/conventions.h"
 #include "agent/flag_table.h"
 #include "base/duration.h"
 #include "base/status_macros.h"
@@ -282,6 +283,7 @@ absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
       *field = v->first;
     }
   }
+  RETURN_IF_ERROR(ApplyOperatorConventions(env, c));
   if (c->tls_cert.empty() != c->tls_key.empty()) {
     return Invalid("--tls-cert/--tls-key", "give both or neither");
   }

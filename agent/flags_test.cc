@@ -89,3 +89,59 @@ TEST(FlagsTest, HelpMentionsEveryGroupAndDefaults) {
 
 }  // namespace
 }  // namespace muster
+
+namespace muster {
+namespace {
+
+TEST(ConventionsTest, KubeflowPetVariables) {
+  std::map<std::string, std::string> env = {
+      {"PET_NNODES", "3"},          {"PET_NODE_RANK", "0"},       {"PET_NPROC_PER_NODE", "2"},
+      {"PET_MASTER_ADDR", "job-m"}, {"PET_MASTER_PORT", "23456"}, {"MASTER_ADDR", "job-m"},
+      {"MASTER_PORT", "23456"},     {"WORLD_SIZE", "6"},          {"RANK", "0"}};
+  auto c = ParseRunFlags({"--no-python", "true"}, env, {4, 0});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_nodes, 3);  // PET_NNODES, not the pod-level WORLD_SIZE of 6
+  EXPECT_EQ(c->nproc_per_node, 2);
+  EXPECT_EQ(c->node_rank, 0);
+  EXPECT_EQ(c->rdzv_host_name, "job-m");
+  EXPECT_EQ(c->rdzv_port, 23456);
+  EXPECT_EQ(c->rdzv_hosting, "true");  // rank 0 hosts the rendezvous
+  EXPECT_NE(c->convention.find("Kubeflow"), std::string::npos);
+}
+
+TEST(ConventionsTest, VolcanoAndT9kWorldSizeIsNodeCount) {
+  std::map<std::string, std::string> env = {
+      {"MASTER_ADDR", "m"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "4"}, {"RANK", "2"}};
+  auto c = ParseRunFlags({"--nproc-per-node", "8", "--no-python", "true"}, env, {4, 0});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_nodes, 4);
+  EXPECT_EQ(c->node_rank, 2);
+  EXPECT_EQ(c->rdzv_hosting, "auto");
+  EXPECT_EQ(c->nproc_per_node, 8);
+}
+
+TEST(ConventionsTest, FlagsWinOverConventions) {
+  std::map<std::string, std::string> env = {
+      {"MASTER_ADDR", "m"}, {"WORLD_SIZE", "4"}, {"RANK", "2"}, {"JOB_COMPLETION_INDEX", "3"}};
+  auto c = ParseRunFlags(
+      {"--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "x:1", "--no-python", "true"}, env,
+      {4, 0});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_nodes, 2);
+  EXPECT_EQ(c->node_rank, 1);
+  EXPECT_EQ(c->rdzv_host_name, "x");
+}
+
+TEST(ConventionsTest, IndexedJobGivesRankAndRankOutsideNodesIsNamed) {
+  auto c = ParseRunFlags({"--nnodes", "4", "--rdzv-endpoint", "job-0.svc", "--no-python", "true"},
+                         {{"JOB_COMPLETION_INDEX", "3"}}, {4, 0});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->node_rank, 3);
+  auto bad = ParseRunFlags({"--no-python", "true"},
+                           {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "2"}, {"RANK", "5"}}, {4, 0});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("RANK"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace muster

@@ -1,0 +1,92 @@
+#include "agent/conventions.h"
+
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace muster {
+namespace {
+
+const std::string* Find(const std::map<std::string, std::string>& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+// Already validated as non-negative integers by the flag parser (kNumericNodeVars).
+int Int(const std::string& s) {
+  int v = 0;
+  (void)absl::SimpleAtoi(s, &v);
+  return v;
+}
+
+}  // namespace
+
+absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env, Config* c) {
+  std::string name;
+  if (Find(env, "PET_NNODES") || Find(env, "PET_MASTER_ADDR")) {
+    name = "Kubeflow PyTorchJob";
+  } else if (Find(env, "VC_TASK_INDEX") || Find(env, "VK_TASK_INDEX")) {
+    name = "Volcano";
+  } else if (Find(env, "JOB_COMPLETION_INDEX")) {
+    name = "Indexed Job";
+  } else if (Find(env, "MASTER_ADDR") && Find(env, "WORLD_SIZE") && Find(env, "RANK")) {
+    name = "MASTER_ADDR/WORLD_SIZE/RANK (T9k, Volcano pytorch plugin, Kubeflow)";
+  } else {
+    return absl::OkStatus();
+  }
+  std::vector<std::string> used;
+  auto unset = [&](const char* flag) { return c->sources.count(flag) == 0; };
+
+  // Node count: pod-level WORLD_SIZE counts pods (Kubeflow's PET_NNODES, when present, was
+  // already taken by the flag parser and wins).
+  if (unset("nnodes")) {
+    if (const std::string* ws = Find(env, "WORLD_SIZE"); ws && name != "Kubeflow PyTorchJob") {
+      c->min_nodes = c->max_nodes = Int(*ws);
+      c->sources["nnodes"] = "WORLD_SIZE";
+      used.push_back(absl::StrCat("nodes=", *ws, " (WORLD_SIZE)"));
+    }
+  }
+  // Node rank: RANK is the pod's index; the task index and completion index likewise.
+  if (unset("node-rank")) {
+    for (const char* var : {"RANK", "VC_TASK_INDEX", "VK_TASK_INDEX", "JOB_COMPLETION_INDEX"}) {
+      if (const std::string* v = Find(env, var)) {
+        c->node_rank = Int(*v);
+        c->sources["node-rank"] = var;
+        used.push_back(absl::StrCat("node rank=", *v, " (", var, ")"));
+        break;
+      }
+    }
+  }
+  // Endpoint: the master Pod's address; its agent hosts the rendezvous on that port.
+  if (unset("rdzv-endpoint") && c->max_nodes > 1) {
+    const std::string* addr = Find(env, "PET_MASTER_ADDR");
+    const std::string* port = Find(env, "PET_MASTER_PORT");
+    const char* from = "PET_MASTER_ADDR:PET_MASTER_PORT";
+    if (addr == nullptr) {
+      addr = Find(env, "MASTER_ADDR");
+      port = Find(env, "MASTER_PORT");
+      from = "MASTER_ADDR:MASTER_PORT";
+    }
+    if (addr != nullptr) {
+      c->rdzv_host_name = *addr;
+      if (port != nullptr) c->rdzv_port = Int(*port);
+      c->sources["rdzv-endpoint"] = from;
+      used.push_back(absl::StrCat("rendezvous at ", *addr, ":", c->rdzv_port, " (", from, ")"));
+      // The master Pod knows itself by rank 0 even when its hostname differs from the
+      // service name in MASTER_ADDR.
+      if (c->node_rank == 0 && unset("rdzv-host")) c->rdzv_hosting = "true";
+    }
+  }
+  if (c->node_rank >= c->max_nodes && c->max_nodes > 0 && c->node_rank >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c->sources["node-rank"], ": node rank ", c->node_rank, " is outside 0..", c->max_nodes - 1,
+        " (", c->sources.count("nnodes") ? c->sources["nnodes"] : "--nnodes", " says ",
+        c->max_nodes, " nodes)"));
+  }
+  c->convention = absl::StrCat(name, used.empty() ? "" : ": ", absl::StrJoin(used, ", "));
+  return absl::OkStatus();
+}
+
+}  // namespace muster

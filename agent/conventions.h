@@ -1,0 +1,34 @@
+// Operator conventions (DESIGN §4.8): what Kubernetes operators already put into a Pod's
+// environment, read as node-level facts so that users change only their Pod's command to
+// `muster run -- python train.py`.
+//
+//   Kubeflow PyTorchJob: PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_ADDR,
+//     PET_MASTER_PORT (the PET_* flags are read by the flag parser itself), and the
+//     pod-level MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK.
+//   Volcano (pytorch + env plugins), T9k PyTorchTrainingJob: MASTER_ADDR, MASTER_PORT,
+//     WORLD_SIZE (pods), RANK (pod index), VC_TASK_INDEX.
+//   Indexed Job / JobSet: JOB_COMPLETION_INDEX (node rank).
+//
+// They only fill what flags, MUSTER_* and PET_* left unset (precedence: flag > MUSTER_* >
+// conventions > default). The rendezvous endpoint becomes the master's address and port:
+// the master Pod (rank 0) hosts the rendezvous there. Pod-level RANK and WORLD_SIZE are
+// node rank and node count; they never reach workers as worker ranks.
+#ifndef MUSTER_AGENT_CONVENTIONS_H_
+#define MUSTER_AGENT_CONVENTIONS_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "agent/config.h"
+
+namespace muster {
+
+// Updates `config` (fields whose `config->sources` entry is absent) and sets
+// config->convention to a one-line description for --dry-run ("" when none applies).
+absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env,
+                                      Config* config);
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_CONVENTIONS_H_

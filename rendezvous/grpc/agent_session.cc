@@ -141,6 +141,8 @@ class AgentSession : public SessionReactor,
     registry_->NodeLost(node_id, why);
   }
 
+  void Close(const absl::Status& why) override { Refuse(why); }
+
   void Refuse(const absl::Status& error) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -224,7 +224,11 @@ class GrpcRendezvousClient::Impl {
     absl::Time started = absl::Now();
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = grpc_internal::ConnectWithBackoff(
         options_.endpoint, creds_, started, started + options_.join_timeout,
-        [this](absl::Duration d) { return SleepUnlessStopped(d); });
+        [this](absl::Duration d) { return SleepUnlessStopped(d); },
+        // The server declares us lost after interval x misses of silence; we declare it
+        // lost on the same scale (a ping every interval, an answer due within the rest).
+        spec_.heartbeat_interval,
+        spec_.heartbeat_interval * std::max(1, spec_.heartbeat_misses - 1));
     if (!channel.ok()) {
       if (!absl::IsCancelled(channel.status())) PostError(channel.status());
       return;

@@ -94,7 +94,8 @@ absl::StatusOr<Endpoint> ParseEndpoint(const std::string& endpoint) {
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
     const std::string& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
-    absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep) {
+    absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep,
+    absl::Duration keepalive_time, absl::Duration keepalive_timeout) {
   absl::StatusOr<Endpoint> parsed = ParseEndpoint(endpoint);
   if (!parsed.ok()) return parsed.status();
   std::mt19937 rng(std::random_device{}());
@@ -106,7 +107,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
     ++attempts;
     std::string reason = ResolveProblem(parsed->host);
     if (reason.empty()) {
-      std::shared_ptr<grpc::Channel> channel = MakeChannel(endpoint, creds);
+      std::shared_ptr<grpc::Channel> channel =
+          MakeChannel(endpoint, creds, keepalive_time, keepalive_timeout);
       bool stopped = false;
       reason = WaitConnected(*channel, std::min(deadline, absl::Now() + kAttemptTimeout), sleep,
                              &stopped);

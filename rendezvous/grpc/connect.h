@@ -32,9 +32,12 @@ using InterruptibleSleep = std::function<bool(absl::Duration d)>;
 // backoff from 100 ms to 2 s (jittered) until `deadline`: Unavailable then, naming the
 // last reason; Cancelled when `sleep` reports a stop. `started` is when the wait began
 // (for the "12 s of 600 s" progress line).
+// `keepalive_time`/`keepalive_timeout`: see MakeChannel.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
     const std::string& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
-    absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep);
+    absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep,
+    absl::Duration keepalive_time = absl::ZeroDuration(),
+    absl::Duration keepalive_timeout = absl::ZeroDuration());
 
 }  // namespace muster::rdzv::grpc_internal
 

@@ -76,8 +76,17 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint,
-                                           std::shared_ptr<grpc::ChannelCredentials> creds) {
+                                           std::shared_ptr<grpc::ChannelCredentials> creds,
+                                           absl::Duration keepalive_time,
+                                           absl::Duration keepalive_timeout) {
   grpc::ChannelArguments args;
+  if (keepalive_time > absl::ZeroDuration()) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, absl::ToInt64Milliseconds(keepalive_time));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                std::max<int64_t>(100, absl::ToInt64Milliseconds(keepalive_timeout)));
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // unlimited
+  }
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);

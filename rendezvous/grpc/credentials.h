@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace muster::rdzv::grpc_internal {
 
@@ -27,9 +28,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     const std::string& ca_file, const std::string& cert_file, const std::string& key_file);
 
 // A channel with reconnect and DNS backoff short enough for a rendezvous (gRPC's
-// defaults wait up to 2 minutes between attempts and 30 s between resolutions).
+// defaults wait up to 2 minutes between attempts and 30 s between resolutions). With a
+// non-zero `keepalive_time` the transport pings the server that often and drops the
+// connection (failing its streams) when no answer comes within `keepalive_timeout`: how
+// an agent cut off by a partition learns that it lost the server.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint,
-                                           std::shared_ptr<grpc::ChannelCredentials> creds);
+                                           std::shared_ptr<grpc::ChannelCredentials> creds,
+                                           absl::Duration keepalive_time = absl::ZeroDuration(),
+                                           absl::Duration keepalive_timeout = absl::ZeroDuration());
 
 // Unauthenticated (with a message that says what is wrong) unless `context` carries
 // "authorization: Bearer <token>". An empty `token` accepts everything.

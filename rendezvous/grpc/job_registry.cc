@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -185,20 +186,40 @@ void JobRegistry::TimerLoop() {
     absl::Time now = absl::Now();
     Streams touched;
     std::optional<absl::Time> next;
+    std::vector<std::shared_ptr<NodeStream>> dropped;
     for (auto& [run_id, entry] : jobs_) {
       std::optional<absl::Time> due = entry.job.NextDeadline();
       if (due && *due <= now) {
         std::vector<Event> events;
         entry.job.Tick(now, &events);
         RouteLocked(events, &touched);
+        // Nodes the job declared lost on a deadline still have a stream (a partition
+        // keeps TCP half-open): end it, so the node learns it is out if it comes back.
+        std::set<std::string> live;
+        for (const NodeInfo& n : entry.job.Nodes()) live.insert(n.node_id);
+        for (auto m = members_.begin(); m != members_.end();) {
+          if (m->second.run_id == run_id && !live.count(m->first) &&
+              entry.job.phase() != Job::Phase::kFinished) {
+            dropped.push_back(m->second.stream);
+            m = members_.erase(m);
+          } else {
+            ++m;
+          }
+        }
         due = entry.job.NextDeadline();
         if (due) due = std::max(*due, now + kMinTimerSleep);
       }
       if (due && (!next || *due < *next)) next = due;
     }
-    if (!touched.empty()) {
+    if (!touched.empty() || !dropped.empty()) {
       lock.unlock();
       FlushAll(touched);
+      for (const auto& stream : dropped) {
+        stream->Close(absl::UnavailableError(
+            "the rendezvous declared this node lost (no heartbeat in time, or its workers did "
+            "not stop in time); the job went on without it"));
+      }
+      wake_.notify_all();  // WaitForMembersToLeave
       lock.lock();
       continue;  // jobs may have changed while unlocked
     }

@@ -16,12 +16,21 @@ class RecordingStream : public NodeStream {
     for (Event& e : queued_) flushed_.push_back(std::move(e));
     queued_.clear();
   }
+  void Close(const absl::Status& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = std::string(why.message());
+  }
   std::vector<Event> flushed() {
     std::lock_guard<std::mutex> lock(mu_);
     return flushed_;
   }
+  std::string closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_;
+  }
 
  private:
+  std::string closed_;
   std::vector<Event> queued_;  // under the registry's mutex
   std::mutex mu_;
   std::vector<Event> flushed_;

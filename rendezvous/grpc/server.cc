@@ -97,6 +97,11 @@ class RendezvousServer::Impl {
     grpc::ServerBuilder builder;
     // gRPC sets SO_REUSEPORT by default; two servers sharing a port would split a job.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // Agents ping as often as they heartbeat (client keepalive): accept it instead of
+    // answering "too many pings" with GOAWAY.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 100);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     builder.AddListeningPort(options.listen_address, creds, &port_);
     builder.RegisterService(&rendezvous_);
     builder.RegisterService(&job_status_);

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/debug_mode.h"
 #include "base/duration.h"
 #include "base/errno_status.h"
 #include "base/log_format.h"
@@ -179,6 +180,9 @@ absl::Status Agent::Setup() {
     RETURN_IF_ERROR(SetupGrpcRendezvous());
   }
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
+  if (!config_.save_pid.empty()) {
+    RETURN_IF_ERROR(WriteFileAtomically(config_.save_pid, absl::StrCat(getpid(), "\n")));
+  }
   if (config_.health_port >= 0) {
     ASSIGN_OR_RETURN(health_,
                      rdzv::HealthServer::Start(absl::StrCat("[::]:", config_.health_port)));
@@ -295,6 +299,12 @@ void Agent::ReapChildren() {
 
 void Agent::OnWorkerExit(const WorkerExit& e) {
   Publish(group_->running() ? "Running" : "Stopping");
+  if (config_.debug && !e.while_stopping) {
+    // The debug command is the Pod's main process: its end is the agent's end.
+    ExitAfterStop(e.code, absl::StrCat("debug command ended: ", e.what, "; exiting ", e.code),
+                  e.code != 0);
+    return;
+  }
   if (e.while_stopping || !group_->running()) {
     spdlog::debug("local rank {} (pid {}) stopped: {}", e.placement.local_rank, e.pid, e.what);
     return;
@@ -446,10 +456,51 @@ void Agent::StartRound(const rdzv::Assignment& a) {
       round.master_port = *port;
     }
   }
+  if (!config_.hostfile.empty()) {
+    absl::Status hs = WriteFileAtomically(config_.hostfile, HostfileText(a));
+    if (!hs.ok()) spdlog::warn("cannot write --hostfile: {}", hs.message());
+  }
+  if (config_.debug) return StartDebugCommand(a, round);
   absl::Status st =
       group_->Start(a.group_rank, a.rank_base, a.world_size, a.group_world_size, round);
   if (!st.ok()) {
     ExitAfterStop(1, absl::StrCat("cannot start workers: ", st.message()), true, SIGKILL);
+    return;
+  }
+  Publish("Running");
+}
+
+void Agent::StartDebugCommand(const rdzv::Assignment& a, RoundInfo round) {
+  const int n = config_.nproc_per_node;
+  for (int local = 0; local < n; ++local) {
+    int rank = a.rank_base + local;
+    WorkerPlacement p{local, rank,         a.group_rank, a.group_world_size,
+                      n,     a.world_size, rank,         a.world_size};
+    round.error_file =
+        absl::StrCat(run_dir_, "/attempt_", a.restart_count, "/", local, "/error.json");
+    std::vector<std::string> env = BuildWorkerEnv(config_.worker_env_base, config_, p, round);
+    absl::Status st = WriteRankFiles(
+        config_.debug_dir, rank, EnvFileText(config_.worker_env_base, env),
+        config_.command.empty() ? std::vector<std::string>{} : BuildWorkerArgv(config_, local));
+    if (!st.ok()) {
+      ExitAfterStop(2, absl::StrCat("--debug-dir ", config_.debug_dir, ": ", st.message()), true);
+      return;
+    }
+  }
+  absl::Status hs =
+      WriteFileAtomically(absl::StrCat(config_.debug_dir, "/hostfile"), HostfileText(a));
+  if (!hs.ok()) spdlog::warn("cannot write the debug hostfile: {}", hs.message());
+  std::string command = config_.debug_command;
+  if (command.empty()) {
+    command = access("/usr/sbin/sshd", X_OK) == 0 ? "/usr/sbin/sshd -D" : "sleep infinity";
+  }
+  spdlog::info(
+      "debug mode: ranks {}..{} prepared in {} (source rank-N.env, or `muster exec --rank N "
+      "--debug-dir {} [-- CMD]`); running: {}",
+      a.rank_base, a.rank_base + n - 1, config_.debug_dir, config_.debug_dir, command);
+  absl::Status st = group_->StartCommand({"/bin/sh", "-c", command});
+  if (!st.ok()) {
+    ExitAfterStop(1, absl::StrCat("cannot start the debug command: ", st.message()), true);
     return;
   }
   Publish("Running");

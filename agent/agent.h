@@ -62,6 +62,7 @@ class Agent {
   void OnRendezvousEvent(const rdzv::Event& event);
   void OnRendezvousError(const absl::Status& error);
   void StartRound(const rdzv::Assignment& a);
+  void StartDebugCommand(const rdzv::Assignment& a, RoundInfo round);
   void StopWorkers(StopCause cause, int sig);
   // Opens a fresh store and tells the job this node's workers are stopped.
   void ReportStopped();

@@ -27,6 +27,11 @@ struct Config {
   std::vector<std::string> command;  // training script (or module / program) and its args
   bool module = false;               // -m: python -u -m MODULE
   bool no_python = false;            // --no-python: exec the command directly
+  bool local_rank_arg = false;       // --local-rank-arg: append --local_rank=N (DeepSpeed)
+  bool bind_cores_to_rank = false;   // give each local rank its own share of CPUs
+  std::vector<int> bind_core_list;   // CPUs to split (empty: the agent's affinity)
+  std::string save_pid;              // --save-pid FILE: the agent's pid
+  std::string hostfile;              // --hostfile FILE: DeepSpeed-style "host slots=N" per round
   std::string python_exec = "python3";
 
   // Shape of the job.
@@ -78,6 +83,12 @@ struct Config {
 
   // The environment workers inherit (the agent's own), before the torchrun set is added.
   std::map<std::string, std::string> worker_env_base;
+
+  // Debug mode (DESIGN §4.7): rendezvous, write per-rank env files and a hostfile, then run
+  // debug_command instead of the workers; `muster exec --rank N` starts a rank by hand.
+  bool debug = false;
+  std::string debug_command;  // empty: /usr/sbin/sshd -D when present, else sleep infinity
+  std::string debug_dir = "/run/muster";
 
   bool dry_run = false;
   // Where each value came from, for --dry-run ("flag", "MUSTER_NNODES",

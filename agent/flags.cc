@@ -24,6 +24,7 @@
 #include "agent/flag_table.h"
 #include "base/duration.h"
 #include "base/status_macros.h"
+#include "launch/cpu_topology.h"
 #include "launch/signals.h"
 
 namespace muster {
@@ -61,6 +62,16 @@ constexpr FlagSpec kFlags[] = {
      "accepted for torchrun compatibility; muster has its own"},
     {"module", 'm', false, "Command", "off", "run the command as a Python module (python -m)"},
     {"no-python", 0, false, "Command", "off", "exec the command directly, not through Python"},
+    {"local-rank-arg", 0, false, "DeepSpeed", "off",
+     "append --local_rank=N to each worker's arguments (DeepSpeedJob localRank)"},
+    {"bind-cores-to-rank", 0, false, "DeepSpeed", "off",
+     "give each local rank its own contiguous share of the CPUs (NUMA-aware)"},
+    {"bind-core-list", 0, true, "DeepSpeed", "all allowed", "CPUs to share out, e.g. 0-15,32-47"},
+    {"enable-each-rank-log", 0, true, "DeepSpeed", "none",
+     "per-rank log files under this directory (same as --log-dir)"},
+    {"save-pid", 0, true, "DeepSpeed", "none", "write the agent's pid to this file"},
+    {"hostfile", 0, true, "DeepSpeed", "none",
+     "write a DeepSpeed-style hostfile (address slots=N) for each round"},
     {"max-restarts", 0, true, "Failures", "0", "job-wide restart budget"},
     {"restart-policy", 0, true, "Failures", "ExitCode", "Never, OnFailure, Always or ExitCode"},
     {"restartable-exit-codes", 0, true, "Failures", "130,137,138,143",
@@ -86,6 +97,12 @@ constexpr FlagSpec kFlags[] = {
      "one line with the root cause (or success) written at exit"},
     {"health-port", 0, true, "Health", "none",
      "grpc.health.v1 here: NOT_SERVING until the workers run"},
+    {"debug", 0, false, "Debug", "off",
+     "rendezvous, write per-rank env files, run --debug-command instead of the workers"},
+    {"debug-command", 0, true, "Debug", "/usr/sbin/sshd -D, else sleep infinity",
+     "what debug mode runs (a shell command line)"},
+    {"debug-dir", 0, true, "Debug", "/run/muster",
+     "where debug mode writes rank-N.env and hostfile"},
     {"dry-run", 0, false, "Other", "off", "print the resolved configuration and exit"},
 };
 
@@ -378,6 +395,39 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   RETURN_IF_ERROR(boolean("module", &c.module));
   RETURN_IF_ERROR(boolean("no-python", &c.no_python));
   RETURN_IF_ERROR(boolean("dry-run", &c.dry_run));
+  RETURN_IF_ERROR(boolean("local-rank-arg", &c.local_rank_arg));
+  RETURN_IF_ERROR(boolean("debug", &c.debug));
+  RETURN_IF_ERROR(with("debug-command", [&](const std::string& v, const std::string&) {
+    c.debug_command = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(
+      with("debug-dir", [&](const std::string& v, const std::string& w) -> absl::Status {
+        if (v.empty()) return Invalid(w, "must not be empty");
+        c.debug_dir = v;
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(boolean("bind-cores-to-rank", &c.bind_cores_to_rank));
+  RETURN_IF_ERROR(
+      with("bind-core-list", [&](const std::string& v, const std::string& w) -> absl::Status {
+        absl::StatusOr<std::vector<int>> cpus = ParseCpuList(v);
+        if (!cpus.ok()) return Invalid(w, cpus.status().message());
+        c.bind_core_list = *cpus;
+        c.bind_cores_to_rank = true;
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(with("enable-each-rank-log", [&](const std::string& v, const std::string&) {
+    c.log_dir = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(with("save-pid", [&](const std::string& v, const std::string&) {
+    c.save_pid = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(with("hostfile", [&](const std::string& v, const std::string&) {
+    c.hostfile = v;
+    return absl::OkStatus();
+  }));
 
   RETURN_IF_ERROR(with("nnodes", [&](const std::string& v, const std::string& w) -> absl::Status {
     std::vector<std::string> parts = absl::StrSplit(v, ':');
@@ -581,10 +631,10 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
                                        "fix or unset it (operators set it per node)"));
     }
   }
-  if (c.command.empty()) {
+  if (c.command.empty() && !c.debug) {
     return Invalid("command", "missing; usage: muster run [flags] [--] SCRIPT_OR_CMD [ARGS...]");
   }
-  if (!c.module && !c.no_python) {
+  if (!c.module && !c.no_python && !c.command.empty()) {
     struct stat st;
     if (stat(c.command[0].c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
       return Invalid("training script",

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/debug_mode.h"
 #include "agent/dry_run.h"
 #include "agent/flags.h"
 #include "agent/subcommands.h"
@@ -32,13 +33,16 @@ std::map<std::string, std::string> ReadEnvironment() {
 }
 
 void PrintUsage(FILE* out) {
-  std::fprintf(out,
-               "Usage: muster COMMAND [flags]\n\n"
-               "Commands:\n"
-               "  run [flags] [--] SCRIPT_OR_CMD [ARGS...]   start and supervise this "
-               "node's workers\n"
-               "  --version                                  print the version\n\n"
-               "`muster run --help` lists the flags.\n");
+  std::fputs(
+      "Usage: muster COMMAND [flags]\n\n"
+      "Commands:\n"
+      "  run [flags] [--] SCRIPT_OR_CMD [ARGS...]   start and supervise this node's workers\n"
+      "  serve [flags]                              a standalone rendezvous server\n"
+      "  status --rdzv-endpoint H[:P] --rdzv-id ID  a job's status (--json)\n"
+      "  exec --rank N [--] [CMD...]                debug mode: start rank N by hand\n"
+      "  --version                                  print the version\n\n"
+      "`muster COMMAND --help` lists each command's flags.\n",
+      out);
 }
 
 int RunCommand(const std::vector<std::string>& args) {
@@ -84,6 +88,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return muster::RunCommand(rest);
   if (cmd == "serve") return muster::ServeCommand(rest, muster::ReadEnvironment());
   if (cmd == "status") return muster::StatusCommand(rest, muster::ReadEnvironment());
+  if (cmd == "exec") return muster::ExecCommand(rest, muster::ReadEnvironment());
   std::fprintf(stderr, "muster: unknown command '%s'\n", cmd.c_str());
   muster::PrintUsage(stderr);
   return muster::kExitUsage;

@@ -1,5 +1,8 @@
 #include "agent/worker_env.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 
@@ -38,6 +41,10 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   // Not set by torchrun; launchers users come from (DeepSpeed, Horovod,
   // seeds/004) do.
   num("NODE_RANK", p.group_rank);
+  // DeepSpeed's per-node contract (its launcher sets these; no LOCAL_WORLD_SIZE there).
+  num("CROSS_RANK", p.group_rank);
+  num("CROSS_SIZE", p.group_world_size);
+  num("LOCAL_SIZE", p.local_world_size);
 
   std::vector<std::string> out;
   out.reserve(env.size());
@@ -45,14 +52,33 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   return out;
 }
 
-std::vector<std::string> BuildWorkerArgv(const Config& config) {
+std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank) {
   std::vector<std::string> argv;
   if (!config.no_python) {
     argv = {config.python_exec, "-u"};
     if (config.module) argv.push_back("-m");
   }
   argv.insert(argv.end(), config.command.begin(), config.command.end());
+  if (config.local_rank_arg) argv.push_back(absl::StrCat("--local_rank=", local_rank));
   return argv;
+}
+
+std::vector<int> CpuShare(const std::vector<int>& available, const std::map<int, int>& numa_of,
+                          int local_rank, int local_world_size) {
+  std::vector<int> cpus = available;
+  auto node = [&](int cpu) {
+    auto it = numa_of.find(cpu);
+    return it == numa_of.end() ? 0 : it->second;
+  };
+  std::sort(cpus.begin(), cpus.end(),
+            [&](int a, int b) { return std::make_pair(node(a), a) < std::make_pair(node(b), b); });
+  if (local_world_size <= 0 || cpus.empty()) return {};
+  size_t n = cpus.size(), k = local_world_size;
+  if (n < k) return {cpus[local_rank % n]};  // more ranks than CPUs: share round robin
+  size_t base = n / k, extra = n % k, r = local_rank;
+  size_t begin = r * base + std::min(r, extra);
+  size_t len = base + (r < extra ? 1 : 0);
+  return std::vector<int>(cpus.begin() + begin, cpus.begin() + begin + len);
 }
 
 std::string ExpandPrefix(const std::string& tmpl, const std::string& role, const WorkerPlacement& p,

@@ -40,8 +40,17 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
                                         const Config& config, const WorkerPlacement& placement,
                                         const RoundInfo& round);
 
-// [python, -u, (-m), script, args...] or the command itself with --no-python.
-std::vector<std::string> BuildWorkerArgv(const Config& config);
+// [python, -u, (-m), script, args...] or the command itself with --no-python; with
+// --local-rank-arg, "--local_rank=N" follows (DeepSpeed's launcher does that).
+std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank = 0);
+
+// --bind-cores-to-rank: the CPUs of `local_rank`'s share. `available` are the CPUs to split
+// (--bind-core-list, else the agent's affinity) and `numa_of` maps a CPU to its NUMA node
+// (empty when the topology is unknown); shares are contiguous in (NUMA node, CPU) order,
+// so an even split never straddles nodes. Every rank gets at least one CPU when there are
+// enough; the remainder goes to the first ranks.
+std::vector<int> CpuShare(const std::vector<int>& available, const std::map<int, int>& numa_of,
+                          int local_rank, int local_world_size);
 
 // Expands ${role_name} ${local_rank} ${rank} ${hostname} in the console prefix
 // template.

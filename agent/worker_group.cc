@@ -14,6 +14,7 @@
 #include "base/errno_status.h"
 #include "base/log_format.h"
 #include "base/status_macros.h"
+#include "launch/cpu_topology.h"
 #include "launch/process_tree.h"
 #include "launch/spawner.h"
 #include "spdlog/spdlog.h"
@@ -66,7 +67,12 @@ absl::Status WorkerGroup::Start(int group_rank, int rank_base, int world_size, i
   std::string attempt_dir = absl::StrCat(run_dir_, "/attempt_", attempt_);
   const int n = config_.nproc_per_node;
   workers_.resize(n);
-  std::vector<std::string> argv = BuildWorkerArgv(config_);
+  std::vector<int> cpus;
+  std::map<int, int> numa;
+  if (config_.bind_cores_to_rank) {
+    cpus = config_.bind_core_list.empty() ? AffinityCpus() : config_.bind_core_list;
+    numa = NumaNodeOfCpu();
+  }
   absl::Time t0 = EventLoop::Now();
   for (int local = 0; local < n; ++local) {
     Worker& w = workers_[local];
@@ -94,7 +100,8 @@ absl::Status WorkerGroup::Start(int group_rank, int rank_base, int world_size, i
                                                     w.placement, hostname_),
                                        out, err));
     SpawnSpec spec;
-    spec.argv = argv;
+    spec.argv = BuildWorkerArgv(config_, local);
+    if (config_.bind_cores_to_rank) spec.cpus = CpuShare(cpus, numa, local, n);
     spec.env = BuildWorkerEnv(config_.worker_env_base, config_, w.placement, round);
     spec.fds = {{w.output->child_stdout(), 1}, {w.output->child_stderr(), 2}};
     absl::StatusOr<pid_t> pid = Spawn(spec);
@@ -119,6 +126,35 @@ absl::Status WorkerGroup::Start(int group_rank, int rank_base, int world_size, i
                attempt_, workers_.size(), workers_.size() == 1 ? "" : "s",
                absl::ToDoubleMilliseconds(EventLoop::Now() - t0), rank_base, rank_base + n - 1,
                world_size, round.master_addr, round.master_port);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerGroup::StartCommand(const std::vector<std::string>& argv) {
+  state_ = State::kRunning;
+  workers_.clear();
+  workers_.resize(1);
+  Worker& w = workers_[0];
+  w.error_file = absl::StrCat(run_dir_, "/debug-error.json");
+  ASSIGN_OR_RETURN(w.output, WorkerOutput::Create(loop_, console_, "[debug]:", StreamOptions{},
+                                                  StreamOptions{}));
+  SpawnSpec spec;
+  spec.argv = argv;
+  for (const auto& [k, v] : config_.worker_env_base) spec.env.push_back(absl::StrCat(k, "=", v));
+  spec.fds = {{w.output->child_stdout(), 1}, {w.output->child_stderr(), 2}};
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  w.output->CloseChildEnds();
+  if (!pid.ok()) {
+    int code = ExecFailureExitCode(pid.status());
+    w.status = ExitStatus{code, 0};
+    WorkerExit exit;
+    exit.code = code;
+    exit.exec_failed = true;
+    exit.what = std::string(pid.status().message());
+    ReportExit(w, std::move(exit));
+    return absl::OkStatus();
+  }
+  w.pid = *pid;
+  watchdog_->Track(w.pid);
   return absl::OkStatus();
 }
 

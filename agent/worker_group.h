@@ -58,6 +58,9 @@ class WorkerGroup {
   // with code 126/127.
   absl::Status Start(int group_rank, int rank_base, int world_size, int group_world_size,
                      const RoundInfo& round);
+  // Debug mode: one process running `argv` with the agent's own environment, supervised
+  // (output, signals, cleanup) like a worker.
+  absl::Status StartCommand(const std::vector<std::string>& argv);
   // Idempotent: starts stopping with `sig` (no-op while already stopping, except that a
   // different signal is forwarded too); when idle, on_stopped follows at once.
   void Stop(int sig);

@@ -12,6 +12,9 @@ SCRIPTS = REPO / "tests" / "integration" / "scripts"
 ONLY_MUSTER = {
     "NODE_RANK": "DESIGN §4.1: DeepSpeed/Horovod users expect it (seeds/004)",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "the torch >= 2.2 spelling; 1.13 reads only the old one",
+    "CROSS_RANK": "DESIGN §4.1: DeepSpeed's per-node contract (= GROUP_RANK)",
+    "CROSS_SIZE": "DESIGN §4.1: DeepSpeed's per-node contract (= GROUP_WORLD_SIZE)",
+    "LOCAL_SIZE": "DESIGN §4.1: DeepSpeed's per-node contract (= LOCAL_WORLD_SIZE)",
 }
 ONLY_TORCHRUN = {
     # torchrun 1.13 exports these into its own environment when it starts; they are

@@ -1,0 +1,159 @@
+#include "agent/debug_mode.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "agent/flag_table.h"
+#include "agent/status_file.h"
+#include "base/errno_status.h"
+#include "launch/spawner.h"
+
+extern char** environ;
+
+namespace muster {
+namespace {
+
+std::string ShellQuote(const std::string& s) {
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoStatus("open " + path, errno);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+constexpr FlagSpec kExecFlags[] = {
+    {"rank", 0, true, "Exec", "required", "the global rank to start"},
+    {"debug-dir", 0, true, "Exec", "/run/muster", "where `muster run --debug` wrote its files"},
+};
+
+}  // namespace
+
+std::string EnvFileText(const std::map<std::string, std::string>& agent_env,
+                        const std::vector<std::string>& worker_env) {
+  std::string out = "# written by muster run --debug: source it, or use muster exec --rank N\n";
+  for (const std::string& kv : worker_env) {
+    size_t eq = kv.find('=');
+    std::string name = kv.substr(0, eq), value = kv.substr(eq + 1);
+    auto it = agent_env.find(name);
+    if (it != agent_env.end() && it->second == value) continue;
+    if (name == "MUSTER_TOKEN") continue;
+    absl::StrAppend(&out, "export ", name, "=", ShellQuote(value), "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseEnvFile(const std::string& text) {
+  std::map<std::string, std::string> env;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (line[0] == '#') continue;
+    if (line.substr(0, 7) != "export ") {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected line: ", line));
+    }
+    line.remove_prefix(7);
+    size_t eq = line.find('=');
+    if (eq == absl::string_view::npos || eq + 1 >= line.size() || line[eq + 1] != '\'') {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected line: ", line));
+    }
+    std::string name(line.substr(0, eq)), value;
+    absl::string_view rest = line.substr(eq + 2);
+    // 'a'\''b' -> a'b
+    for (;;) {
+      size_t close = rest.find('\'');
+      if (close == absl::string_view::npos) return absl::InvalidArgumentError("unterminated quote");
+      absl::StrAppend(&value, rest.substr(0, close));
+      rest.remove_prefix(close + 1);
+      if (rest.substr(0, 3) != "\\''") break;
+      value += '\'';
+      rest.remove_prefix(3);
+    }
+    env[name] = value;
+  }
+  return env;
+}
+
+std::string HostfileText(const rdzv::Assignment& a) {
+  std::string out;
+  for (const rdzv::NodeInfo& n : a.nodes) {
+    absl::StrAppend(&out, n.address.empty() ? n.host : n.address, " slots=", n.local_world_size,
+                    "\n");
+  }
+  return out;
+}
+
+absl::Status WriteRankFiles(const std::string& dir, int rank, const std::string& env_text,
+                            const std::vector<std::string>& argv) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
+  std::string joined;
+  for (const std::string& a : argv) absl::StrAppend(&joined, a, std::string(1, '\0'));
+  if (absl::Status s = WriteFileAtomically(absl::StrCat(dir, "/rank-", rank, ".env"), env_text);
+      !s.ok()) {
+    return s;
+  }
+  return WriteFileAtomically(absl::StrCat(dir, "/rank-", rank, ".argv"), joined);
+}
+
+int ExecCommand(const std::vector<std::string>& args,
+                const std::map<std::string, std::string>& env) {
+  auto usage = [](const std::string& m) {
+    std::fprintf(stderr, "muster exec: %s\n", m.c_str());
+    return 2;
+  };
+  if (HelpRequested(args, kExecFlags)) {
+    std::printf("Usage: muster exec --rank N [--debug-dir D] [--] [CMD...]\n%s",
+                FlagHelp(kExecFlags).c_str());
+    return 0;
+  }
+  absl::StatusOr<SplitArgs> split = SplitFlags(args, kExecFlags, "muster exec");
+  if (!split.ok()) return usage(std::string(split.status().message()));
+  FlagValues values(*std::move(split), env);
+  int rank = -1;
+  auto r = values.Get("rank");
+  if (!r || !absl::SimpleAtoi(r->first, &rank) || rank < 0) {
+    return usage("--rank: give the global rank to start, e.g. --rank 0");
+  }
+  std::string dir = values.Get("debug-dir") ? values.Get("debug-dir")->first : "/run/muster";
+  std::string env_path = absl::StrCat(dir, "/rank-", rank, ".env");
+  absl::StatusOr<std::string> text = ReadFile(env_path);
+  if (!text.ok()) {
+    return usage(absl::StrCat("no environment for rank ", rank, " (", text.status().message(),
+                              "); is `muster run --debug` running on this node with --debug-dir ",
+                              dir, "?"));
+  }
+  absl::StatusOr<std::map<std::string, std::string>> rank_env = ParseEnvFile(*text);
+  if (!rank_env.ok()) return usage(absl::StrCat(env_path, ": ", rank_env.status().message()));
+  std::vector<std::string> argv = values.rest();
+  if (argv.empty()) {
+    absl::StatusOr<std::string> recorded = ReadFile(absl::StrCat(dir, "/rank-", rank, ".argv"));
+    if (recorded.ok()) argv = absl::StrSplit(*recorded, '\0', absl::SkipEmpty());
+    if (argv.empty()) return usage("no command given and none recorded; add -- CMD...");
+  }
+  for (const auto& [k, v] : *rank_env) setenv(k.c_str(), v.c_str(), 1);
+  const char* path_env = getenv("PATH");
+  absl::StatusOr<std::string> exe = ResolveExecutable(argv[0], path_env ? path_env : "");
+  if (!exe.ok()) {
+    std::fprintf(stderr, "muster exec: %s\n", std::string(exe.status().message()).c_str());
+    return ExecFailureExitCode(exe.status());
+  }
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  execv(exe->c_str(), cargv.data());
+  std::fprintf(stderr, "muster exec: cannot execute %s: %s\n", exe->c_str(), strerror(errno));
+  return errno == ENOENT ? 127 : 126;
+}
+
+}  // namespace muster

@@ -103,22 +103,10 @@ absl::Status WorkerGroup::Start(int group_rank, int rank_base, int world_size, i
     spec.argv = BuildWorkerArgv(config_, local);
     if (config_.bind_cores_to_rank) spec.cpus = CpuShare(cpus, numa, local, n);
     spec.env = BuildWorkerEnv(config_.worker_env_base, config_, w.placement, round);
-    spec.fds = {{w.output->child_stdout(), 1}, {w.output->child_stderr(), 2}};
-    absl::StatusOr<pid_t> pid = Spawn(spec);
-    w.output->CloseChildEnds();
-    if (!pid.ok()) {
-      int code = ExecFailureExitCode(pid.status());
-      w.status = ExitStatus{code, 0};
-      WorkerExit exit;
-      exit.code = code;
-      exit.exec_failed = true;
-      exit.what = std::string(pid.status().message());
+    if (!SpawnWorker(w, std::move(spec))) {
       workers_.resize(local + 1);  // the rest were never started
-      ReportExit(w, std::move(exit));
       break;
     }
-    w.pid = *pid;
-    watchdog_->Track(w.pid);
     events_->Write("worker_started",
                    {{"attempt", attempt_}, {"local_rank", local}, {"rank", rank}, {"pid", w.pid}});
   }
@@ -127,6 +115,26 @@ absl::Status WorkerGroup::Start(int group_rank, int rank_base, int world_size, i
                absl::ToDoubleMilliseconds(EventLoop::Now() - t0), rank_base, rank_base + n - 1,
                world_size, round.master_addr, round.master_port);
   return absl::OkStatus();
+}
+
+bool WorkerGroup::SpawnWorker(Worker& w, SpawnSpec spec) {
+  spec.fds = {{w.output->child_stdout(), 1}, {w.output->child_stderr(), 2}};
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  w.output->CloseChildEnds();
+  if (!pid.ok()) {
+    // Not executable / not found: reported like an exit with 126/127, fatal by policy.
+    int code = ExecFailureExitCode(pid.status());
+    w.status = ExitStatus{code, 0};
+    WorkerExit exit;
+    exit.code = code;
+    exit.exec_failed = true;
+    exit.what = std::string(pid.status().message());
+    ReportExit(w, std::move(exit));
+    return false;
+  }
+  w.pid = *pid;
+  watchdog_->Track(w.pid);
+  return true;
 }
 
 absl::Status WorkerGroup::StartCommand(const std::vector<std::string>& argv) {
@@ -140,21 +148,7 @@ absl::Status WorkerGroup::StartCommand(const std::vector<std::string>& argv) {
   SpawnSpec spec;
   spec.argv = argv;
   for (const auto& [k, v] : config_.worker_env_base) spec.env.push_back(absl::StrCat(k, "=", v));
-  spec.fds = {{w.output->child_stdout(), 1}, {w.output->child_stderr(), 2}};
-  absl::StatusOr<pid_t> pid = Spawn(spec);
-  w.output->CloseChildEnds();
-  if (!pid.ok()) {
-    int code = ExecFailureExitCode(pid.status());
-    w.status = ExitStatus{code, 0};
-    WorkerExit exit;
-    exit.code = code;
-    exit.exec_failed = true;
-    exit.what = std::string(pid.status().message());
-    ReportExit(w, std::move(exit));
-    return absl::OkStatus();
-  }
-  w.pid = *pid;
-  watchdog_->Track(w.pid);
+  SpawnWorker(w, std::move(spec));
   return absl::OkStatus();
 }
 

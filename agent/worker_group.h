@@ -26,6 +26,7 @@
 #include "launch/console_writer.h"
 #include "launch/error_file.h"
 #include "launch/exit_status.h"
+#include "launch/spawner.h"
 #include "launch/watchdog.h"
 #include "launch/worker_output.h"
 
@@ -99,6 +100,9 @@ class WorkerGroup {
     std::unique_ptr<WorkerOutput> output;
   };
 
+  // Spawns `spec` (its stdio wired to w.output); on failure reports the exit (126/127)
+  // and returns false.
+  bool SpawnWorker(Worker& w, SpawnSpec spec);
   void SignalLeftovers(int sig);
   void MaybeFinishStop();
   void ReportExit(const Worker& w, WorkerExit exit);

@@ -230,8 +230,16 @@ absl::Status Agent::SetupGrpcRendezvous() {
 
 absl::Status Agent::PrepareRunDir() {
   if (config_.log_dir.empty()) {
+    // Without --log-dir the directory holds only torch's per-rank error.json (plus stream
+    // files when -r/-t ask for them). Creating and removing a directory per rank on every
+    // attempt costs up to ms each on a disk file system, so when nothing large will be
+    // written there it goes to tmpfs (/dev/shm) unless TMPDIR says otherwise.
     const char* tmp = getenv("TMPDIR");
-    std::string tmpl = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/muster_XXXXXX");
+    bool streams = !config_.redirects.by_rank.empty() || !config_.tee.by_rank.empty();
+    std::string root = tmp && *tmp                                        ? tmp
+                       : !streams && access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm"
+                                                                          : "/tmp";
+    std::string tmpl = absl::StrCat(root, "/muster_XXXXXX");
     if (mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp " + tmpl, errno);
     log_root_ = tmpl;
     remove_log_root_ = true;

@@ -558,6 +558,7 @@ void Agent::Publish(const std::string& phase) {
     if (w.status) worker["code"] = w.status->code();
     doc["workers"].push_back(worker);
   }
+  if (!config_.probe_summary.is_null()) doc["probe"] = config_.probe_summary;
   if (outcome_) {
     doc["exit_code"] = outcome_->exit_code;
     doc["reason"] = outcome_->reason;

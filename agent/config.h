@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "launch/restart_policy.h"
+#include "nlohmann/json.hpp"
 
 namespace muster {
 
@@ -83,6 +84,12 @@ struct Config {
 
   // The environment workers inherit (the agent's own), before the torchrun set is added.
   std::map<std::string, std::string> worker_env_base;
+
+  // GPU probe (DESIGN §4.9).
+  std::string probe = "auto";  // off | auto (inventory when a driver may be present) | ...
+  std::string stale_gpu_policy = "fail";  // fail | wait | kill
+  absl::Duration probe_timeout = absl::Seconds(30);
+  nlohmann::json probe_summary;  // the last probe report, for the status file
 
   // Debug mode (DESIGN §4.7): rendezvous, write per-rank env files and a hostfile, then run
   // debug_command instead of the workers; `muster exec --rank N` starts a rank by hand.

@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "agent/conventions.h"
 #include "agent/flag_table.h"
+#include "agent/gpu_probe.h"
 #include "base/duration.h"
 #include "base/status_macros.h"
 #include "launch/cpu_topology.h"
@@ -97,6 +98,11 @@ constexpr FlagSpec kFlags[] = {
      "one line with the root cause (or success) written at exit"},
     {"health-port", 0, true, "Health", "none",
      "grpc.health.v1 here: NOT_SERVING until the workers run"},
+    {"probe", 0, true, "GPU", "auto",
+     "off | auto (inventory when a driver may be present) | inventory | nccl"},
+    {"stale-gpu-policy", 0, true, "GPU", "fail",
+     "GPUs held by other processes at start: fail (naming the pids), wait or kill"},
+    {"probe-timeout", 0, true, "GPU", "30s", "deadline for muster-probe"},
     {"debug", 0, false, "Debug", "off",
      "rendezvous, write per-rank env files, run --debug-command instead of the workers"},
     {"debug-command", 0, true, "Debug", "/usr/sbin/sshd -D, else sleep infinity",
@@ -397,6 +403,28 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   RETURN_IF_ERROR(boolean("dry-run", &c.dry_run));
   RETURN_IF_ERROR(boolean("local-rank-arg", &c.local_rank_arg));
   RETURN_IF_ERROR(boolean("debug", &c.debug));
+  RETURN_IF_ERROR(with("probe", [&](const std::string& v, const std::string& w) -> absl::Status {
+    if (v != "off" && v != "auto" && v != "inventory" && v != "nccl") {
+      return Invalid(w, absl::StrCat("'", v, "' must be off, auto, inventory or nccl"));
+    }
+    c.probe = v;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(
+      with("stale-gpu-policy", [&](const std::string& v, const std::string& w) -> absl::Status {
+        if (v != "fail" && v != "wait" && v != "kill") {
+          return Invalid(w, absl::StrCat("'", v, "' must be fail, wait or kill"));
+        }
+        c.stale_gpu_policy = v;
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(
+      with("probe-timeout", [&](const std::string& v, const std::string& w) -> absl::Status {
+        absl::StatusOr<absl::Duration> d = ParseDuration(v);
+        if (!d.ok() || *d <= absl::ZeroDuration()) return Invalid(w, "must be a positive duration");
+        c.probe_timeout = *d;
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(with("debug-command", [&](const std::string& v, const std::string&) {
     c.debug_command = v;
     return absl::OkStatus();
@@ -456,13 +484,7 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
     if (v == "cpu") {
       n = host.cpus;
     } else if (v == "gpu") {
-      if (host.gpus == 0) {
-        return Invalid(where,
-                       "'gpu' but no GPU is visible (no /dev/nvidiaN, or "
-                       "CUDA_VISIBLE_DEVICES "
-                       "empty); give a number or 'cpu'");
-      }
-      n = host.gpus;
+      n = host.gpus;  // 0: the GPU probe decides at start, or the check below refuses
     } else if (v == "auto") {
       n = host.gpus > 0 ? host.gpus : host.cpus;
     } else if (!absl::SimpleAtoi(v, &n) || n < 1) {
@@ -618,6 +640,15 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   }
 
   // Cross-checks.
+  if (c.nproc_per_node == 0) {
+    // --nproc-per-node gpu with no /dev/nvidiaN: only the probe can still find GPUs.
+    if (c.probe == "off" || !DriverMayBePresent(env)) {
+      return Invalid(c.sources.count("nproc-per-node") ? c.sources["nproc-per-node"]
+                                                       : "--nproc-per-node",
+                     "'gpu' but no GPU is visible (no NVIDIA driver, no /dev/nvidiaN, or "
+                     "CUDA_VISIBLE_DEVICES empty); give a number or 'cpu'");
+    }
+  }
   if (c.module && c.no_python) {
     return Invalid("--module", "cannot be combined with --no-python (a module needs Python)");
   }

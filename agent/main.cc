@@ -11,6 +11,7 @@
 #include "agent/debug_mode.h"
 #include "agent/dry_run.h"
 #include "agent/flags.h"
+#include "agent/gpu_probe.h"
 #include "agent/subcommands.h"
 #include "base/logging.h"
 
@@ -61,6 +62,7 @@ int RunCommand(const std::vector<std::string>& args) {
     return 0;
   }
   InitLogging(config->log_level);
+  if (int stop = ApplyProbe(env, &*config); stop != 0) return stop;
   config->worker_env_base = std::move(env);
   Agent agent(*std::move(config));
   return agent.Run();

@@ -85,16 +85,17 @@ def test_killed_agent_fails_fixed_size_job_with_138(tmp_path):
                     per_agent=lambda i: ["--node-rank", i])
     wait_for(lambda: len(rank_rows(stamps)) == 6, 30, what="6 workers")
     victim = agents.procs[2]
+    survivors = [int(r["pid"]) for r in rank_rows(stamps) if r["group_rank"] != "2"]
     victim.send_signal(signal.SIGKILL)
     t0 = time.monotonic()
+    # The others see the stream close at once and stop their workers within 1 s.
+    wait_for(lambda: not any(pid_alive(p) for p in survivors), 1.0,
+             what="the other nodes' workers to stop")
+    print(f"workers of the other nodes stopped {time.monotonic() - t0:.3f} s after kill -9")
     results = agents.wait(60)
-    survivors = [r for r in rank_rows(stamps) if r["group_rank"] != "2"]
-    assert time.monotonic() - t0 < 15
     for rc, _, err in results[:2]:
         assert rc == 138, err[-3000:]
         assert "lost" in err.strip().splitlines()[-1]
-    for r in survivors:
-        assert not pid_alive(int(r["pid"]))
 
 
 def test_elastic_join_and_loss_reform_without_using_restarts(tmp_path):

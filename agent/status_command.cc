@@ -18,6 +18,7 @@ constexpr FlagSpec kStatusFlags[] = {
     {"rdzv-endpoint", 0, true, "Status", "required", "HOST[:PORT] of the rendezvous server"},
     {"rdzv-id", 0, true, "Status", "none", "the job's run id"},
     {"json", 0, false, "Status", "off", "print JSON instead of a table"},
+    {"watch", 0, false, "Status", "off", "follow the job: print each change until it ends"},
     {"token-file", 0, true, "Security", "MUSTER_TOKEN", "file with the shared secret"},
     {"tls-ca", 0, true, "Security", "none", "PEM CA of the server's certificate"},
     {"timeout", 0, true, "Status", "10", "seconds to wait for the server"},
@@ -143,6 +144,27 @@ int StatusCommand(const std::vector<std::string>& args,
     }
     query.timeout = absl::Seconds(seconds);
   }
+  bool json = values.Get("json").has_value();
+  if (values.Get("watch")) {
+    bool color = isatty(STDOUT_FILENO);
+    absl::Status watched = rdzv::WatchJobStatus(query, [&](const rdzv::JobStatusSnapshot& s) {
+      nlohmann::json j = ToJson(s);
+      if (json) {
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("--- %s\n",
+                    absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()).c_str());
+        PrintTable(j, color);
+      }
+      std::fflush(stdout);
+    });
+    if (!watched.ok()) {
+      std::fprintf(stderr, "muster status: watching job %s at %s: %s\n", query.run_id.c_str(),
+                   query.endpoint.c_str(), std::string(watched.message()).c_str());
+      return watched.code() == absl::StatusCode::kNotFound ? 1 : 138;
+    }
+    return 0;
+  }
   absl::StatusOr<rdzv::JobStatusSnapshot> status = rdzv::GetJobStatus(query);
   if (!status.ok()) {
     std::fprintf(stderr, "muster status: cannot get job %s from %s: %s\n", query.run_id.c_str(),
@@ -150,7 +172,7 @@ int StatusCommand(const std::vector<std::string>& args,
     return status.status().code() == absl::StatusCode::kNotFound ? 1 : 138;
   }
   nlohmann::json j = ToJson(*status);
-  if (values.Get("json")) {
+  if (json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     PrintTable(j, isatty(STDOUT_FILENO));

@@ -92,6 +92,7 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
   }
   wake_.notify_all();
   FlushAll(touched);
+  NotifyWatchers();
   return absl::OkStatus();
 }
 
@@ -163,6 +164,7 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call) {
   }
   wake_.notify_all();
   FlushAll(touched);
+  NotifyWatchers();
 }
 
 void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched) {
@@ -174,6 +176,28 @@ void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched
       touched->push_back(member->second.stream);
     }
   }
+}
+
+void JobRegistry::AddWatcher(std::weak_ptr<StatusWatcher> watcher) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watchers_.push_back(std::move(watcher));
+}
+
+void JobRegistry::NotifyWatchers() {
+  std::vector<std::shared_ptr<StatusWatcher>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (watchers_.empty()) return;
+    for (auto it = watchers_.begin(); it != watchers_.end();) {
+      if (auto w = it->lock()) {
+        live.push_back(std::move(w));
+        ++it;
+      } else {
+        it = watchers_.erase(it);
+      }
+    }
+  }
+  for (const auto& w : live) w->Poke();
 }
 
 void JobRegistry::FlushAll(const Streams& streams) {
@@ -214,6 +238,7 @@ void JobRegistry::TimerLoop() {
     if (!touched.empty() || !dropped.empty()) {
       lock.unlock();
       FlushAll(touched);
+      NotifyWatchers();
       for (const auto& stream : dropped) {
         stream->Close(absl::UnavailableError(
             "the rendezvous declared this node lost (no heartbeat in time, or its workers did "

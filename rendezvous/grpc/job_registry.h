@@ -40,6 +40,14 @@ class NodeStream {
   virtual void Close(const absl::Status& why) = 0;
 };
 
+// Someone following a job's status (JobStatus.Watch). Poke() is called without the
+// registry's mutex after anything changed; it must not block.
+class StatusWatcher {
+ public:
+  virtual ~StatusWatcher() = default;
+  virtual void Poke() = 0;
+};
+
 class JobRegistry {
  public:
   // `required_run_id` empty: any run id is served; otherwise joins for others are refused.
@@ -61,6 +69,8 @@ class JobRegistry {
 
   // NotFound for a run id no agent has joined.
   absl::StatusOr<JobStatusSnapshot> Status(const std::string& run_id) const;
+
+  void AddWatcher(std::weak_ptr<StatusWatcher> watcher);
 
   // Blocks until no stream but `except_node_id`'s is open (every other agent has heard
   // the outcome and hung up), or `deadline`. Returns whether they all left.
@@ -85,13 +95,16 @@ class JobRegistry {
   void RouteLocked(const std::vector<Event>& events, Streams* touched);
   static void FlushAll(const Streams& streams);
   void TimerLoop();
+  // Pokes every live watcher (call without mu_).
+  void NotifyWatchers();
 
   const std::string required_run_id_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // a deadline may have moved, or stopping
   bool stopping_ = false;
-  std::map<std::string, JobEntry> jobs_;   // by run id
-  std::map<std::string, Member> members_;  // by node id: live streams
+  std::map<std::string, JobEntry> jobs_;                // by run id
+  std::map<std::string, Member> members_;               // by node id: live streams
+  std::vector<std::weak_ptr<StatusWatcher>> watchers_;  // guarded by mu_
   std::thread timer_;
 };
 

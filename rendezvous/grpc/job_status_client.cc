@@ -9,13 +9,44 @@
 
 namespace muster::rdzv {
 
-absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<v1::JobStatus::Stub>> MakeStub(const JobStatusQuery& query) {
   RETURN_IF_ERROR(grpc_internal::ParseEndpoint(query.endpoint).status());
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    grpc_internal::MakeChannelCredentials(query.tls_ca_file, query.tls_cert_file,
                                                          query.tls_key_file));
-  std::unique_ptr<v1::JobStatus::Stub> stub =
-      v1::JobStatus::NewStub(grpc_internal::MakeChannel(query.endpoint, std::move(creds)));
+  return v1::JobStatus::NewStub(grpc_internal::MakeChannel(query.endpoint, std::move(creds)));
+}
+
+}  // namespace
+
+absl::Status WatchJobStatus(const JobStatusQuery& query,
+                            const std::function<void(const JobStatusSnapshot&)>& on_update) {
+  ASSIGN_OR_RETURN(std::unique_ptr<v1::JobStatus::Stub> stub, MakeStub(query));
+  {
+    // Reach the server within query.timeout; after that the watch lasts as long as the job.
+    grpc::ClientContext probe;
+    probe.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
+    probe.set_wait_for_ready(true);
+    grpc_internal::AddBearerToken(query.token, &probe);
+    v1::GetJobStatusRequest request;
+    request.set_run_id(query.run_id);
+    v1::JobStatusReply reply;
+    RETURN_IF_ERROR(grpc_internal::ToAbslStatus(stub->Get(&probe, request, &reply)));
+  }
+  grpc::ClientContext context;
+  grpc_internal::AddBearerToken(query.token, &context);
+  v1::GetJobStatusRequest request;
+  request.set_run_id(query.run_id);
+  std::unique_ptr<grpc::ClientReader<v1::JobStatusReply>> reader = stub->Watch(&context, request);
+  v1::JobStatusReply reply;
+  while (reader->Read(&reply)) on_update(grpc_internal::FromProto(reply));
+  return grpc_internal::ToAbslStatus(reader->Finish());
+}
+
+absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
+  ASSIGN_OR_RETURN(std::unique_ptr<v1::JobStatus::Stub> stub, MakeStub(query));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
   context.set_wait_for_ready(true);  // a server still starting is waited for, not refused

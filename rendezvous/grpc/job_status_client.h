@@ -3,6 +3,7 @@
 #ifndef MUSTER_RENDEZVOUS_GRPC_JOB_STATUS_CLIENT_H_
 #define MUSTER_RENDEZVOUS_GRPC_JOB_STATUS_CLIENT_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,11 @@ struct JobStatusQuery {
 // NotFound for an unknown run id, Unauthenticated for a bad token, DeadlineExceeded or
 // Unavailable when the server cannot be reached in time.
 absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query);
+
+// JobStatus.Watch: calls `on_update` with the current status, then on every change, until
+// the job has finished (OK) or the stream breaks (its error). Blocks the calling thread.
+absl::Status WatchJobStatus(const JobStatusQuery& query,
+                            const std::function<void(const JobStatusSnapshot&)>& on_update);
 
 }  // namespace muster::rdzv
 

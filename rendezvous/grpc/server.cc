@@ -64,6 +64,9 @@ class JobStatusService final : public v1::JobStatus::CallbackService {
     return reactor;
   }
 
+  grpc::ServerWriteReactor<v1::JobStatusReply>* Watch(
+      grpc::CallbackServerContext* context, const v1::GetJobStatusRequest* request) override;
+
  private:
   absl::Status Answer(const grpc::CallbackServerContext& context,
                       const v1::GetJobStatusRequest& request, v1::JobStatusReply* reply) {
@@ -76,6 +79,106 @@ class JobStatusService final : public v1::JobStatus::CallbackService {
   JobRegistry* const registry_;
   const std::string token_;
 };
+
+// One JobStatus.Watch stream: writes a snapshot whenever it differs from the last one
+// written, one write in flight at a time, and finishes after the job's outcome. Owned by
+// itself (self_) until gRPC calls OnDone; the registry only holds a weak reference.
+class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
+                     public grpc_internal::StatusWatcher,
+                     public std::enable_shared_from_this<WatchReactor> {
+ public:
+  WatchReactor(JobRegistry* registry, std::string run_id)
+      : registry_(registry), run_id_(std::move(run_id)) {}
+
+  void Begin(std::shared_ptr<WatchReactor> self) {
+    self_ = std::move(self);
+    registry_->AddWatcher(std::weak_ptr<grpc_internal::StatusWatcher>(shared_from_this()));
+    Poke();
+  }
+
+  // A watch the token check refused: ends at once, alive until OnDone.
+  void Refuse(std::shared_ptr<WatchReactor> self, grpc::Status status) {
+    self_ = std::move(self);
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishLocked(std::move(status));
+  }
+
+  void Poke() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    if (in_flight_) {
+      pending_ = true;
+      return;
+    }
+    WriteIfChangedLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ = false;
+    if (!ok) return FinishLocked(grpc::Status::OK);  // the client went away
+    if (pending_) {
+      pending_ = false;
+      WriteIfChangedLocked();
+    } else if (final_) {
+      FinishLocked(grpc::Status::OK);
+    }
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override { self_.reset(); }
+
+ private:
+  void WriteIfChangedLocked() {
+    absl::StatusOr<JobStatusSnapshot> status = registry_->Status(run_id_);
+    if (!status.ok()) return FinishLocked(grpc_internal::ToGrpcStatus(status.status()));
+    v1::JobStatusReply reply;
+    grpc_internal::ToProto(*status, &reply);
+    // Heartbeat times change all the time; a "change" is anything else.
+    for (auto& node : *reply.mutable_nodes()) node.clear_last_heartbeat_unix_ms();
+    std::string bytes = reply.SerializeAsString();
+    final_ = status->phase == JobPhase::kSucceeded || status->phase == JobPhase::kFailed;
+    if (bytes == last_) {
+      if (final_) FinishLocked(grpc::Status::OK);
+      return;
+    }
+    last_ = std::move(bytes);
+    reply_ = std::move(reply);
+    in_flight_ = true;
+    StartWrite(&reply_);
+  }
+
+  void FinishLocked(grpc::Status status) {
+    if (done_) return;
+    done_ = true;
+    Finish(std::move(status));
+  }
+
+  JobRegistry* const registry_;
+  const std::string run_id_;
+  std::shared_ptr<WatchReactor> self_;
+  std::mutex mu_;
+  v1::JobStatusReply reply_;  // the write in flight
+  std::string last_;
+  bool in_flight_ = false, pending_ = false, final_ = false, done_ = false;
+};
+
+grpc::ServerWriteReactor<v1::JobStatusReply>* JobStatusService::Watch(
+    grpc::CallbackServerContext* context, const v1::GetJobStatusRequest* request) {
+  absl::Status auth = grpc_internal::CheckBearerToken(*context, token_);
+  auto reactor = std::make_shared<WatchReactor>(registry_, request->run_id());
+  WatchReactor* raw = reactor.get();
+  if (!auth.ok()) {
+    raw->Refuse(std::move(reactor), grpc_internal::ToGrpcStatus(auth));
+    return raw;
+  }
+  raw->Begin(std::move(reactor));
+  return raw;
+}
 
 }  // namespace
 

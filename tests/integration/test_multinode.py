@@ -224,3 +224,45 @@ def test_muster_serve_and_status(tmp_path):
                               "--rdzv-id", "sj", "--timeout", "2"], capture_output=True,
                              text=True, timeout=30)
     assert unknown.returncode == 138 and "127.0.0.1" in unknown.stderr
+
+
+def test_status_watch_prints_each_transition_once(tmp_path):
+    from multinode import free_port
+    port = free_port()
+    serve = subprocess.Popen([str(MUSTER), "serve", "--port", str(port)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=muster_env())
+    assert serve.stdout.readline().startswith("muster serve: listening")
+    try:
+        common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "w", "--nnodes", "3",
+                  "--max-restarts", "1", "--no-python", str(FAKE), "sleep=1",
+                  "if-attempt=0", "if-global-rank=1", "exit=137", "sleep=1", "if-attempt=1",
+                  "if-global-rank=2", "exit=5", "sleep=5"]
+        first = subprocess.Popen([str(MUSTER), "run", *common], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=muster_env())
+        time.sleep(0.5)  # the job exists once a node joined
+        watch = subprocess.Popen([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                                  "--rdzv-id", "w", "--watch", "--json"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=muster_env())
+        others = [subprocess.Popen([str(MUSTER), "run", *common], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=muster_env())
+                  for _ in range(2)]
+        for a in [first, *others]:
+            assert a.wait(60) == 5
+        out, err = watch.communicate(timeout=30)
+        assert watch.returncode == 0, err
+        docs = [json.loads(line) for line in out.splitlines()]
+        phases = [d["phase"] for d in docs]
+        # Each snapshot differs from the one before it; the story is complete and in order.
+        assert all(a != b for a, b in zip(out.splitlines(), out.splitlines()[1:]))
+        compact = [p for i, p in enumerate(phases) if i == 0 or p != phases[i - 1]]
+        assert compact[0] == "Pending" and compact[-1] == "Failed", phases
+        assert "Running" in compact and "Restarting" in compact
+        assert compact.index("Restarting") < len(compact) - 1
+        final = docs[-1]
+        assert final["restarts_used"] == 1 and final["root_cause"]["code"] == 5
+        assert [h["failure"]["code"] for h in final["history"] if "failure" in h][0] == 137
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(20)

@@ -30,7 +30,11 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   line("run id",
        (c.standalone && c.run_id == "none" ? std::string("random (standalone)") : c.run_id) +
            source("rdzv-id"));
-  if (c.store == "agent") {
+  if (c.store == "agent" && !c.rdzv_host_name.empty()) {
+    line("store", absl::StrCat("served by the group rank 0 agent at the address it advertises",
+                               ", a fresh port per round (TORCHELASTIC_USE_AGENT_STORE=True)",
+                               source("store")));
+  } else if (c.store == "agent") {
     line("store", absl::StrCat("served by this agent at ", c.master_addr,
                                ", a fresh port per attempt (TORCHELASTIC_USE_AGENT_STORE=True)",
                                source("store")));

@@ -40,6 +40,9 @@ class HealthServer::Impl {
           absl::StrCat("--health-port: cannot listen on ", listen_address, " (in use?)"));
     }
     SetServing(false);
+    // Liveness: the agent answers, so it is alive, through rendezvous and restarts too
+    // (probing readiness for liveness would kill Pods that are merely waiting for peers).
+    server_->GetHealthCheckService()->SetServingStatus("muster.v1.Liveness", true);
     return absl::OkStatus();
   }
   ~Impl() {
@@ -48,7 +51,8 @@ class HealthServer::Impl {
   int port() const { return port_; }
   void SetServing(bool serving) {
     grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-    health->SetServingStatus(serving);
+    // Per name: the overload without one would set every service, liveness included.
+    health->SetServingStatus("", serving);
     health->SetServingStatus("muster.v1.Agent", serving);
   }
 

@@ -1,5 +1,7 @@
 // HealthServer: grpc.health.v1 on its own port, for Kubernetes gRPC probes of an agent
-// (--health-port). Reports NOT_SERVING until SetServing(true) (the agent's workers run).
+// (--health-port). Readiness, the overall service "" and "muster.v1.Agent": NOT_SERVING
+// until SetServing(true) (the agent's workers run). Liveness, "muster.v1.Liveness":
+// SERVING as long as the agent runs.
 // gRPC types stay behind this header. Thread-safe.
 #ifndef MUSTER_RENDEZVOUS_GRPC_HEALTH_SERVER_H_
 #define MUSTER_RENDEZVOUS_GRPC_HEALTH_SERVER_H_

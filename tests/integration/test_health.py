@@ -82,3 +82,16 @@ def test_status_file_is_always_valid_json_and_termination_log_has_root_cause(tmp
     assert "Running" in seen and "Stopping" in seen and seen[-1] == "Failed", seen
     line = term.read_text().strip()
     assert line.startswith("job failed: rank 2") and "exit 7" in line, line
+
+
+def test_liveness_serving_while_readiness_waits(tmp_path):
+    hport, rport = free_port(), free_port()
+    agent = subprocess.Popen([str(MUSTER), "run", "--health-port", str(hport), "--nnodes", "2",
+                              "--rdzv-endpoint", f"127.0.0.1:{rport}", "--rdzv-conf",
+                              "join_timeout=5s", "--no-python", str(FAKE)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=muster_env())
+    wait_for(lambda: _try(lambda: health(hport)), 10, what="the health port")
+    assert health(hport) == NOT_SERVING
+    assert health(hport, b"muster.v1.Liveness") == SERVING
+    assert agent.wait(30) == 138  # nobody else joined: rendezvous timed out

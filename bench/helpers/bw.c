@@ -10,6 +10,8 @@
  *   probe  (PROBE=1) a child forked by the failing rank, left in its process group, from its
  *          SIGTERM handler: the agent's group-kill reached the failed worker's group
  * In attempt LAST_ATTEMPT every rank exits 0 right after its start stamp.
+ * Optional environment (b5_multinode.py): BW_RANK_VAR names the rank variable (default
+ * LOCAL_RANK; RANK selects one worker of the whole job), BW_FAIL_CODE the exit code (143).
  * All stamping is async-signal-safe (open/write/clock_gettime, hand-rolled formatting). */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -57,7 +59,10 @@ int main(int argc, char** argv) {
   int last = atoi(argv[4]);
   int probe = atoi(argv[5]);
   long jitter_ms = argc > 6 ? atol(argv[6]) : 0;
-  const char* r = getenv("LOCAL_RANK");
+  const char* rv = getenv("BW_RANK_VAR");
+  const char* fc = getenv("BW_FAIL_CODE");
+  int fail_code = fc ? atoi(fc) : 143;
+  const char* r = getenv(rv ? rv : "LOCAL_RANK");
   const char* a = getenv("TORCHELASTIC_RESTART_COUNT");
   g_rank = r ? atoi(r) : -1;
   g_attempt = a ? atoi(a) : -1;
@@ -90,7 +95,7 @@ int main(int argc, char** argv) {
       (void)!read(p[0], &x, 1);
     }
     stamp("fail");
-    _exit(143);
+    _exit(fail_code);
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

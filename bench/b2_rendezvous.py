@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""B2: rendezvous round time vs number of agents M (reference/perf.md §7 B2).
+
+Server: the real gRPC rendezvous server, `muster serve --port 0 --rdzv-id b2` (a fresh process
+per M). Agents: bench/helpers/rdzv_load.py, M simulated agents in one Python grpc.aio process,
+one channel (TCP connection) per agent, connected before the clock starts. Each sends Join
+(min = max nodes = M) and waits for RoundStarted. Metric: first Join sent -> last RoundStarted
+received; server CPU (utime+stime from /proc/<pid>/stat over the round) and peak RSS (VmHWM).
+The Python client's own CPU is reported too: on 2 vCPUs it competes with the server, and its
+per-stream cost (~tens of us) dominates the slope, so the measured slope is an upper bound of
+the server's. Also: server cost with 1024 joined agents heartbeating every 1 s for 30 s.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import common as c
+import storebench as sb
+
+RDZV_LOAD = str(c.BENCH / "helpers" / "rdzv_load.py")
+PL_US_PER_AGENT = 40.0  # perf.md B2: M x (connect 28 us + 1-2 req/resp) ~ M x 40 us
+
+
+class Serve:
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if k != "MUSTER_TOKEN"}
+        self.p = subprocess.Popen([c.MUSTER, "serve", "--port", "0", "--rdzv-id", "b2",
+                                   "--log-level", "warn"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, env=env,
+                                  start_new_session=True)
+        line = self.p.stdout.readline()
+        self.port = int(line.rsplit(":", 1)[1])
+
+    def stat(self):
+        with open(f"/proc/{self.p.pid}/stat") as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+        rss = hwm = 0
+        with open(f"/proc/{self.p.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS"):
+                    rss = int(line.split()[1])
+                if line.startswith("VmHWM"):
+                    hwm = int(line.split()[1])
+        return cpu, rss / 1024, hwm / 1024
+
+    def stop(self):
+        c.kill_group(self.p)
+
+
+def run(m, hb_secs=0):
+    s = Serve()
+    try:
+        cpu0, rss0, _ = s.stat()
+        p = subprocess.Popen([sys.executable, RDZV_LOAD, str(s.port), str(m),
+                              "--heartbeat-secs", str(hb_secs)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        hb = {}
+        if hb_secs:
+            for line in p.stderr:
+                if line.startswith("hb_window start"):
+                    hb["cpu0"], hb["rss0"], _ = s.stat()
+                    hb["t0"] = time.monotonic()
+                elif line.startswith("hb_window end"):
+                    hb["cpu1"], hb["rss1"], _ = s.stat()
+                    hb["t1"] = time.monotonic()
+                    break
+        out, err = p.communicate(timeout=900)
+        cpu1, rss1, hwm = s.stat()
+        d = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"error": err[-300:]}
+        d.update(server_cpu_s=cpu1 - cpu0, server_rss0_mb=rss0, server_hwm_mb=hwm)
+        d.update(hb)
+        return d
+    finally:
+        s.stop()
+
+
+def fit(xs, ys):
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return b, my - b * mx
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ms", default="1,4,16,64,256,1024,4096")
+    ap.add_argument("--runs", type=int, default=3, help="runs per M (median by round time)")
+    ap.add_argument("--hb-agents", type=int, default=1024)
+    ap.add_argument("--hb-secs", type=float, default=30)
+    ap.add_argument("--max-wait", type=float, default=30,
+                    help="seconds to wait for an idle machine per configuration")
+    a = ap.parse_args()
+    sb.bound_quiet_wait(a.max_wait)
+    c.print_header("B2 rendezvous round time vs M agents (gRPC server, Python grpc.aio agents)")
+    c.check_binaries()
+    rows, pts = [], []
+    for m in [int(x) for x in a.ms.split(",")]:
+        runs = a.runs if m <= 1024 else 1
+
+        def measure():
+            return [run(m) for _ in range(runs)]
+        outs, dist = c.quiet_measure(measure, f"M={m}")
+        ok = sorted((o for o in outs if o.get("round_ms")), key=lambda o: o["round_ms"])
+        if not ok:
+            rows.append([m, "error: " + str(outs[-1].get("errors") or outs[-1].get("error")),
+                         "", "", "", "", "", "", ""])
+            continue
+        o = ok[len(ok) // 2]
+        pts.append((m, o["round_ms"]))
+        pl = m * PL_US_PER_AGENT / 1e3
+        rows.append([m, f"{o['round_ms']:.2f}", f"{min(x['round_ms'] for x in ok):.2f}-"
+                     f"{max(x['round_ms'] for x in ok):.2f}", f"{pl:.2f}",
+                     f"{o['round_ms'] / pl:.1f}x" if pl else "-",
+                     f"{o['server_cpu_s'] * 1e3:.0f}", f"{o['client_cpu_round_s'] * 1e3:.0f}",
+                     f"{o['server_hwm_mb']:.1f}",
+                     f"{o['connect_ms']:.0f} ms; {len(ok)}/{len(outs)} runs" +
+                     (" *" if dist else "")])
+    note = ("Median of the runs (1 run for M > 1024). * = a foreign build ran. PL = M x 40 us "
+            "(perf.md B2). Server/client CPU are over the round only (connect excluded).")
+    if len(pts) >= 3:
+        big = [(x, y) for x, y in pts if x >= 16]
+        b, k = fit([x for x, _ in big], [y for _, y in big])
+        lin = "; ".join(f"M={x}: fit {k + b * x:.1f} vs {y:.1f} ms" for x, y in big)
+        note += (f"\n\nLeast-squares fit over M >= 16: round_ms = {k:.2f} + {b * 1e3:.1f} us x M "
+                 f"(PL slope 40 us). Residuals: {lin}.")
+        if len(big) >= 3:
+            (x1, y1), (x2, y2) = big[-2], big[-1]
+            note += (f" Per-agent cost between the last two M: "
+                     f"{(y2 - y1) / (x2 - x1) * 1e3:.1f} us (vs {big[0][1] / big[0][0] * 1e3:.1f}"
+                     f" us/agent at M={big[0][0]}): growth > 1.5x would flag a superlinear term.")
+    c.table("B2 rendezvous round (first Join -> last RoundStarted)",
+            ["M", "round ms", "range", "PL ms", "round / PL", "server CPU ms",
+             "client CPU ms", "server peak RSS MB", "connect (untimed) / runs"], rows, note=note)
+    if a.hb_agents:
+        def measure_hb():
+            return run(a.hb_agents, a.hb_secs)
+        o, dist = c.quiet_measure(measure_hb, "heartbeat")
+        if "cpu1" in o:
+            secs = o["t1"] - o["t0"]
+            cpu = o["cpu1"] - o["cpu0"]
+            c.table(f"B2 server cost, {a.hb_agents} joined agents heartbeating every 1 s",
+                    ["agents", "window s", "server CPU % of a core", "CPU us per heartbeat",
+                     "server RSS MB (idle before join)", "RSS MB with agents", "RSS KB / agent",
+                     "client CPU % (Python)"],
+                    [[a.hb_agents, f"{secs:.1f}", f"{cpu / secs * 100:.2f}",
+                      f"{cpu / (secs * a.hb_agents) * 1e6:.1f}", f"{o['server_rss0_mb']:.1f}",
+                      f"{o['rss1']:.1f}",
+                      f"{(o['rss1'] - o['server_rss0_mb']) * 1024 / a.hb_agents:.1f}",
+                      f"{o.get('client_cpu_hb_s', 0) / secs * 100:.1f}" + (" *" if dist else "")]],
+                    note="perf.md B9/B6 goals: heartbeat traffic for 4096 agents at 1 Hz < 1 % of "
+                         "a core; <= 30 KB per agent.")
+        else:
+            print(f"# heartbeat run failed: {o}")
+
+
+if __name__ == "__main__":
+    main()

@@ -158,7 +158,7 @@ void Job::NodeLost(const std::string& node_id, const std::string& why, absl::Tim
   RemoveNode(node_id, why, now, out);
 }
 
-void Job::RemoveNode(const std::string& node_id, const std::string& why, absl::Time now,
+void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now,
                      std::vector<Event>* out) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;

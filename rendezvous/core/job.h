@@ -96,7 +96,8 @@ class Job {
   void Finish(Outcome outcome, std::vector<Event>* out);
   std::string ProgressText(absl::Time now) const;
   void Touch(Node& node, absl::Time now);
-  void RemoveNode(const std::string& node_id, const std::string& why, absl::Time now,
+  // `node_id` by value: callers pass ids that live in structures this function erases.
+  void RemoveNode(std::string node_id, const std::string& why, absl::Time now,
                   std::vector<Event>* out);
   bool IsParticipant(const std::string& node_id) const;
   int LiveCount() const { return static_cast<int>(nodes_.size()); }

@@ -1,8 +1,14 @@
 #include "agent/flag_table.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 
 namespace muster {
 namespace {
@@ -95,6 +101,23 @@ std::string FlagHelp(absl::Span<const FlagSpec> specs) {
                     f.help, " (default: ", f.default_text, ")\n");
   }
   return out;
+}
+
+absl::StatusOr<std::string> ResolveToken(
+    const std::optional<std::pair<std::string, std::string>>& token_file,
+    const std::map<std::string, std::string>& env) {
+  if (!token_file) {
+    auto it = env.find("MUSTER_TOKEN");
+    return it == env.end() ? std::string() : it->second;
+  }
+  const auto& [path, where] = *token_file;
+  std::ifstream in(path);
+  if (!in) return Invalid(where, absl::StrCat("cannot read '", path, "': ", strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token(absl::StripTrailingAsciiWhitespace(text.str()));
+  if (token.empty()) return Invalid(where, absl::StrCat("'", path, "' is empty"));
+  return token;
 }
 
 std::optional<std::pair<std::string, std::string>> FlagValues::Get(const char* name) const {

@@ -58,6 +58,13 @@ class FlagValues {
   const std::map<std::string, std::string>& env_;
 };
 
+// The job's shared secret: the contents of the --token-file value `token_file` (trailing
+// whitespace dropped; unreadable or empty is InvalidArgument naming where it came from),
+// else MUSTER_TOKEN, else "". Never logged.
+absl::StatusOr<std::string> ResolveToken(
+    const std::optional<std::pair<std::string, std::string>>& token_file,
+    const std::map<std::string, std::string>& env);
+
 }  // namespace muster
 
 #endif  // MUSTER_AGENT_FLAG_TABLE_H_

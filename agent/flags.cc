@@ -180,16 +180,6 @@ int CountNvidiaDevices() {
 constexpr const char* kNumericNodeVars[] = {
     "WORLD_SIZE", "RANK", "NODE_RANK", "MASTER_PORT", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"};
 
-absl::StatusOr<std::string> ReadSmallTextFile(const std::string& path, const std::string& where) {
-  std::ifstream in(path);
-  if (!in) {
-    return Invalid(where, absl::StrCat("cannot read '", path, "': ", strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return std::string(absl::StripTrailingAsciiWhitespace(text.str()));
-}
-
 }  // namespace
 
 absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
@@ -286,14 +276,14 @@ absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
     c->sources["local-addr"] = "POD_IP";
     c->local_addr = e->second;
   }
-  if (auto e = env.find("MUSTER_TOKEN"); e != env.end()) {
-    c->token = e->second;
-    c->sources["token"] = "MUSTER_TOKEN";
-  }
-  if (auto v = lookup("token-file")) {
-    c->sources["token"] = v->second;
-    ASSIGN_OR_RETURN(c->token, ReadSmallTextFile(v->first, v->second));
-    if (c->token.empty()) return Invalid(v->second, absl::StrCat("'", v->first, "' is empty"));
+  {
+    auto token_file = lookup("token-file");
+    ASSIGN_OR_RETURN(c->token, ResolveToken(token_file, env));
+    if (token_file) {
+      c->sources["token"] = token_file->second;
+    } else if (!c->token.empty()) {
+      c->sources["token"] = "MUSTER_TOKEN";
+    }
   }
   for (auto [name, field] : {std::pair<const char*, std::string*>{"tls-cert", &c->tls_cert},
                              {"tls-key", &c->tls_key},
@@ -643,10 +633,10 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   if (c.nproc_per_node == 0) {
     // --nproc-per-node gpu with no /dev/nvidiaN: only the probe can still find GPUs.
     if (c.probe == "off" || !DriverMayBePresent(env)) {
-      return Invalid(c.sources.count("nproc-per-node") ? c.sources["nproc-per-node"]
-                                                       : "--nproc-per-node",
-                     "'gpu' but no GPU is visible (no NVIDIA driver, no /dev/nvidiaN, or "
-                     "CUDA_VISIBLE_DEVICES empty); give a number or 'cpu'");
+      return Invalid(
+          c.sources.count("nproc-per-node") ? c.sources["nproc-per-node"] : "--nproc-per-node",
+          "'gpu' but no GPU is visible (no NVIDIA driver, no /dev/nvidiaN, or "
+          "CUDA_VISIBLE_DEVICES empty); give a number or 'cpu'");
     }
   }
   if (c.module && c.no_python) {

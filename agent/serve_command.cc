@@ -47,17 +47,9 @@ int ServeCommand(const std::vector<std::string>& args,
   std::string port = values.Get("port") ? values.Get("port")->first : "29400";
   options.listen_address = absl::StrCat(host, ":", port);
   if (auto id = values.Get("rdzv-id")) options.run_id = id->first;
-  if (auto t = env.find("MUSTER_TOKEN"); t != env.end()) options.token = t->second;
-  if (auto f = values.Get("token-file")) {
-    FILE* file = std::fopen(f->first.c_str(), "r");
-    if (file == nullptr) return Usage(absl::StrCat(f->second, ": cannot read '", f->first, "'"));
-    char buf[4096];
-    size_t n = std::fread(buf, 1, sizeof(buf), file);
-    std::fclose(file);
-    options.token.assign(buf, n);
-    while (!options.token.empty() && isspace(options.token.back())) options.token.pop_back();
-    if (options.token.empty()) return Usage(absl::StrCat(f->second, ": '", f->first, "' is empty"));
-  }
+  absl::StatusOr<std::string> token = ResolveToken(values.Get("token-file"), env);
+  if (!token.ok()) return Usage(std::string(token.status().message()));
+  options.token = *token;
   if (auto c = values.Get("tls-cert")) options.tls_cert_file = c->first;
   if (auto k = values.Get("tls-key")) options.tls_key_file = k->first;
   InitLogging(values.Get("log-level") ? values.Get("log-level")->first : "info");

@@ -135,7 +135,9 @@ int StatusCommand(const std::vector<std::string>& args,
   query.endpoint = endpoint->first;
   if (query.endpoint.find(':') == std::string::npos) query.endpoint += ":29400";
   query.run_id = values.Get("rdzv-id") ? values.Get("rdzv-id")->first : "none";
-  if (auto t = env.find("MUSTER_TOKEN"); t != env.end()) query.token = t->second;
+  absl::StatusOr<std::string> token = ResolveToken(values.Get("token-file"), env);
+  if (!token.ok()) return Usage(std::string(token.status().message()));
+  query.token = *token;
   if (auto ca = values.Get("tls-ca")) query.tls_ca_file = ca->first;
   if (auto t = values.Get("timeout")) {
     double seconds = 0;

@@ -266,3 +266,26 @@ def test_status_watch_prints_each_transition_once(tmp_path):
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(20)
+
+
+def test_serve_and_status_read_the_token_file(tmp_path):
+    from multinode import free_port
+    port, token = free_port(), tmp_path / "token"
+    token.write_text("s3cret\n")
+    serve = subprocess.Popen([str(MUSTER), "serve", "--port", str(port), "--token-file",
+                              str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=muster_env())
+    assert serve.stdout.readline().startswith("muster serve: listening")
+    try:
+        status = [str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id",
+                  "none", "--timeout", "5"]
+        ok = subprocess.run([*status, "--token-file", str(token)], capture_output=True,
+                            text=True, timeout=30, env=muster_env())
+        assert ok.returncode == 1 and "no job" in ok.stderr, ok.stderr  # authenticated
+        bad = subprocess.run(status, capture_output=True, text=True, timeout=30,
+                             env=muster_env())
+        assert bad.returncode == 138 and "token" in bad.stderr, bad.stderr
+        assert "s3cret" not in ok.stderr + bad.stderr
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(20) == 0

@@ -564,8 +564,7 @@ void Agent::Publish(const std::string& phase) {
     doc["reason"] = outcome_->reason;
     if (outcome_->root_cause) {
       const rdzv::Failure& f = *outcome_->root_cause;
-      doc["root_cause"] = {{"rank", f.rank}, {"host", f.host}, {"pid", f.pid},
-                           {"code", f.code}, {"what", f.what}, {"message", f.message}};
+      doc["root_cause"] = FailureJson(f);
     }
   }
   status_file_->Write(doc);
@@ -578,10 +577,7 @@ void Agent::Finish(int code) {
   nlohmann::json fields = {{"exit_code", code}, {"attempt", restart_count_}, {"round", round_}};
   if (outcome_ && outcome_->root_cause) {
     const rdzv::Failure& f = *outcome_->root_cause;
-    fields["root_cause"] = {{"rank", f.rank},      {"local_rank", f.local_rank},
-                            {"pid", f.pid},        {"host", f.host},
-                            {"code", f.code},      {"what", f.what},
-                            {"message", f.message}};
+    fields["root_cause"] = FailureJson(f);
   }
   events_->Write("job_finished", fields);
 }

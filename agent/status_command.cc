@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/flag_table.h"
+#include "agent/status_file.h"
 #include "agent/subcommands.h"
 #include "nlohmann/json.hpp"
 #include "rendezvous/grpc/job_status_client.h"
@@ -23,18 +24,6 @@ constexpr FlagSpec kStatusFlags[] = {
     {"tls-ca", 0, true, "Security", "none", "PEM CA of the server's certificate"},
     {"timeout", 0, true, "Status", "10", "seconds to wait for the server"},
 };
-
-nlohmann::json FailureJson(const rdzv::Failure& f) {
-  return {{"node_id", f.node_id},
-          {"host", f.host},
-          {"rank", f.rank},
-          {"local_rank", f.local_rank},
-          {"pid", f.pid},
-          {"code", f.code},
-          {"what", f.what},
-          {"message", f.message},
-          {"restartable", f.restartable}};
-}
 
 nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
   nlohmann::json j = {{"run_id", s.run_id},

@@ -12,6 +12,18 @@
 
 namespace muster {
 
+nlohmann::json FailureJson(const rdzv::Failure& f) {
+  return {{"node_id", f.node_id},
+          {"host", f.host},
+          {"rank", f.rank},
+          {"local_rank", f.local_rank},
+          {"pid", f.pid},
+          {"code", f.code},
+          {"what", f.what},
+          {"message", f.message},
+          {"restartable", f.restartable}};
+}
+
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
   std::string tmp = path + ".tmp";
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

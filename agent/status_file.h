@@ -8,8 +8,12 @@
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "rendezvous/core/types.h"
 
 namespace muster {
+
+// A failure as every muster JSON document shows it (status file, event log, muster status).
+nlohmann::json FailureJson(const rdzv::Failure& f);
 
 // Writes `doc` to `path` atomically. A failed write leaves the previous document in place.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content);

@@ -1,4 +1,6 @@
 """Helpers for multi-agent tests: start several agents on one machine (loopback)."""
+import contextlib
+import signal
 import socket
 import subprocess
 
@@ -32,3 +34,18 @@ class Agents:
             out, err = p.communicate(timeout=timeout)
             results.append((p.returncode, out, err))
         return results
+
+
+@contextlib.contextmanager
+def serve(*args):
+    """A `muster serve` on a free port (yields the port); it must exit 0 on SIGTERM."""
+    port = free_port()
+    p = subprocess.Popen([str(MUSTER), "serve", "--port", str(port), *map(str, args)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=muster_env())
+    assert p.stdout.readline().startswith("muster serve: listening"), p.stderr.read()
+    try:
+        yield port
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(20) == 0

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import FAKE, MUSTER, REPO, muster_env, pid_alive, wait_for
-from multinode import Agents
+from multinode import Agents, serve
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "multinode_check.py"
 
@@ -186,13 +186,7 @@ def test_unresolvable_endpoint_exits_138_after_join_timeout():
 def test_muster_serve_and_status(tmp_path):
     """A standalone `muster serve` outlives the job; `muster status` shows phase, nodes,
     ranks, restart history and root cause."""
-    from multinode import free_port
-    port = free_port()
-    serve = subprocess.Popen([str(MUSTER), "serve", "--port", str(port), "--rdzv-id", "sj"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=muster_env())
-    assert serve.stdout.readline().startswith("muster serve: listening")
-    try:
+    with serve("--rdzv-id", "sj") as port:
         common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "sj", "--nnodes", "2",
                   "--max-restarts", "1", "--no-python", str(FAKE), "sleep=1",
                   "if-attempt=0", "if-global-rank=1", "exit=137", "sleep=1", "if-attempt=1",
@@ -217,9 +211,6 @@ def test_muster_serve_and_status(tmp_path):
         assert final["root_cause"]["rank"] == 0 and final["root_cause"]["code"] == 3
         table = subprocess.run(status, capture_output=True, text=True, timeout=20).stdout
         assert "job sj: Failed" in table and "outcome: exit 3" in table
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(20) == 0
     unknown = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
                               "--rdzv-id", "sj", "--timeout", "2"], capture_output=True,
                              text=True, timeout=30)
@@ -227,13 +218,7 @@ def test_muster_serve_and_status(tmp_path):
 
 
 def test_status_watch_prints_each_transition_once(tmp_path):
-    from multinode import free_port
-    port = free_port()
-    serve = subprocess.Popen([str(MUSTER), "serve", "--port", str(port)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=muster_env())
-    assert serve.stdout.readline().startswith("muster serve: listening")
-    try:
+    with serve() as port:
         common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "w", "--nnodes", "3",
                   "--max-restarts", "1", "--no-python", str(FAKE), "sleep=1",
                   "if-attempt=0", "if-global-rank=1", "exit=137", "sleep=1", "if-attempt=1",
@@ -263,20 +248,12 @@ def test_status_watch_prints_each_transition_once(tmp_path):
         final = docs[-1]
         assert final["restarts_used"] == 1 and final["root_cause"]["code"] == 5
         assert [h["failure"]["code"] for h in final["history"] if "failure" in h][0] == 137
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        serve.wait(20)
 
 
 def test_serve_and_status_read_the_token_file(tmp_path):
-    from multinode import free_port
-    port, token = free_port(), tmp_path / "token"
+    token = tmp_path / "token"
     token.write_text("s3cret\n")
-    serve = subprocess.Popen([str(MUSTER), "serve", "--port", str(port), "--token-file",
-                              str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=muster_env())
-    assert serve.stdout.readline().startswith("muster serve: listening")
-    try:
+    with serve("--token-file", token) as port:
         status = [str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id",
                   "none", "--timeout", "5"]
         ok = subprocess.run([*status, "--token-file", str(token)], capture_output=True,
@@ -286,6 +263,3 @@ def test_serve_and_status_read_the_token_file(tmp_path):
                              env=muster_env())
         assert bad.returncode == 138 and "token" in bad.stderr, bad.stderr
         assert "s3cret" not in ok.stderr + bad.stderr
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(20) == 0

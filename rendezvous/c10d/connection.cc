@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
 
 #include "base/errno_status.h"
 #include "base/status_macros.h"
@@ -13,25 +14,49 @@ namespace {
 
 constexpr size_t kMinReadChunk = 64 * 1024;
 constexpr size_t kMaxReadChunk = 4 * 1024 * 1024;
+// Buffer capacity above this is given back once the buffer is drained, so one
+// large value does not pin memory on a connection for its lifetime.
+constexpr size_t kKeepInputCapacity = 16 * 1024;
+
+ssize_t RecvRetrying(int fd, char* buf, size_t len) {
+  ssize_t n;
+  do {
+    n = ::recv(fd, buf, len, 0);
+  } while (n < 0 && errno == EINTR);  // a signal is no reason to drop the peer
+  return n;
+}
 
 }  // namespace
 
 absl::StatusOr<bool> Connection::Read() {
   size_t have = in_.size();
-  size_t want = kMinReadChunk;
-  if (in_needed_ > have) want = std::clamp(in_needed_ - have, kMinReadChunk, kMaxReadChunk);
-  in_.resize(have + want);
-  ssize_t n;
-  do {
-    n = ::recv(fd_.get(), in_.data() + have, want, 0);
-  } while (n < 0 && errno == EINTR);  // a signal is no reason to drop the peer
+  size_t missing = in_needed_ > have ? in_needed_ - have : 0;
+  if (missing > kMinReadChunk) {
+    // A large value is arriving: read straight into the input buffer (the
+    // zero-fill of resize() is paid once per large request, not per read).
+    size_t want = std::min(missing, kMaxReadChunk);
+    in_.resize(have + want);
+    ssize_t n = RecvRetrying(fd_.get(), in_.data() + have, want);
+    if (n < 0) {
+      int err = errno;
+      in_.resize(have);
+      if (err == EAGAIN || err == EWOULDBLOCK) return true;  // spurious wake-up
+      return ErrnoStatus("recv", err);
+    }
+    in_.resize(have + static_cast<size_t>(n));
+    return n > 0;
+  }
+  // Small requests: read into the thread's scratch chunk and keep only the bytes
+  // that came, so an idle connection holds no 64 KiB buffer and no read pays for
+  // zeroing one.
+  thread_local std::unique_ptr<char[]> scratch(new char[kMinReadChunk]);
+  ssize_t n = RecvRetrying(fd_.get(), scratch.get(), kMinReadChunk);
   if (n < 0) {
     int err = errno;
-    in_.resize(have);
     if (err == EAGAIN || err == EWOULDBLOCK) return true;  // spurious wake-up
     return ErrnoStatus("recv", err);
   }
-  in_.resize(have + static_cast<size_t>(n));
+  in_.append(scratch.get(), static_cast<size_t>(n));
   return n > 0;
 }
 
@@ -61,6 +86,7 @@ absl::Status Connection::ProcessInput(const std::function<absl::Status(Request&)
   }
   if (in_pos_ == in_.size()) {
     in_.clear();
+    if (in_.capacity() > kKeepInputCapacity) in_.shrink_to_fit();
     in_pos_ = 0;
   } else if (in_pos_ > 0) {
     in_.erase(0, in_pos_);
@@ -90,6 +116,7 @@ absl::Status Connection::Flush() {
   }
   if (out_pos_ == out_.size()) {
     out_.clear();
+    if (out_.capacity() > kKeepInputCapacity) out_.shrink_to_fit();
     out_pos_ = 0;
   } else if (out_pos_ > out_.size() / 2) {
     out_.erase(0, out_pos_);

@@ -1,13 +1,16 @@
 #include "rendezvous/grpc/connect.h"
 
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 #include "rendezvous/grpc/credentials.h"
 #include "spdlog/spdlog.h"
 
@@ -38,6 +41,41 @@ std::string ResolveProblem(const std::string& host) {
   }
   return absl::StrCat("host ", host, " does not resolve (yet): ", gai_strerror(rc));
 }
+
+// Whether a plain TCP connection to host:port comes up within `timeout`. Used only to
+// explain a failed gRPC connection: a port that accepts TCP but gives no gRPC session is
+// almost always a TLS mismatch, which gRPC itself reports only as a generic failure.
+bool TcpReachable(const Endpoint& endpoint, absl::Duration timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  std::string port = std::to_string(endpoint.port);
+  if (getaddrinfo(endpoint.host.c_str(), port.c_str(), &hints, &result) != 0) return false;
+  bool reachable = false;
+  for (addrinfo* a = result; a != nullptr && !reachable; a = a->ai_next) {
+    UniqueFd fd(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) continue;
+    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) {
+      reachable = true;
+      break;
+    }
+    if (errno != EINPROGRESS) continue;
+    pollfd p{fd.get(), POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) continue;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    reachable = ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+  }
+  freeaddrinfo(result);
+  return reachable;
+}
+
+constexpr char kHandshakeHint[] =
+    "accepts TCP connections but no gRPC session comes up: a TLS mismatch (the server has "
+    "--tls-cert and this side no --tls-ca, or the reverse, or --tls-ca is not the CA that "
+    "signed the server's certificate) or not a muster rendezvous server";
 
 // Empty once `channel` is connected; why not otherwise.
 std::string WaitConnected(grpc::Channel& channel, absl::Time deadline,
@@ -113,6 +151,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
       reason = WaitConnected(*channel, std::min(deadline, absl::Now() + kAttemptTimeout), sleep,
                              &stopped);
       if (stopped) return absl::CancelledError("stopped while connecting to the rendezvous");
+      if (!reason.empty() && TcpReachable(*parsed, absl::Seconds(1))) {
+        reason = absl::StrCat("port ", parsed->port, " of ", parsed->host, " ", kHandshakeHint);
+      }
       if (reason.empty()) {
         if (attempts > 1) {
           spdlog::info("rendezvous at {} reached after {}", endpoint, Secs(absl::Now() - started));

@@ -12,6 +12,9 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
                                         const Config& config, const WorkerPlacement& p,
                                         const RoundInfo& round) {
   std::map<std::string, std::string> env = agent_env;
+  // The rendezvous secret is the agent's; a worker (and whatever it logs or dumps) never
+  // needs it.
+  env.erase("MUSTER_TOKEN");
   auto set = [&](const char* name, const std::string& value) { env[name] = value; };
   auto num = [&](const char* name, int value) { env[name] = std::to_string(value); };
   num("LOCAL_RANK", p.local_rank);

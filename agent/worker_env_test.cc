@@ -32,6 +32,14 @@ TEST(WorkerEnvTest, TorchrunSetPlusNodeRank) {
   EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
 }
 
+TEST(WorkerEnvTest, RendezvousTokenNeverReachesWorkers) {
+  Config c;
+  WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
+  auto env = AsMap(BuildWorkerEnv({{"MUSTER_TOKEN", "s3cret"}, {"HOME", "/root"}}, c, p, {}));
+  EXPECT_EQ(env.count("MUSTER_TOKEN"), 0u);
+  EXPECT_EQ(env["HOME"], "/root");
+}
+
 TEST(WorkerEnvTest, OmpKeptWhenSetOrSingleWorker) {
   Config c;
   WorkerPlacement one{0, 0, 0, 1, 1, 1, 0, 1};

@@ -500,7 +500,11 @@ void Agent::StartDebugCommand(const rdzv::Assignment& a, RoundInfo round) {
   if (!hs.ok()) spdlog::warn("cannot write the debug hostfile: {}", hs.message());
   std::string command = config_.debug_command;
   if (command.empty()) {
-    command = access("/usr/sbin/sshd", X_OK) == 0 ? "/usr/sbin/sshd -D" : "sleep infinity";
+    // sshd refuses to start without its privilege-separation directory, which only an init
+    // system creates; -e sends its log to stderr (a pod has no syslog).
+    command = access("/usr/sbin/sshd", X_OK) == 0
+                  ? "mkdir -p -m 755 /run/sshd && exec /usr/sbin/sshd -D -e"
+                  : "sleep infinity";
   }
   spdlog::info(
       "debug mode: ranks {}..{} prepared in {} (source rank-N.env, or `muster exec --rank N "

@@ -94,7 +94,7 @@ struct Config {
   // Debug mode (DESIGN §4.7): rendezvous, write per-rank env files and a hostfile, then run
   // debug_command instead of the workers; `muster exec --rank N` starts a rank by hand.
   bool debug = false;
-  std::string debug_command;  // empty: /usr/sbin/sshd -D when present, else sleep infinity
+  std::string debug_command;  // empty: /usr/sbin/sshd -D -e when present, else sleep infinity
   std::string debug_dir = "/run/muster";
 
   bool dry_run = false;

@@ -10,6 +10,7 @@ PACKAGES=(
   python3 python3-pytest python3-torch python3-venv python3-grpcio python3-grpc-tools python3-yaml
   clang libclang-rt-14-dev
   iproute2 util-linux procps
+  openssh-server openssh-client
 )
 
 missing=()
@@ -20,6 +21,19 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   SUDO=""
   [[ $(id -u) == 0 ]] || SUDO=sudo
+  if [[ " ${missing[*]} " == *" openssh-server "* ]]; then
+    # openssh-server is for the debug-mode test, which runs its own sshd inside a test pod.
+    # The host gets no sshd from it: Debian's switch /etc/ssh/sshd_not_to_be_run keeps
+    # ssh.service, ssh.socket and /etc/init.d/ssh from ever starting one (delete it to use
+    # the package's sshd), and a policy-rc.d denies starting services during this install.
+    $SUDO mkdir -p /etc/ssh
+    $SUDO touch /etc/ssh/sshd_not_to_be_run
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+      printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+      $SUDO chmod 755 /usr/sbin/policy-rc.d
+      trap "$SUDO rm -f /usr/sbin/policy-rc.d" EXIT
+    fi
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

@@ -1,10 +1,17 @@
 #include "agent/conventions.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "base/status_macros.h"
 
 namespace muster {
 namespace {
@@ -21,9 +28,50 @@ int Int(const std::string& s) {
   return v;
 }
 
-}  // namespace
+// python, python3, python3.11, /usr/bin/python3: the interpreter an operator's Pod
+// command starts with.
+bool IsPythonInterpreter(const std::string& arg) {
+  absl::string_view rest = arg;
+  if (size_t slash = rest.rfind('/'); slash != absl::string_view::npos) {
+    rest.remove_prefix(slash + 1);
+  }
+  if (!absl::ConsumePrefix(&rest, "python")) return false;
+  for (char ch : rest) {
+    if (!absl::ascii_isdigit(ch) && ch != '.') return false;
+  }
+  return true;
+}
 
-absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env, Config* c) {
+// True when `command` is the Pod's old command (`python train.py`) rather than a script:
+// an interpreter name with no script of that name in the current directory, or an
+// interpreter path that is executable.
+bool StartsWithInterpreter(const std::vector<std::string>& command) {
+  if (command.empty() || !IsPythonInterpreter(command[0])) return false;
+  const std::string& first = command[0];
+  if (absl::StrContains(first, '/')) return access(first.c_str(), X_OK) == 0;
+  struct stat st;
+  return stat(first.c_str(), &st) != 0 || !S_ISREG(st.st_mode);
+}
+
+// Kubernetes names a Pod behind a headless Service <hostname>.<subdomain>[.<namespace>...]
+// while the Pod's own hostname is only the first label (Indexed Job, JobSet, StatefulSet,
+// the hostfiles built from those names). An endpoint of that form names this Pod: its
+// agent serves the rendezvous, as it would for its bare hostname.
+void HostWhenEndpointNamesThisPod(Config* c) {
+  if (c->rdzv_hosting != "auto" || c->sources.count("rdzv-host") || c->rdzv_host_name.empty()) {
+    return;
+  }
+  char host[256] = {};
+  // No hostname: nothing to compare; the agent's own check (addresses) still applies.
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return;
+  if (!absl::StartsWithIgnoreCase(c->rdzv_host_name, absl::StrCat(host, "."))) return;
+  c->rdzv_hosting = "true";
+  c->sources["rdzv-host"] =
+      absl::StrCat("the endpoint ", c->rdzv_host_name, " names this Pod (hostname ", host, ")");
+}
+
+// The variables operators put into a Pod's environment (see the header).
+absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Config* c) {
   std::string name;
   if (Find(env, "PET_NNODES") || Find(env, "PET_MASTER_ADDR")) {
     name = "Kubeflow PyTorchJob";
@@ -43,6 +91,12 @@ absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& 
   // already taken by the flag parser and wins).
   if (unset("nnodes")) {
     if (const std::string* ws = Find(env, "WORLD_SIZE"); ws && name != "Kubeflow PyTorchJob") {
+      // WORLD_SIZE=0 would be a job of no nodes (found by tests/fuzz/flags_fuzz).
+      if (Int(*ws) < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("WORLD_SIZE: '", *ws,
+                         "' in the environment is not a node count (1 or more); fix or unset it"));
+      }
       c->min_nodes = c->max_nodes = Int(*ws);
       c->sources["nnodes"] = "WORLD_SIZE";
       used.push_back(absl::StrCat("nodes=", *ws, " (WORLD_SIZE)"));
@@ -64,14 +118,24 @@ absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& 
     const std::string* addr = Find(env, "PET_MASTER_ADDR");
     const std::string* port = Find(env, "PET_MASTER_PORT");
     const char* from = "PET_MASTER_ADDR:PET_MASTER_PORT";
+    const char* port_var = "PET_MASTER_PORT";
     if (addr == nullptr) {
       addr = Find(env, "MASTER_ADDR");
       port = Find(env, "MASTER_PORT");
       from = "MASTER_ADDR:MASTER_PORT";
+      port_var = "MASTER_PORT";
     }
     if (addr != nullptr) {
       c->rdzv_host_name = *addr;
-      if (port != nullptr) c->rdzv_port = Int(*port);
+      if (port != nullptr) {
+        // Only checked as a non-negative number elsewhere: 0 or 70000 is no endpoint (found
+        // by tests/fuzz/flags_fuzz).
+        if (Int(*port) < 1 || Int(*port) > 65535) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              port_var, ": '", *port, "' in the environment is not a port (1..65535)"));
+        }
+        c->rdzv_port = Int(*port);
+      }
       c->sources["rdzv-endpoint"] = from;
       used.push_back(absl::StrCat("rendezvous at ", *addr, ":", c->rdzv_port, " (", from, ")"));
       // The master Pod knows itself by rank 0 even when its hostname differs from the
@@ -86,6 +150,20 @@ absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& 
         c->max_nodes, " nodes)"));
   }
   c->convention = absl::StrCat(name, used.empty() ? "" : ": ", absl::StrJoin(used, ", "));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env, Config* c) {
+  // `muster run -- python train.py`: the operator's command with muster in front runs as
+  // given (the interpreter on PATH, as the Pod had it), not as `python3 -u python train.py`.
+  if (!c->no_python && !c->module && StartsWithInterpreter(c->command)) {
+    c->no_python = true;
+    c->sources["no-python"] = absl::StrCat("the command starts with ", c->command[0]);
+  }
+  RETURN_IF_ERROR(ApplyPodVariables(env, c));
+  HostWhenEndpointNamesThisPod(c);
   return absl::OkStatus();
 }
 

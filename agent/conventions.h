@@ -13,6 +13,10 @@
 // conventions > default). The rendezvous endpoint becomes the master's address and port:
 // the master Pod (rank 0) hosts the rendezvous there. Pod-level RANK and WORLD_SIZE are
 // node rank and node count; they never reach workers as worker ranks.
+//
+// Whatever gave the endpoint (flag, MUSTER_*, convention): when it is this Pod's
+// headless-Service name, <hostname>.<subdomain>[...], this Pod's agent hosts the
+// rendezvous (unless --rdzv-host says otherwise).
 #ifndef MUSTER_AGENT_CONVENTIONS_H_
 #define MUSTER_AGENT_CONVENTIONS_H_
 
@@ -26,6 +30,8 @@ namespace muster {
 
 // Updates `config` (fields whose `config->sources` entry is absent) and sets
 // config->convention to a one-line description for --dry-run ("" when none applies).
+// A command that starts with a Python interpreter (`python3 train.py`, the Pod's command
+// before muster) runs as given, as with --no-python.
 absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env,
                                       Config* config);
 

@@ -275,3 +275,13 @@ class Pods:
             _ip("netns", "del", pod.ns, check=False)
             _ip("link", "del", pod.veth, check=False)  # gone with its peer normally
         _ip("link", "del", self.bridge, check=False)
+
+
+def name_pods(pods, names):
+    """Kubernetes-style hostnames: pod i is called names[i] from now on (the hostname its
+    later run()s set; also its log file names), and its own hosts file maps that name to
+    its address, as a Pod's /etc/hosts does. Other pods learn names only through
+    Pod.add_host (the cluster DNS of a headless Service)."""
+    for pod, name in zip(pods, names):
+        pod.name = name
+        pod.add_host(name, pod.ip)

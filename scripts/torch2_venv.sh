@@ -8,10 +8,32 @@
 # the four wheels that image lacks (NCCL 2.30, cuSPARSELt, NVSHMEM, cuFile), and point
 # libcuda.so.1 at the toolkit's stub: torch imports, torch.cuda reports no GPU.
 #
+# The venv also has DeepSpeed and HF Accelerate (for the DeepSpeed/Accelerate tests), pinned,
+# installed --no-deps with their runtime dependencies listed here, pinned (a resolver run
+# would see torch's nvidia-* requirements and fetch them). DeepSpeed is an sdist, built here
+# against the venv's torch with DS_BUILD_OPS=0 (no CUDA op is built) except its CPU
+# shared-memory comm op (DS_BUILD_SHM_COMM=1): with no GPU, DeepSpeed picks its CPU
+# accelerator by itself (DS_ACCELERATOR=cpu is not needed) and that accelerator needs this
+# op in every deepspeed.init_distributed(); not built in advance, each worker would JIT-compile
+# it there (~1 min of CPU, 4.5 min on a busy 2-core machine). Cost: ~14 MB download plus
+# that one compile, one time. A cached venv without them gets them on the next run. If they
+# cannot be installed (PyPI unreachable) torch still works: the script warns on stderr, exits
+# 0, and the DeepSpeed/Accelerate tests skip naming the reason.
+#
 # Cache: ${MUSTER_CACHE:-~/.cache/muster}. Output: the wrapper's path on stdout (and exit 0),
 # or a message on stderr and exit 1 when torch 2.x cannot be had here.
 set -euo pipefail
 TORCH_VERSION=${MUSTER_TORCH2_VERSION:-2.15.0}
+DEEPSPEED_VERSION=0.19.8
+ACCELERATE_VERSION=1.15.0
+# Their runtime requirements (DeepSpeed: einops hjson msgpack ninja packaging psutil py-cpuinfo
+# pydantic tqdm; Accelerate: psutil pyyaml huggingface_hub safetensors), resolved once by pip;
+# and `wheel`, which the venv's setuptools needs to build DeepSpeed's wheel.
+EXTRA_DEPS=(einops==0.8.2 hjson==3.1.0 msgpack==1.2.4 ninja==1.13.2 packaging==26.3
+  psutil==7.2.2 py-cpuinfo==9.0.0 pydantic==2.14.3 pydantic_core==2.50.4 annotated-types==0.8.0
+  typing-inspection==0.4.5 tqdm==4.70.1 PyYAML==6.0.3 safetensors==0.8.0 huggingface_hub==2.4.0
+  hf-xet==1.8.0 click==8.5.1 httpx2==2.16.2 httpcore2==2.16.2 anyio==4.16.0 idna==3.20
+  truststore==0.10.5 h11==0.16.0 wheel==0.48.0)
 CACHE=${MUSTER_CACHE:-$HOME/.cache/muster}
 VENV=$CACHE/torch2-venv
 WRAPPER=$CACHE/torch2-python
@@ -19,8 +41,42 @@ mkdir -p "$CACHE"
 exec 9>"$CACHE/.torch2.lock"
 flock -w 1200 9
 
+# Both at their pinned versions, DeepSpeed with its CPU shared-memory op built in.
+have_extras() {
+  "$VENV/bin/python" -c "from importlib.metadata import files, version as v
+assert v('deepspeed') == '$DEEPSPEED_VERSION' and v('accelerate') == '$ACCELERATE_VERSION'
+assert any('deepspeed_shm_comm_op' in str(f) for f in files('deepspeed'))" >/dev/null 2>&1
+}
+
+# Adds DeepSpeed and Accelerate; never fails the script (torch alone is still useful).
+install_extras() {
+  echo "torch2_venv: adding deepspeed $DEEPSPEED_VERSION and accelerate $ACCELERATE_VERSION" \
+    "to $VENV (one time: ~14 MB download, then DeepSpeed's CPU op compiles, ~1-2 min)" >&2
+  local log start=$SECONDS
+  log=$(mktemp)
+  # 1. Wheels only. `python -m pip`: bin/pip's shebang names the venv's original path.
+  # 2. DeepSpeed's sdist, built against the venv's torch (no build isolation; through the
+  #    wrapper, which finds torch's libraries), by ninja on the venv's PATH. No pip cache: a
+  #    cached wheel of the same version may have been built with other DS_BUILD_* settings.
+  if "$VENV/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 2 \
+      --no-deps "accelerate==$ACCELERATE_VERSION" "${EXTRA_DEPS[@]}" >"$log" 2>&1 &&
+    PATH="$VENV/bin:$PATH" DS_BUILD_OPS=0 DS_BUILD_SHM_COMM=1 DS_ENABLE_NINJA=1 \
+      "$WRAPPER" -m pip install -q --disable-pip-version-check --timeout 30 --retries 2 \
+      --no-deps --no-build-isolation --no-cache-dir --force-reinstall \
+      "deepspeed==$DEEPSPEED_VERSION" >>"$log" 2>&1 &&
+    have_extras; then
+    echo "torch2_venv: deepspeed and accelerate installed in $((SECONDS - start)) s" >&2
+  else
+    echo "torch2_venv: WARNING: could not install deepspeed $DEEPSPEED_VERSION / accelerate" \
+      "$ACCELERATE_VERSION (the DeepSpeed and Accelerate tests will skip):" \
+      "$(tail -c 1500 "$log")" >&2
+  fi
+  rm -f "$log"
+}
+
 if [[ -x $WRAPPER ]] && "$WRAPPER" -c 'import torch.distributed as d; assert d.is_gloo_available()' \
     >/dev/null 2>&1; then
+  have_extras || install_extras
   echo "$WRAPPER"
   exit 0
 fi
@@ -48,4 +104,5 @@ LD_LIBRARY_PATH="$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "$VENV/bin/p
 WRAP
 chmod +x "$WRAPPER"
 "$WRAPPER" -W ignore -c 'import torch.distributed as d; assert d.is_gloo_available()' >&2
+install_extras
 echo "$WRAPPER"

@@ -103,6 +103,14 @@ absl::Status WorkerGroup::Start(int group_rank, int rank_base, int world_size, i
     spec.argv = BuildWorkerArgv(config_, local);
     if (config_.bind_cores_to_rank) spec.cpus = CpuShare(cpus, numa, local, n);
     spec.env = BuildWorkerEnv(config_.worker_env_base, config_, w.placement, round);
+    if (config_.bind_cores_to_rank && !spec.cpus.empty() &&
+        !config_.worker_env_base.count("OMP_NUM_THREADS")) {
+      // As DeepSpeed's launcher does when it binds cores: one OpenMP thread per CPU of the
+      // rank's share, instead of torchrun's 1 (which would leave a bound share idle).
+      std::erase_if(spec.env,
+                    [](const std::string& kv) { return kv.starts_with("OMP_NUM_THREADS="); });
+      spec.env.push_back(absl::StrCat("OMP_NUM_THREADS=", spec.cpus.size()));
+    }
     if (!SpawnWorker(w, std::move(spec))) {
       workers_.resize(local + 1);  // the rest were never started
       break;

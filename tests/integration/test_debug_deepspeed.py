@@ -58,6 +58,29 @@ def test_deepspeed_env_local_rank_arg_and_core_binding(tmp_path):
     assert shares[0] | shares[1] == set(cpus)
 
 
+def test_bound_cores_set_omp_threads_to_the_share(tmp_path):
+    """With --bind-cores-to-rank each worker gets OMP_NUM_THREADS = its share's size (as
+    DeepSpeed's launcher sets it), unless the user set OMP_NUM_THREADS."""
+    ncpu = len(os.sched_getaffinity(0))
+    script = 'echo "$OMP_NUM_THREADS $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+
+    def run(nproc, **env):
+        out = tmp_path / f"out{nproc}{len(env)}"
+        r = subprocess.run([str(MUSTER), "run", "--nproc-per-node", str(nproc),
+                            "--bind-cores-to-rank", "--no-python", "/bin/sh", "-c",
+                            f"{script} >> {out}"], capture_output=True, text=True, timeout=60,
+                           env=muster_env(**env))
+        assert r.returncode == 0, r.stderr
+        return [line.split() for line in out.read_text().splitlines()]
+
+    for omp, cpus in run(1):
+        assert int(omp) == len(_cpus(cpus)) == ncpu
+    if ncpu >= 2:
+        for omp, cpus in run(2):
+            assert int(omp) == len(_cpus(cpus)) < ncpu
+    assert {row[0] for row in run(1, OMP_NUM_THREADS="7")} == {"7"}
+
+
 def _cpus(text):
     out = []
     for part in text.split(","):

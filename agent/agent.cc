@@ -133,6 +133,20 @@ int ExitCodeForRendezvousError(const absl::Status& s) {
   }
 }
 
+// A worker's end as the job's status shows it (the signal comes from the group's record).
+rdzv::EndedWorker EndedWorkerOf(const WorkerExit& e, const WorkerGroup& group) {
+  rdzv::EndedWorker ended;
+  ended.local_rank = e.placement.local_rank;
+  ended.pid = e.pid;
+  ended.code = e.code;
+  ended.what = e.what;
+  ended.stopped = e.while_stopping;
+  for (const WorkerGroup::WorkerView& w : group.Workers()) {
+    if (w.pid == e.pid && w.status) ended.signal = w.status->signal;
+  }
+  return ended;
+}
+
 }  // namespace
 
 Agent::Agent(Config config) : config_(std::move(config)) {}
@@ -307,6 +321,7 @@ void Agent::ReapChildren() {
 
 void Agent::OnWorkerExit(const WorkerExit& e) {
   Publish(group_->running() ? "Running" : "Stopping");
+  if (!config_.debug) rdzv_->ReportWorkerEnded(round_, EndedWorkerOf(e, *group_));
   if (config_.debug && !e.while_stopping) {
     // The debug command is the Pod's main process: its end is the agent's end.
     ExitAfterStop(e.code, absl::StrCat("debug command ended: ", e.what, "; exiting ", e.code),
@@ -475,6 +490,13 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     ExitAfterStop(1, absl::StrCat("cannot start workers: ", st.message()), true, SIGKILL);
     return;
   }
+  // The job's status shows the pids (DESIGN §4.6). A worker that could not be executed has
+  // none; its exit follows through OnWorkerExit.
+  std::vector<rdzv::StartedWorker> started;
+  for (const WorkerGroup::WorkerView& w : group_->Workers()) {
+    if (w.pid > 0) started.push_back({w.placement.local_rank, w.placement.rank, w.pid});
+  }
+  rdzv_->ReportWorkersStarted(round_, started);
   Publish("Running");
 }
 

@@ -2,6 +2,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -33,14 +36,40 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                       {"max_restarts", s.max_restarts},
                       {"min_nodes", s.min_nodes},
                       {"max_nodes", s.max_nodes},
+                      {"conditions", nlohmann::json::array()},
                       {"nodes", nlohmann::json::array()},
+                      {"workers", nlohmann::json::array()},
                       {"history", nlohmann::json::array()}};
+  for (const rdzv::Condition& c : s.conditions) {
+    j["conditions"].push_back({{"type", c.type},
+                               {"status", c.status ? "True" : "False"},
+                               {"reason", c.reason},
+                               {"message", c.message},
+                               {"last_transition_time", absl::FormatTime(c.last_transition)}});
+  }
+  for (const rdzv::WorkerStatus& w : s.workers) {
+    nlohmann::json worker = {{"rank", w.rank},
+                             {"local_rank", w.local_rank},
+                             {"group_rank", w.group_rank},
+                             {"node_id", w.node_id},
+                             {"host", w.host},
+                             {"pid", w.pid},
+                             {"state", rdzv::WorkerStateName(w.state)},
+                             {"restarts", w.restarts}};
+    if (w.state != rdzv::WorkerState::kPending && w.state != rdzv::WorkerState::kRunning) {
+      worker["code"] = w.code;
+      worker["signal"] = w.signal;
+      worker["what"] = w.what;
+    }
+    j["workers"].push_back(worker);
+  }
   for (const rdzv::NodeStatus& n : s.nodes) {
     nlohmann::json node = {{"node_id", n.node_id},
                            {"host", n.host},
                            {"address", n.address},
                            {"group_rank", n.group_rank},
                            {"local_world_size", n.local_world_size},
+                           {"state", n.state},
                            {"last_heartbeat", absl::FormatTime(n.last_heartbeat)}};
     if (n.group_rank >= 0) {
       int base = 0;
@@ -67,28 +96,68 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
   return j;
 }
 
+std::string Paint(const std::string& state, bool color) {
+  if (!color) return state;
+  const char* c = state == "Running" || state == "Succeeded" || state == "True" ? "32"
+                  : state == "Failed"                                           ? "31"
+                                                                                : "33";
+  return absl::StrCat("\033[", c, "m", state, "\033[0m");
+}
+
+// printf's %-Ns counts the colour escapes: pad the plain text, then paint it.
+std::string PaintPadded(const std::string& state, int width, bool color) {
+  std::string padded = state;
+  if (static_cast<int>(padded.size()) < width) padded.resize(width, ' ');
+  if (!color) return padded;
+  return Paint(state, true) + padded.substr(state.size());
+}
+
+std::string TimeOfDay(const std::string& rfc3339) {
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return rfc3339;
+  return absl::FormatTime("%H:%M:%S", t, absl::LocalTimeZone());
+}
+
 void PrintTable(const nlohmann::json& j, bool color) {
-  auto paint = [&](const std::string& phase) {
-    if (!color) return phase;
-    const char* c = phase == "Running" || phase == "Succeeded" ? "32"
-                    : phase == "Failed"                        ? "31"
-                                                               : "33";
-    return absl::StrCat("\033[", c, "m", phase, "\033[0m");
-  };
   std::printf("job %s: %s, round %d, restarts %d of %d, nodes %zu (min %d, max %d)\n",
-              j["run_id"].get<std::string>().c_str(), paint(j["phase"].get<std::string>()).c_str(),
-              j["round"].get<int>(), j["restarts_used"].get<int>(), j["max_restarts"].get<int>(),
-              j["nodes"].size(), j["min_nodes"].get<int>(), j["max_nodes"].get<int>());
-  std::printf("%-6s %-24s %-18s %-12s %s\n", "GROUP", "HOST", "ADDRESS", "RANKS", "NODE");
+              j["run_id"].get<std::string>().c_str(),
+              Paint(j["phase"].get<std::string>(), color).c_str(), j["round"].get<int>(),
+              j["restarts_used"].get<int>(), j["max_restarts"].get<int>(), j["nodes"].size(),
+              j["min_nodes"].get<int>(), j["max_nodes"].get<int>());
+  std::printf("%-11s %-6s %-9s %-20s %s\n", "CONDITION", "STATUS", "SINCE", "REASON", "MESSAGE");
+  for (const auto& c : j["conditions"]) {
+    std::string status = c["status"].get<std::string>();
+    std::printf("%-11s %s %-9s %-20s %s\n", c["type"].get<std::string>().c_str(),
+                PaintPadded(status, 6, color && status == "True").c_str(),
+                TimeOfDay(c["last_transition_time"].get<std::string>()).c_str(),
+                c["reason"].get<std::string>().c_str(), c["message"].get<std::string>().c_str());
+  }
+  // Ranks grouped by node: each node's line, then its workers.
+  std::map<std::string, std::vector<const nlohmann::json*>> by_node;
+  for (const auto& w : j["workers"]) by_node[w["node_id"].get<std::string>()].push_back(&w);
+  std::printf("%-6s %-24s %-18s %-12s %-10s %s\n", "GROUP", "HOST", "ADDRESS", "RANKS", "STATE",
+              "NODE");
   for (const auto& n : j["nodes"]) {
     std::string ranks = n.contains("ranks")
                             ? absl::StrCat(n["ranks"][0].get<int>(), "-", n["ranks"][1].get<int>())
                             : "waiting";
     std::string group =
         n["group_rank"].get<int>() >= 0 ? std::to_string(n["group_rank"].get<int>()) : "-";
-    std::printf("%-6s %-24s %-18s %-12s %s\n", group.c_str(), n["host"].get<std::string>().c_str(),
-                n["address"].get<std::string>().c_str(), ranks.c_str(),
-                n["node_id"].get<std::string>().c_str());
+    std::string node_id = n["node_id"].get<std::string>();
+    std::printf("%-6s %-24s %-18s %-12s %s %s\n", group.c_str(),
+                n["host"].get<std::string>().c_str(), n["address"].get<std::string>().c_str(),
+                ranks.c_str(), PaintPadded(n.value("state", ""), 10, color).c_str(),
+                node_id.c_str());
+    for (const nlohmann::json* w : by_node[node_id]) {
+      std::string pid = (*w)["pid"].get<int>() > 0 ? std::to_string((*w)["pid"].get<int>()) : "-";
+      std::string state = (*w)["state"].get<std::string>();
+      std::printf("       rank %-5d local %-3d pid %-8s %s restarts %d%s%s\n",
+                  (*w)["rank"].get<int>(), (*w)["local_rank"].get<int>(), pid.c_str(),
+                  PaintPadded(state, 9, color).c_str(), (*w)["restarts"].get<int>(),
+                  w->contains("what") ? "  " : "",
+                  w->contains("what") ? (*w)["what"].get<std::string>().c_str() : "");
+    }
   }
   for (const auto& h : j["history"]) {
     std::printf("restart after round %d%s: %s\n", h["round"].get<int>(),

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "rendezvous/core/types.h"
@@ -32,6 +33,10 @@ class RendezvousClient {
                      ErrorSink errors) = 0;
   virtual void ReportFailure(int round, const Failure& failure) = 0;
   virtual void ReportSucceeded(int round) = 0;
+  // Status only (DESIGN §4.6): the workers of `round` were spawned (once per round), and
+  // one of them ended, for whatever reason (sent before ReportFailure/ReportSucceeded).
+  virtual void ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) = 0;
+  virtual void ReportWorkerEnded(int round, const EndedWorker& worker) = 0;
   // Workers of `round` are stopped; the node's fresh store for the next round listens on
   // `store_port`.
   virtual void ReportStopped(int round, int store_port) = 0;

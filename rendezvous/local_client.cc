@@ -35,6 +35,14 @@ void LocalRendezvous::ReportSucceeded(int round) {
   Deliver(std::move(out));
 }
 
+void LocalRendezvous::ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) {
+  job_->WorkersStarted(node_id_, round, workers, EventLoop::Now());
+}
+
+void LocalRendezvous::ReportWorkerEnded(int round, const EndedWorker& worker) {
+  job_->WorkerEnded(node_id_, round, worker, EventLoop::Now());
+}
+
 void LocalRendezvous::ReportStopped(int round, int store_port) {
   std::vector<Event> out;
   job_->WorkersStopped(node_id_, round, store_port, EventLoop::Now(), &out);

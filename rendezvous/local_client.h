@@ -25,6 +25,8 @@ class LocalRendezvous : public RendezvousClient {
              ErrorSink errors) override;
   void ReportFailure(int round, const Failure& failure) override;
   void ReportSucceeded(int round) override;
+  void ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) override;
+  void ReportWorkerEnded(int round, const EndedWorker& worker) override;
   void ReportStopped(int round, int store_port) override;
   void Leave(const std::string& why) override;
 

@@ -2,6 +2,7 @@
 """rdzv_load: M simulated muster agents against a real `muster serve` (B2, reference/perf.md §7).
 
     rdzv_load.py PORT M [--heartbeat-secs S] [--hb-interval-ms I] [--run-id ID]
+                        [--local-world-size L] [--report-workers]
 
 Every agent has its own gRPC channel (own TCP connection: local subchannel pool), all in one
 asyncio process (grpc.aio). Phase 1 connects every channel (channel_ready, concurrently) and
@@ -10,6 +11,9 @@ M, so the round starts when the last agent joins) and waits for RoundStarted; ro
 Join written -> last RoundStarted received. With --heartbeat-secs S the agents then stay
 joined and send Heartbeat every I ms for S seconds (the driver samples the server meanwhile).
 Prints one JSON line on stdout; "hb_window" lines on stderr mark the heartbeat window.
+Each agent claims L local workers (default 1); with --report-workers it also sends
+WorkersStarted (made-up pids) after RoundStarted, as a real agent does, so that the job status
+lists M x L workers with pids (bench/b10_status.py).
 Stubs are generated at run time from proto/muster/v1/rendezvous.proto with grpc_tools.
 """
 import argparse
@@ -43,6 +47,8 @@ async def main():
     ap.add_argument("--run-id", default="b2")
     ap.add_argument("--heartbeat-secs", type=float, default=0)
     ap.add_argument("--hb-interval-ms", type=int, default=1000)
+    ap.add_argument("--local-world-size", type=int, default=1)
+    ap.add_argument("--report-workers", action="store_true")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -71,7 +77,7 @@ async def main():
         q = asyncio.Queue()
         join = pb.AgentMessage(join=pb.Join(run_id=a.run_id, spec=spec, node=pb.NodeInfo(
             node_id=f"b2-{i}", host="127.0.0.1", address="127.0.0.1", rank_hint=-1,
-            local_world_size=1, store_port=0)))
+            local_world_size=a.local_world_size, store_port=0)))
 
         async def reqs():
             if t_first[0] is None:
@@ -86,6 +92,13 @@ async def main():
         try:
             async for msg in call:
                 if msg.WhichOneof("kind") == "round_started":
+                    if a.report_workers:
+                        asg = msg.round_started.assignment
+                        q.put_nowait(pb.AgentMessage(workers_started=pb.WorkersStarted(
+                            round=asg.round, workers=[
+                                pb.StartedWorker(local_rank=lr, rank=asg.rank_base + lr,
+                                                 pid=100000 + asg.rank_base + lr)
+                                for lr in range(a.local_world_size)])))
                     got[0] += 1
                     if got[0] == M:
                         t_last[0] = time.monotonic()

@@ -11,6 +11,10 @@ namespace muster::rdzv {
 namespace {
 
 constexpr int kProgressBroadcastLimit = 64;
+// Workers one node may bring. The server keeps a record per worker and sums ranks in int,
+// so a bogus Join (local_world_size 2^31-1) must be refused, not allocated (found by
+// tests/fuzz/rendezvous_fuzz).
+constexpr int kMaxLocalWorldSize = 4096;
 
 std::string Seconds(absl::Duration d) {
   return absl::StrCat(static_cast<int64_t>(absl::ToDoubleSeconds(d) + 0.5), " s");
@@ -26,6 +30,28 @@ Event MakeEvent(Event::Kind kind, const std::string& node_id, std::string text =
   e.node_id = node_id;
   e.text = std::move(text);
   return e;
+}
+
+// A spec the job can run: the first joiner's becomes the job's, and a wire message can
+// carry anything (a job of at most 0 nodes would "run" a round of none forever; found by
+// tests/fuzz/rendezvous_fuzz).
+absl::Status CheckSpec(const JobSpec& spec, const NodeInfo& who) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", Describe(who), ": ", what));
+  };
+  if (spec.min_nodes < 1 || spec.max_nodes < spec.min_nodes) {
+    return bad(
+        absl::StrCat("--nnodes ", spec.min_nodes, ":", spec.max_nodes, " needs 1 <= MIN <= MAX"));
+  }
+  if (spec.max_restarts < 0) return bad(absl::StrCat("--max-restarts ", spec.max_restarts, " < 0"));
+  if (spec.heartbeat_interval <= absl::ZeroDuration() || spec.heartbeat_misses < 1) {
+    return bad("heartbeat_interval and heartbeat_misses must be positive (--rdzv-conf)");
+  }
+  if (spec.join_timeout < absl::ZeroDuration() || spec.last_call_timeout < absl::ZeroDuration() ||
+      spec.stop_timeout < absl::ZeroDuration()) {
+    return bad("negative join, last-call or stop timeout (--rdzv-conf)");
+  }
+  return absl::OkStatus();
 }
 
 // The JobSpec fields every node must agree on, with the flag that sets each.
@@ -53,13 +79,114 @@ absl::Status CheckSameSpec(const JobSpec& job, const JobSpec& node, const NodeIn
 
 }  // namespace
 
-Job::Job(JobSpec spec, absl::Time now) : spec_(std::move(spec)), gathering_since_(now) {}
+Job::Job(JobSpec spec, absl::Time now)
+    : spec_(std::move(spec)), gathering_since_(now), conditions_(now) {}
 
 std::vector<NodeInfo> Job::Nodes() const {
   std::vector<NodeInfo> out;
   out.reserve(nodes_.size());
-  for (const auto& [id, node] : nodes_) out.push_back(node.info);
+  for (const auto& [id, node] : nodes_) {
+    if (!node.left) out.push_back(node.info);
+  }
   return out;
+}
+
+std::vector<Job::NodeView> Job::NodeViews() const {
+  // A node is in the current round when it got a group rank at the last StartRound and
+  // the round's participants have not been cleared since (gathering again).
+  size_t round_size = 0;
+  if (!participants_.empty()) {
+    for (const auto& [id, node] : nodes_) {
+      round_size = std::max(round_size, static_cast<size_t>(node.prev_group_rank + 1));
+    }
+  }
+  std::vector<NodeView> ranked(round_size);
+  std::vector<NodeView> waiting;
+  for (const auto& [id, node] : nodes_) {
+    NodeView v;
+    v.info = node.info;
+    v.last_seen = node.last_seen;
+    bool in_round = !participants_.empty() && node.prev_group_rank >= 0;
+    if (in_round) v.group_rank = node.prev_group_rank;
+    if (node.left) {
+      v.state = "Left";
+    } else if (!in_round) {
+      v.state = "Waiting";
+    } else if (node.failed) {
+      v.state = "Failed";
+    } else if (node.succeeded) {
+      v.state = "Succeeded";
+    } else if (phase_ == Phase::kStopping) {
+      v.state = node.stopped ? "Stopped" : "Stopping";
+    } else if (phase_ == Phase::kFinished) {
+      v.state = "Stopped";
+    } else {
+      v.state = "Running";
+    }
+    if (in_round) {
+      ranked[v.group_rank] = std::move(v);
+    } else {
+      waiting.push_back(std::move(v));  // std::map order: by node id
+    }
+  }
+  std::vector<NodeView> out;
+  out.reserve(nodes_.size());
+  for (NodeView& v : ranked) {
+    if (!v.info.node_id.empty()) out.push_back(std::move(v));
+  }
+  for (NodeView& v : waiting) out.push_back(std::move(v));
+  return out;
+}
+
+std::vector<WorkerStatus> Job::Workers() const {
+  // Participants are in group-rank order, and each node's workers in local-rank order:
+  // together, global-rank order.
+  std::vector<WorkerStatus> out;
+  for (const NodeInfo& p : participants_) {
+    auto it = nodes_.find(p.node_id);
+    if (it == nodes_.end()) continue;
+    out.insert(out.end(), it->second.workers.begin(), it->second.workers.end());
+  }
+  return out;
+}
+
+void Job::WorkersStarted(const std::string& node_id, int round,
+                         const std::vector<StartedWorker>& workers, absl::Time now) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || round != round_ || it->second.left) return;
+  Node& node = it->second;
+  Touch(node, now);
+  for (const StartedWorker& w : workers) {
+    if (w.local_rank < 0 || w.local_rank >= static_cast<int>(node.workers.size())) continue;
+    WorkerStatus& status = node.workers[w.local_rank];
+    status.pid = w.pid;
+    // The rank stays the layout's: the server handed it out, and a status that shows what an
+    // agent claims instead would contradict the round (found by tests/fuzz/rendezvous_fuzz).
+    if (status.state == WorkerState::kPending) status.state = WorkerState::kRunning;
+  }
+}
+
+void Job::WorkerEnded(const std::string& node_id, int round, const EndedWorker& ended,
+                      absl::Time now) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || round != round_ || it->second.left) return;
+  Touch(it->second, now);
+  WorkerState state = ended.stopped     ? WorkerState::kStopped
+                      : ended.code == 0 ? WorkerState::kSucceeded
+                                        : WorkerState::kFailed;
+  EndWorker(it->second, ended.local_rank, ended.pid, state, ended.code, ended.signal, ended.what);
+}
+
+void Job::EndWorker(Node& node, int local_rank, int pid, WorkerState state, int code, int signal,
+                    const std::string& what) {
+  if (local_rank < 0 || local_rank >= static_cast<int>(node.workers.size())) return;
+  WorkerStatus& w = node.workers[local_rank];
+  if (w.state != WorkerState::kPending && w.state != WorkerState::kRunning) return;
+  if (pid != 0) w.pid = pid;
+  w.state = state;
+  w.code = code;
+  w.signal = signal;
+  w.what = what;
 }
 
 bool Job::IsParticipant(const std::string& node_id) const {
@@ -68,6 +195,7 @@ bool Job::IsParticipant(const std::string& node_id) const {
 }
 
 void Job::Touch(Node& node, absl::Time now) {
+  if (node.left) return;  // its by_last_seen_ entry is gone
   node.last_seen = now;
   by_last_seen_.splice(by_last_seen_.end(), by_last_seen_, node.lru);
 }
@@ -78,10 +206,16 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
     return absl::FailedPreconditionError(
         absl::StrCat("job ", spec_.run_id, " has already finished: ", outcome_->reason));
   }
+  if (absl::Status s = CheckSpec(spec, info); !s.ok()) return s;
   if (absl::Status s = CheckSameSpec(spec_, spec, info); !s.ok()) return s;
   if (info.local_world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "node ", Describe(info), " has no workers (local_world_size ", info.local_world_size, ")"));
+  }
+  if (info.local_world_size > kMaxLocalWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node ", Describe(info), " brings ", info.local_world_size,
+                     " workers; at most ", kMaxLocalWorldSize, " per node (--nproc-per-node)"));
   }
   if (info.rank_hint >= spec_.max_nodes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -129,7 +263,8 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
       break;
     case Phase::kRunning:
       if (static_cast<int>(participants_.size()) < spec_.max_nodes) {
-        BeginStopping(absl::StrCat("node ", info.host, " joined; re-forming with ",
+        BeginStopping("NodeJoined",
+                      absl::StrCat("node ", info.host, " joined; re-forming with ",
                                    participants_.size() + 1, " nodes"),
                       /*counted=*/false, std::nullopt, now, out);
       } else {
@@ -161,7 +296,14 @@ void Job::NodeLost(const std::string& node_id, const std::string& why, absl::Tim
 void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now,
                      std::vector<Event>* out) {
   auto it = nodes_.find(node_id);
-  if (it == nodes_.end()) return;
+  if (it == nodes_.end() || it->second.left) return;
+  if (phase_ == Phase::kFinished) {
+    // The normal end: agents hang up after the outcome. The final status keeps them.
+    by_last_seen_.erase(it->second.lru);
+    it->second.left = true;
+    ++left_count_;
+    return;
+  }
   NodeInfo info = it->second.info;
   by_last_seen_.erase(it->second.lru);
   nodes_.erase(it);
@@ -188,14 +330,16 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
     f.host = info.host;
     f.code = 138;
     f.what = what;
-    Finish(Outcome{138, f,
+    Finish("NodeLost",
+           Outcome{138, f,
                    absl::StrCat(what, "; ", LiveCount(), " node", LiveCount() == 1 ? "" : "s",
                                 " left, fewer than --nnodes minimum ", spec_.min_nodes)},
-           out);
+           now, out);
     return;
   }
   if (phase_ == Phase::kRunning) {
-    BeginStopping(absl::StrCat(what, "; re-forming with the ", LiveCount(), " nodes left"),
+    BeginStopping("NodeLost",
+                  absl::StrCat(what, "; re-forming with the ", LiveCount(), " nodes left"),
                   /*counted=*/false, std::nullopt, now, out);
   } else {
     MaybeFinishStopping(now, out);  // it will never acknowledge the stop
@@ -209,12 +353,16 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
   if (it->second.failed) return;
   it->second.failed = true;
   Touch(it->second, now);
+  // The signal is not in a Failure; WorkerEnded (sent first by agents) carries it.
+  EndWorker(it->second, failure.local_rank, failure.pid, WorkerState::kFailed, failure.code, 0,
+            failure.what);
   std::string what =
       absl::StrCat("rank ", failure.rank, " on ", failure.host, " failed: ", failure.what);
   if (!failure.message.empty()) absl::StrAppend(&what, ": ", failure.message);
   if (failure.restartable && restarts_used_ < spec_.max_restarts) {
     ++restarts_used_;
-    BeginStopping(absl::StrCat(what, "; restarting (", restarts_used_, " of ", spec_.max_restarts,
+    BeginStopping("WorkerFailed",
+                  absl::StrCat(what, "; restarting (", restarts_used_, " of ", spec_.max_restarts,
                                " restarts used)"),
                   /*counted=*/true, failure, now, out);
     return;
@@ -224,7 +372,11 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
                                        spec_.max_restarts, " restarts used)")
                         : std::string("not restartable");
   history_.push_back(RestartRecord{round_, now, absl::StrCat(what, "; ", why), false, failure});
-  Finish(Outcome{failure.code, failure, absl::StrCat(what, "; ", why)}, out);
+  // Every agent exits with this code: a failure must never read as success (a report with
+  // code 0, or 256 that the exit status truncates to 0; found by tests/fuzz/rendezvous_fuzz).
+  int code = failure.code >= 1 && failure.code <= 255 ? failure.code : 1;
+  Finish(failure.restartable ? "RestartBudgetSpent" : "NotRestartable",
+         Outcome{code, failure, absl::StrCat(what, "; ", why)}, now, out);
 }
 
 void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now,
@@ -233,6 +385,9 @@ void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now
   if (it == nodes_.end() || phase_ != Phase::kRunning || round != round_) return;
   it->second.succeeded = true;
   Touch(it->second, now);
+  for (int local = 0; local < static_cast<int>(it->second.workers.size()); ++local) {
+    EndWorker(it->second, local, 0, WorkerState::kSucceeded, 0, 0, "exit 0");
+  }
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).succeeded) return;
   }
@@ -240,15 +395,17 @@ void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now
   for (const NodeInfo& p : participants_) workers += p.local_world_size;
   if (spec_.restart_after_success && restarts_used_ < spec_.max_restarts) {
     ++restarts_used_;
-    BeginStopping(absl::StrCat("all ", workers, " workers exited 0; policy Always: running again (",
+    BeginStopping("RunAgain",
+                  absl::StrCat("all ", workers, " workers exited 0; policy Always: running again (",
                                restarts_used_, " of ", spec_.max_restarts, " restarts used)"),
                   /*counted=*/true, std::nullopt, now, out);
     return;
   }
-  Finish(Outcome{0, std::nullopt,
+  Finish("AllWorkersSucceeded",
+         Outcome{0, std::nullopt,
                  absl::StrCat("all ", workers, " workers on ", participants_.size(), " node",
                               participants_.size() == 1 ? "" : "s", " exited 0")},
-         out);
+         now, out);
 }
 
 void Job::WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
@@ -262,11 +419,13 @@ void Job::WorkersStopped(const std::string& node_id, int round, int store_port, 
   MaybeFinishStopping(now, out);
 }
 
-void Job::BeginStopping(const std::string& reason, bool counted,
+void Job::BeginStopping(const char* cause, const std::string& reason, bool counted,
                         const std::optional<Failure>& failure, absl::Time now,
                         std::vector<Event>* out) {
   history_.push_back(RestartRecord{round_, now, reason, counted, failure});
   phase_ = Phase::kStopping;
+  conditions_.Set(kConditionRunning, false, cause, reason, now);
+  conditions_.Set(kConditionRestarting, true, cause, reason, now);
   stopping_since_ = now;
   for (const NodeInfo& p : participants_) {
     nodes_.at(p.node_id).stopped = false;
@@ -292,6 +451,9 @@ void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
   participants_.clear();
   gathering_since_ = now;
   last_call_.reset();
+  conditions_.Set(kConditionRestarting, true, "Gathering",
+                  absl::StrCat("fewer than the minimum ", spec_.min_nodes, " nodes; gathering"),
+                  now);
   for (const auto& [id, node] : nodes_) {
     out->push_back(MakeEvent(Event::Kind::kProgress, id, ProgressText(now)));
   }
@@ -325,14 +487,33 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   participants_.clear();
   for (auto& [id, node] : nodes_) node.prev_group_rank = -1;
   int world_size = 0;
+  for (auto& [id, node] : nodes_) node.workers.clear();
+  int rank_base = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     Node* n = order[i];
     n->prev_group_rank = static_cast<int>(i);
     n->succeeded = n->stopped = n->failed = false;
     participants_.push_back(n->info);
     world_size += n->info.local_world_size;
+    ++n->rounds_started;
+    for (int local = 0; local < n->info.local_world_size; ++local) {
+      WorkerStatus& w = n->workers.emplace_back();
+      w.node_id = n->info.node_id;
+      w.host = n->info.host;
+      w.group_rank = static_cast<int>(i);
+      w.rank = rank_base + local;
+      w.local_rank = local;
+      w.restarts = n->rounds_started - 1;
+    }
+    rank_base += n->info.local_world_size;
   }
-  int rank_base = 0;
+  std::string started =
+      absl::StrCat("round ", round_, ": ", world_size, " workers on ", participants_.size(),
+                   " node", participants_.size() == 1 ? "" : "s", " (", restarts_used_, " of ",
+                   spec_.max_restarts, " restarts used)");
+  conditions_.Set(kConditionRunning, true, "RoundStarted", started, now);
+  conditions_.Set(kConditionRestarting, false, "RoundStarted", started, now);
+  rank_base = 0;
   for (size_t i = 0; i < participants_.size(); ++i) {
     Event e = MakeEvent(Event::Kind::kRoundStarted, participants_[i].node_id);
     Assignment& a = e.assignment;
@@ -357,9 +538,15 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   }
 }
 
-void Job::Finish(Outcome outcome, std::vector<Event>* out) {
+void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out) {
   phase_ = Phase::kFinished;
   outcome_ = std::move(outcome);
+  bool ok = outcome_->exit_code == 0;
+  conditions_.Set(kConditionRunning, false, cause, outcome_->reason, now);
+  conditions_.Set(kConditionRestarting, false, "Finished", outcome_->reason, now);
+  conditions_.Set(ok ? kConditionSucceeded : kConditionFailed, true, cause, outcome_->reason, now);
+  conditions_.Set(ok ? kConditionFailed : kConditionSucceeded, false, "Finished", outcome_->reason,
+                  now);
   for (const auto& [id, node] : nodes_) {
     Event e = MakeEvent(Event::Kind::kFinished, id, outcome_->reason);
     e.outcome = *outcome_;
@@ -417,11 +604,12 @@ void Job::Tick(absl::Time now, std::vector<Event>* out) {
     if (LiveCount() < spec_.min_nodes && now - gathering_since_ >= spec_.join_timeout) {
       std::vector<std::string> hosts;
       for (const auto& [id, node] : nodes_) hosts.push_back(node.info.host);
-      Finish(Outcome{138, std::nullopt,
+      Finish("RendezvousTimeout",
+             Outcome{138, std::nullopt,
                      absl::StrCat("rendezvous timed out after ", Seconds(spec_.join_timeout), ": ",
                                   LiveCount(), " of the minimum ", spec_.min_nodes,
                                   " nodes joined (", absl::StrJoin(hosts, ", "), ")")},
-             out);
+             now, out);
       return;
     }
     MaybeCompleteRound(now, out);

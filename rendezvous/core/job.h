@@ -16,6 +16,12 @@
 // [0, max_nodes) is refused); nodes without hints keep their previous order across rounds,
 // newcomers follow in arrival order.
 //
+// Status (DESIGN §4.6): besides phase, history and outcome, the job keeps Kubernetes-style
+// conditions (conditions.h) and every worker of the current round: its rank and local rank
+// from the round's layout, its pid once the agent reports it (WorkersStarted), and how it
+// ended (WorkerEnded, WorkerFailed, WorkersSucceeded). After the outcome, nodes that hang
+// up stay listed (state "Left") so the final status still shows who ran what.
+//
 // Not thread-safe: the owner serialises calls (the gRPC server holds a mutex).
 #ifndef MUSTER_RENDEZVOUS_CORE_JOB_H_
 #define MUSTER_RENDEZVOUS_CORE_JOB_H_
@@ -29,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "rendezvous/core/conditions.h"
 #include "rendezvous/core/types.h"
 
 namespace muster::rdzv {
@@ -50,10 +57,26 @@ class Job {
   // Nodes known and alive, including those waiting for the next round.
   std::vector<NodeInfo> Nodes() const;
 
+  // One node as the status shows it.
+  struct NodeView {
+    NodeInfo info;
+    int group_rank = -1;  // -1: not in the current round
+    // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left".
+    const char* state = "Waiting";
+    absl::Time last_seen;
+  };
+  // Every node (alive, or left after the outcome), by group rank, then waiting ones by
+  // node id. O(n log n) for the waiting ones only; participants come in O(n).
+  std::vector<NodeView> NodeViews() const;
+  // Workers of the current round (or of the last one), by global rank.
+  std::vector<WorkerStatus> Workers() const;
+  const std::vector<Condition>& conditions() const { return conditions_.all(); }
+
   // A node joins (or re-joins with a new node_id after its Pod restarted). Errors, for
   // that node only: InvalidArgument (rank hint conflict or out of range, local_world_size
-  // < 1), FailedPrecondition (the job has finished). `spec` must equal the job's
-  // (run id, nnodes, max_restarts): InvalidArgument naming the field otherwise.
+  // < 1 or > 4096, a spec no job can run), FailedPrecondition (the job has finished).
+  // `spec` must equal the job's (run id, nnodes, max_restarts): InvalidArgument naming the
+  // field otherwise.
   absl::Status Join(const NodeInfo& node, const JobSpec& spec, absl::Time now,
                     std::vector<Event>* out);
   void Heartbeat(const std::string& node_id, absl::Time now);
@@ -67,6 +90,13 @@ class Job {
   // Every local worker of `round` on that node exited 0 (exit barrier arrival).
   void WorkersSucceeded(const std::string& node_id, int round, absl::Time now,
                         std::vector<Event>* out);
+  // The node started its local workers of `round` (pids for the status; no events).
+  // Stale rounds and unknown local ranks are ignored.
+  void WorkersStarted(const std::string& node_id, int round,
+                      const std::vector<StartedWorker>& workers, absl::Time now);
+  // One local worker of `round` on that node ended (status only; the decision is taken on
+  // WorkerFailed / WorkersSucceeded). Stale rounds and unknown local ranks are ignored.
+  void WorkerEnded(const std::string& node_id, int round, const EndedWorker& ended, absl::Time now);
   // The node has stopped its workers of `round` and opened a fresh store on `store_port`.
   void WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
                       std::vector<Event>* out);
@@ -83,24 +113,32 @@ class Job {
     std::list<std::string>::iterator lru;  // position in by_last_seen_
     int prev_group_rank = -1;              // order keeper across rounds
     int64_t arrival = 0;
-    bool succeeded = false;  // this round's workers all exited 0
-    bool stopped = false;    // acked kStopWorkers for this round
-    bool failed = false;     // reported a failure this round
+    bool succeeded = false;             // this round's workers all exited 0
+    bool stopped = false;               // acked kStopWorkers for this round
+    bool failed = false;                // reported a failure this round
+    bool left = false;                  // hung up after the outcome; kept for the final status
+    int rounds_started = 0;             // rounds this node's workers were started in
+    std::vector<WorkerStatus> workers;  // this round's, by local rank
   };
 
   void MaybeCompleteRound(absl::Time now, std::vector<Event>* out);
   void StartRound(absl::Time now, std::vector<Event>* out);
-  void BeginStopping(const std::string& reason, bool counted, const std::optional<Failure>& failure,
-                     absl::Time now, std::vector<Event>* out);
+  // `cause` is the CamelCase reason of the conditions ("WorkerFailed", "NodeJoined", ...).
+  void BeginStopping(const char* cause, const std::string& reason, bool counted,
+                     const std::optional<Failure>& failure, absl::Time now,
+                     std::vector<Event>* out);
   void MaybeFinishStopping(absl::Time now, std::vector<Event>* out);
-  void Finish(Outcome outcome, std::vector<Event>* out);
+  void Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out);
+  // Marks a worker of `node` ended, unless it already is.
+  static void EndWorker(Node& node, int local_rank, int pid, WorkerState state, int code,
+                        int signal, const std::string& what);
   std::string ProgressText(absl::Time now) const;
   void Touch(Node& node, absl::Time now);
   // `node_id` by value: callers pass ids that live in structures this function erases.
   void RemoveNode(std::string node_id, const std::string& why, absl::Time now,
                   std::vector<Event>* out);
   bool IsParticipant(const std::string& node_id) const;
-  int LiveCount() const { return static_cast<int>(nodes_.size()); }
+  int LiveCount() const { return static_cast<int>(nodes_.size()) - left_count_; }
 
   JobSpec spec_;
   Phase phase_ = Phase::kGathering;
@@ -110,7 +148,8 @@ class Job {
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_;  // set once min_nodes are present
   absl::Time stopping_since_;
-  std::map<std::string, Node> nodes_;  // every live node, by node_id
+  std::map<std::string, Node> nodes_;  // every live node (and, once finished, left ones)
+  int left_count_ = 0;                 // nodes_ entries with `left` set
   // node_ids ordered by last_seen, oldest first: heartbeats only ever move a node to the
   // back, so the front is always the next to miss its heartbeats (O(1) per heartbeat).
   std::list<std::string> by_last_seen_;
@@ -119,6 +158,7 @@ class Job {
   std::optional<Failure> pending_failure_;  // the failure that triggered kStopping
   bool pending_counted_ = false;
   std::optional<Outcome> outcome_;
+  Conditions conditions_;
 };
 
 }  // namespace muster::rdzv

@@ -289,5 +289,187 @@ TEST(JobTest, NodeThatNeverStopsIsDroppedAfterStopTimeout) {
   EXPECT_EQ(h.job().participants().size(), 2u);
 }
 
+const Condition& Cond(const Job& job, const std::string& type) {
+  for (const Condition& c : job.conditions()) {
+    if (c.type == type) return c;
+  }
+  static const Condition kMissing;
+  ADD_FAILURE() << "no condition " << type;
+  return kMissing;
+}
+
+TEST(JobTest, ConditionsFollowTheJobWithTransitionTimesFromTheClock) {
+  JobSpec s = Spec(3, 3, 1);
+  s.heartbeat_interval = absl::Seconds(1000);  // no node is lost while the clock jumps
+  JobHarness h(s);
+  const absl::Time t0 = h.now();
+  ASSERT_TRUE(h.Join("1").ok());
+  ASSERT_EQ(h.job().conditions().size(), 5u);
+  EXPECT_TRUE(Cond(h.job(), "Created").status);
+  EXPECT_FALSE(Cond(h.job(), "Running").status);
+  EXPECT_EQ(Cond(h.job(), "Running").reason, "Gathering");
+
+  h.Advance(absl::Seconds(2));
+  ASSERT_TRUE(h.Join("2").ok());
+  ASSERT_TRUE(h.Join("3").ok());
+  EXPECT_TRUE(Cond(h.job(), "Running").status);
+  EXPECT_EQ(Cond(h.job(), "Running").reason, "RoundStarted");
+  EXPECT_EQ(Cond(h.job(), "Running").last_transition, t0 + absl::Seconds(2));
+  EXPECT_EQ(Cond(h.job(), "Running").message,
+            "round 1: 6 workers on 3 nodes (0 of 1 restarts used)");
+  // Never True so far: its time is still the job's start, though its reason changed.
+  EXPECT_EQ(Cond(h.job(), "Restarting").last_transition, t0);
+  EXPECT_EQ(Cond(h.job(), "Restarting").reason, "RoundStarted");
+
+  h.Advance(absl::Seconds(5));
+  h.Fail("2", 137, true);
+  EXPECT_FALSE(Cond(h.job(), "Running").status);
+  EXPECT_EQ(Cond(h.job(), "Running").reason, "WorkerFailed");
+  EXPECT_EQ(Cond(h.job(), "Running").last_transition, t0 + absl::Seconds(7));
+  EXPECT_TRUE(Cond(h.job(), "Restarting").status);
+  EXPECT_EQ(Cond(h.job(), "Restarting").last_transition, t0 + absl::Seconds(7));
+  EXPECT_NE(Cond(h.job(), "Restarting").message.find("rank 1 on host-2 failed: exit 137"),
+            std::string::npos)
+      << Cond(h.job(), "Restarting").message;
+
+  h.Advance(absl::Seconds(1));
+  h.StopAll();
+  EXPECT_TRUE(Cond(h.job(), "Running").status);
+  EXPECT_EQ(Cond(h.job(), "Running").last_transition, t0 + absl::Seconds(8));
+  EXPECT_FALSE(Cond(h.job(), "Restarting").status);
+  EXPECT_EQ(Cond(h.job(), "Restarting").last_transition, t0 + absl::Seconds(8));
+
+  h.Advance(absl::Seconds(3));
+  h.Fail("3", 1, false);
+  EXPECT_TRUE(Cond(h.job(), "Failed").status);
+  EXPECT_EQ(Cond(h.job(), "Failed").reason, "NotRestartable");
+  EXPECT_EQ(Cond(h.job(), "Failed").last_transition, t0 + absl::Seconds(11));
+  EXPECT_EQ(Cond(h.job(), "Failed").message, h.job().outcome()->reason);
+  EXPECT_FALSE(Cond(h.job(), "Succeeded").status);
+  EXPECT_EQ(Cond(h.job(), "Succeeded").last_transition, t0);
+  EXPECT_FALSE(Cond(h.job(), "Running").status);
+  EXPECT_EQ(Cond(h.job(), "Running").last_transition, t0 + absl::Seconds(11));
+  EXPECT_EQ(Cond(h.job(), "Created").last_transition, t0);
+}
+
+TEST(JobTest, FinishReasonsNameTheCause) {
+  {
+    JobHarness h(Spec(1, 1, 0));
+    ASSERT_TRUE(h.Join("1").ok());
+    h.Fail("1", 137, true);
+    EXPECT_EQ(Cond(h.job(), "Failed").reason, "RestartBudgetSpent");
+  }
+  {
+    JobHarness h(Spec(1, 1, 0));
+    ASSERT_TRUE(h.Join("1").ok());
+    std::vector<Event> out;
+    h.job().WorkersSucceeded("1", 1, h.now(), &out);
+    EXPECT_TRUE(Cond(h.job(), "Succeeded").status);
+    EXPECT_EQ(Cond(h.job(), "Succeeded").reason, "AllWorkersSucceeded");
+    EXPECT_FALSE(Cond(h.job(), "Failed").status);
+  }
+  {
+    JobHarness h(Spec(2, 2, 0));
+    ASSERT_TRUE(h.Join("1").ok());
+    ASSERT_TRUE(h.Join("2").ok());
+    std::vector<Event> out;
+    h.job().NodeLost("2", "stream closed", h.now(), &out);
+    EXPECT_EQ(Cond(h.job(), "Failed").reason, "NodeLost");
+  }
+}
+
+TEST(JobTest, WorkersShowRanksPidsAndHowTheyEnded) {
+  JobHarness h(Spec(2, 2, 1));
+  ASSERT_TRUE(h.Join("1", -1, 2).ok());
+  ASSERT_TRUE(h.Join("2", -1, 2).ok());
+  std::vector<WorkerStatus> w = h.job().Workers();
+  ASSERT_EQ(w.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(w[r].rank, r);
+    EXPECT_EQ(w[r].local_rank, r % 2);
+    EXPECT_EQ(w[r].group_rank, r / 2);
+    EXPECT_EQ(w[r].node_id, r < 2 ? "1" : "2");
+    EXPECT_EQ(w[r].state, WorkerState::kPending);
+    EXPECT_EQ(w[r].pid, 0);
+    EXPECT_EQ(w[r].restarts, 0);
+  }
+  h.job().WorkersStarted("1", 1, {{0, 0, 101}, {1, 1, 102}}, h.now());
+  h.job().WorkersStarted("2", 1, {{0, 2, 201}, {1, 3, 202}, {5, 7, 999}}, h.now());
+  h.job().WorkersStarted("2", 7, {{0, 2, 666}}, h.now());  // stale round: ignored
+  w = h.job().Workers();
+  ASSERT_EQ(w.size(), 4u);  // local rank 5 does not exist: ignored
+  EXPECT_EQ(w[0].pid, 101);
+  EXPECT_EQ(w[3].pid, 202);
+  EXPECT_EQ(w[2].pid, 201);
+  for (const WorkerStatus& x : w) EXPECT_EQ(x.state, WorkerState::kRunning);
+
+  // Rank 3 is killed; then its agent's decision report arrives (it must not overwrite).
+  h.job().WorkerEnded("2", 1, {1, 202, 137, 9, "signal 9 (SIGKILL)", false}, h.now());
+  h.Fail("2", 137, true);
+  // Its sibling and the other node's workers are stopped.
+  h.job().WorkerEnded("2", 1, {0, 201, 143, 15, "signal 15 (SIGTERM)", true}, h.now());
+  h.job().WorkerEnded("1", 1, {0, 101, 143, 15, "signal 15 (SIGTERM)", true}, h.now());
+  w = h.job().Workers();
+  EXPECT_EQ(w[3].state, WorkerState::kFailed);
+  EXPECT_EQ(w[3].pid, 202);
+  EXPECT_EQ(w[3].code, 137);
+  EXPECT_EQ(w[3].signal, 9);
+  EXPECT_EQ(w[2].state, WorkerState::kStopped);
+  EXPECT_EQ(w[0].state, WorkerState::kStopped);
+  EXPECT_EQ(w[1].state, WorkerState::kRunning);
+  std::vector<Job::NodeView> nodes = h.job().NodeViews();
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_STREQ(nodes[0].state, "Stopping");
+  EXPECT_STREQ(nodes[1].state, "Failed");
+
+  h.StopAll();  // round 2: every worker is pending again, restarted once
+  w = h.job().Workers();
+  ASSERT_EQ(w.size(), 4u);
+  for (const WorkerStatus& x : w) {
+    EXPECT_EQ(x.state, WorkerState::kPending);
+    EXPECT_EQ(x.pid, 0);
+    EXPECT_EQ(x.restarts, 1);
+  }
+  h.job().WorkersStarted("1", 2, {{0, 0, 111}, {1, 1, 112}}, h.now());
+  h.job().WorkersStarted("2", 2, {{0, 2, 211}, {1, 3, 212}}, h.now());
+  std::vector<Event> out;
+  h.job().WorkersSucceeded("1", 2, h.now(), &out);
+  h.job().WorkersSucceeded("2", 2, h.now(), &out);
+  ASSERT_EQ(h.job().phase(), Job::Phase::kFinished);
+  // Agents hang up after the outcome; the final status still lists them and their workers.
+  h.job().NodeLost("1", "stream closed", h.now(), &out);
+  h.job().NodeLost("2", "stream closed", h.now(), &out);
+  h.job().Heartbeat("1", h.now());  // a late message from a node that left: harmless
+  EXPECT_TRUE(h.job().Nodes().empty());
+  nodes = h.job().NodeViews();
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_STREQ(nodes[0].state, "Left");
+  EXPECT_EQ(nodes[1].group_rank, 1);
+  w = h.job().Workers();
+  ASSERT_EQ(w.size(), 4u);
+  for (const WorkerStatus& x : w) {
+    EXPECT_EQ(x.state, WorkerState::kSucceeded);
+    EXPECT_EQ(x.code, 0);
+  }
+  EXPECT_EQ(w[1].pid, 112);
+}
+
+TEST(JobTest, NodeViewsListParticipantsByGroupRankThenWaitingNodes) {
+  JobHarness h(Spec(2, 2));
+  ASSERT_TRUE(h.Join("2", 1).ok());
+  ASSERT_TRUE(h.Join("1", 0).ok());
+  ASSERT_TRUE(h.Join("3").ok());  // the round runs at its maximum: waits
+  std::vector<Job::NodeView> nodes = h.job().NodeViews();
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].info.node_id, "1");
+  EXPECT_EQ(nodes[0].group_rank, 0);
+  EXPECT_STREQ(nodes[0].state, "Running");
+  EXPECT_EQ(nodes[1].info.node_id, "2");
+  EXPECT_EQ(nodes[2].info.node_id, "3");
+  EXPECT_EQ(nodes[2].group_rank, -1);
+  EXPECT_STREQ(nodes[2].state, "Waiting");
+  EXPECT_EQ(h.job().Workers().size(), 4u);  // the waiting node has none
+}
+
 }  // namespace
 }  // namespace muster::rdzv

@@ -79,6 +79,59 @@ struct RestartRecord {
   std::optional<Failure> failure;
 };
 
+// One local worker an agent has just started (DESIGN §4.6: the job shows pids).
+struct StartedWorker {
+  int local_rank = 0;
+  int rank = -1;  // global rank
+  int pid = 0;
+};
+
+// One local worker that ended, for any reason (its own exit, or stopped by its agent).
+struct EndedWorker {
+  int local_rank = 0;
+  int pid = 0;
+  int code = 0;    // exit code, or 128+signal, or 126/127 when it could not start
+  int signal = 0;  // the killing signal; 0 when it exited
+  std::string what;
+  bool stopped = false;  // it ended while its agent was stopping the group
+};
+
+enum class WorkerState {
+  kPending,    // the round is formed; its agent has not reported the pid yet
+  kRunning,    //
+  kSucceeded,  // exited 0
+  kFailed,     // ended non-zero on its own
+  kStopped,    // ended because its agent stopped the group
+};
+
+// "Pending", "Running", "Succeeded", "Failed", "Stopped".
+const char* WorkerStateName(WorkerState state);
+
+// One worker of the current (or, once finished, the last) round as the job knows it.
+struct WorkerStatus {
+  std::string node_id;
+  std::string host;
+  int group_rank = -1;
+  int rank = -1;
+  int local_rank = 0;
+  int pid = 0;  // 0: not reported (yet)
+  WorkerState state = WorkerState::kPending;
+  int code = 0;    // valid once ended
+  int signal = 0;  // valid once ended
+  std::string what;
+  int restarts = 0;  // rounds this node's workers were started in before this one
+};
+
+// A Kubernetes-style condition of the job (as seeds/001's DeepSpeedJob status):
+// last_transition moves only when `status` flips; reason and message may change without.
+struct Condition {
+  std::string type;     // "Created", "Running", "Restarting", "Succeeded", "Failed"
+  bool status = false;  //
+  std::string reason;   // CamelCase, for machines: "RoundStarted", "WorkerFailed", ...
+  std::string message;  // one line for people
+  absl::Time last_transition;
+};
+
 // Something the job tells one node.
 struct Event {
   enum class Kind {

@@ -117,6 +117,13 @@ class AgentSession : public SessionReactor,
         registry_->WorkersStopped(node_id_, msg.workers_stopped().round(),
                                   msg.workers_stopped().store_port());
         break;
+      case v1::AgentMessage::kWorkersStarted:
+        registry_->WorkersStarted(node_id_, msg.workers_started().round(),
+                                  FromProto(msg.workers_started()));
+        break;
+      case v1::AgentMessage::kWorkerEnded:
+        registry_->WorkerEnded(node_id_, msg.worker_ended().round(), FromProto(msg.worker_ended()));
+        break;
       case v1::AgentMessage::kLeave:
         ReportLost(absl::StrCat("left: ", msg.leave().why()));
         RequestFinish(grpc::Status::OK);

@@ -351,6 +351,19 @@ void GrpcRendezvousClient::ReportSucceeded(int round) {
   impl_->Send(std::move(msg));
 }
 
+void GrpcRendezvousClient::ReportWorkersStarted(int round,
+                                                const std::vector<StartedWorker>& workers) {
+  v1::AgentMessage msg;
+  grpc_internal::ToProto(round, workers, msg.mutable_workers_started());
+  impl_->Send(std::move(msg));
+}
+
+void GrpcRendezvousClient::ReportWorkerEnded(int round, const EndedWorker& worker) {
+  v1::AgentMessage msg;
+  grpc_internal::ToProto(round, worker, msg.mutable_worker_ended());
+  impl_->Send(std::move(msg));
+}
+
 void GrpcRendezvousClient::ReportStopped(int round, int store_port) {
   v1::AgentMessage msg;
   msg.mutable_workers_stopped()->set_round(round);

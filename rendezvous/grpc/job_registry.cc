@@ -85,7 +85,7 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
       if (created) jobs_.erase(it);
       return joined;
     }
-    it->second.last_heard[node.node_id] = now;
+    it->second.version = ++versions_;
     if (created) spdlog::info("rendezvous: job {} created by {}", spec.run_id, node.host);
     spdlog::info("rendezvous: {} ({}) joined job {}", node.host, node.address, spec.run_id);
     RouteLocked(events, &touched);
@@ -97,8 +97,22 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
 }
 
 void JobRegistry::Heartbeat(const std::string& node_id) {
-  WithNodeJob(node_id,
-              [&](Job& job, absl::Time now, std::vector<Event>*) { job.Heartbeat(node_id, now); });
+  WithNodeJob(
+      node_id, [&](Job& job, absl::Time now, std::vector<Event>*) { job.Heartbeat(node_id, now); },
+      /*notify=*/false);
+}
+
+void JobRegistry::WorkersStarted(const std::string& node_id, int round,
+                                 const std::vector<StartedWorker>& workers) {
+  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>*) {
+    job.WorkersStarted(node_id, round, workers, now);
+  });
+}
+
+void JobRegistry::WorkerEnded(const std::string& node_id, int round, const EndedWorker& ended) {
+  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>*) {
+    job.WorkerEnded(node_id, round, ended, now);
+  });
 }
 
 void JobRegistry::WorkerFailed(const std::string& node_id, int round, const Failure& failure) {
@@ -148,7 +162,7 @@ bool JobRegistry::WaitForMembersToLeave(const std::string& except_node_id, absl:
   return true;
 }
 
-void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call) {
+void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, bool notify) {
   Streams touched;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -157,14 +171,14 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call) {
     auto entry = jobs_.find(member->second.run_id);
     if (entry == jobs_.end()) return;
     absl::Time now = absl::Now();
-    entry->second.last_heard[node_id] = now;
     std::vector<Event> events;
     call(entry->second.job, now, &events);
+    if (notify) entry->second.version = ++versions_;
     RouteLocked(events, &touched);
   }
   wake_.notify_all();
   FlushAll(touched);
-  NotifyWatchers();
+  if (notify) NotifyWatchers();
 }
 
 void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched) {
@@ -216,6 +230,7 @@ void JobRegistry::TimerLoop() {
       if (due && *due <= now) {
         std::vector<Event> events;
         entry.job.Tick(now, &events);
+        entry.version = ++versions_;
         RouteLocked(events, &touched);
         // Nodes the job declared lost on a deadline still have a stream (a partition
         // keeps TCP half-open): end it, so the node learns it is out if it comes back.
@@ -254,12 +269,23 @@ void JobRegistry::TimerLoop() {
   }
 }
 
-absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id) const {
+absl::StatusOr<uint64_t> JobRegistry::StatusVersion(const std::string& run_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(run_id);
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("no job with run id '", run_id, "' on this server"));
   }
+  return it->second.version;
+}
+
+absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id,
+                                                      uint64_t* version) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(run_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("no job with run id '", run_id, "' on this server"));
+  }
+  if (version != nullptr) *version = it->second.version;
   const Job& job = it->second.job;
   JobStatusSnapshot s;
   s.run_id = run_id;
@@ -272,25 +298,20 @@ absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id)
   s.participants = job.participants();
   s.history = job.history();
   s.outcome = job.outcome();
-  for (const NodeInfo& node : job.Nodes()) {
-    NodeStatus n;
-    n.node_id = node.node_id;
-    n.host = node.host;
-    n.address = node.address;
-    n.local_world_size = node.local_world_size;
-    for (size_t i = 0; i < s.participants.size(); ++i) {
-      if (s.participants[i].node_id == node.node_id) n.group_rank = static_cast<int>(i);
-    }
-    auto heard = it->second.last_heard.find(node.node_id);
-    if (heard != it->second.last_heard.end()) n.last_heartbeat = heard->second;
-    s.nodes.push_back(std::move(n));
+  s.conditions = job.conditions();
+  s.workers = job.Workers();
+  std::vector<Job::NodeView> views = job.NodeViews();
+  s.nodes.reserve(views.size());
+  for (Job::NodeView& v : views) {
+    NodeStatus& n = s.nodes.emplace_back();
+    n.node_id = std::move(v.info.node_id);
+    n.host = std::move(v.info.host);
+    n.address = std::move(v.info.address);
+    n.local_world_size = v.info.local_world_size;
+    n.group_rank = v.group_rank;
+    n.state = v.state;
+    n.last_heartbeat = v.last_seen;
   }
-  std::sort(s.nodes.begin(), s.nodes.end(), [](const NodeStatus& a, const NodeStatus& b) {
-    auto key = [](const NodeStatus& n) {
-      return std::make_pair(n.group_rank < 0 ? 1 << 30 : n.group_rank, n.node_id);
-    };
-    return key(a) < key(b);
-  });
   return s;
 }
 

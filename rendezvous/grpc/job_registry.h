@@ -11,6 +11,7 @@
 #define MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -63,12 +64,21 @@ class JobRegistry {
   void Heartbeat(const std::string& node_id);
   void WorkerFailed(const std::string& node_id, int round, const Failure& failure);
   void WorkersSucceeded(const std::string& node_id, int round);
+  void WorkersStarted(const std::string& node_id, int round,
+                      const std::vector<StartedWorker>& workers);
+  void WorkerEnded(const std::string& node_id, int round, const EndedWorker& ended);
   void WorkersStopped(const std::string& node_id, int round, int store_port);
   // The node's stream closed, failed, or it left: dead at once; its route is dropped.
   void NodeLost(const std::string& node_id, const std::string& why);
 
-  // NotFound for a run id no agent has joined.
-  absl::StatusOr<JobStatusSnapshot> Status(const std::string& run_id) const;
+  // NotFound for a run id no agent has joined. Copies plain data under the lock in O(nodes +
+  // workers); converting and serialising happen outside it. `version`, when given, gets
+  // the job's StatusVersion at the time of the copy.
+  absl::StatusOr<JobStatusSnapshot> Status(const std::string& run_id,
+                                           uint64_t* version = nullptr) const;
+  // Changes whenever anything in the job's status but heartbeat times changes (unique
+  // across jobs, also when a run id's job is started afresh). NotFound as Status. O(log jobs).
+  absl::StatusOr<uint64_t> StatusVersion(const std::string& run_id) const;
 
   void AddWatcher(std::weak_ptr<StatusWatcher> watcher);
 
@@ -80,7 +90,7 @@ class JobRegistry {
   struct JobEntry {
     explicit JobEntry(const JobSpec& spec, absl::Time now) : job(spec, now) {}
     Job job;
-    std::map<std::string, absl::Time> last_heard;  // by node id
+    uint64_t version = 0;  // see StatusVersion
   };
   struct Member {
     std::string run_id;
@@ -89,8 +99,9 @@ class JobRegistry {
   using Streams = std::vector<std::shared_ptr<NodeStream>>;
   using JobCall = std::function<void(Job&, absl::Time, std::vector<Event>*)>;
 
-  // Runs `call` on the node's job (if the node is known), then delivers its events.
-  void WithNodeJob(const std::string& node_id, const JobCall& call);
+  // Runs `call` on the node's job (if the node is known), then delivers its events and,
+  // with `notify`, pokes the status watchers (heartbeats change nothing they show).
+  void WithNodeJob(const std::string& node_id, const JobCall& call, bool notify = true);
   // Queues `events` on their streams (mutex held); appends the streams touched.
   void RouteLocked(const std::vector<Event>& events, Streams* touched);
   static void FlushAll(const Streams& streams);
@@ -103,6 +114,7 @@ class JobRegistry {
   std::condition_variable wake_;  // a deadline may have moved, or stopping
   bool stopping_ = false;
   std::map<std::string, JobEntry> jobs_;                // by run id
+  uint64_t versions_ = 0;                               // the last version handed out
   std::map<std::string, Member> members_;               // by node id: live streams
   std::vector<std::weak_ptr<StatusWatcher>> watchers_;  // guarded by mu_
   std::thread timer_;

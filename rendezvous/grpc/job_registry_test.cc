@@ -1,5 +1,6 @@
 #include "rendezvous/grpc/job_registry.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -120,6 +121,48 @@ TEST(JobRegistryTest, AJobThatEndedWith138StartsAfreshOnTheNextJoin) {
   EXPECT_EQ(s.round, 1);
   EXPECT_FALSE(s.outcome.has_value());
   EXPECT_TRUE(Has(b->flushed(), Event::Kind::kRoundStarted));
+}
+
+class CountingWatcher : public StatusWatcher {
+ public:
+  void Poke() override { ++pokes; }
+  std::atomic<int> pokes{0};
+};
+
+TEST(JobRegistryTest, WatchersHearChangesButNotHeartbeats) {
+  JobRegistry registry("");
+  auto watcher = std::make_shared<CountingWatcher>();
+  registry.AddWatcher(watcher);
+  auto a = std::make_shared<RecordingStream>();
+  ASSERT_TRUE(registry.Join(a, Node("a"), Spec(1)).ok());
+  int after_join = watcher->pokes;
+  EXPECT_GE(after_join, 1);
+  // Heartbeats change nothing a watcher shows: at 1024 agents they would otherwise rebuild
+  // every watcher's status 1024 times a second.
+  for (int i = 0; i < 100; ++i) registry.Heartbeat("a");
+  EXPECT_EQ(watcher->pokes, after_join);
+  registry.WorkersStarted("a", 1, {{0, 0, 4242}});
+  EXPECT_EQ(watcher->pokes, after_join + 1);
+  JobStatusSnapshot s = registry.Status("r").value();
+  ASSERT_EQ(s.workers.size(), 1u);
+  EXPECT_EQ(s.workers[0].pid, 4242);
+  EXPECT_EQ(s.workers[0].state, WorkerState::kRunning);
+  EXPECT_EQ(s.nodes[0].state, "Running");
+  EXPECT_GT(s.nodes[0].last_heartbeat, absl::Now() - absl::Seconds(10));
+  registry.WorkerEnded("a", 1, EndedWorker{0, 4242, 0, 0, "exit 0", false});
+  registry.WorkersSucceeded("a", 1);
+  s = registry.Status("r").value();
+  EXPECT_EQ(s.phase, JobPhase::kSucceeded);
+  EXPECT_EQ(s.workers[0].state, WorkerState::kSucceeded);
+  // The agent hangs up after the outcome; the final status still shows it and its worker.
+  registry.NodeLost("a", "stream closed");
+  s = registry.Status("r").value();
+  ASSERT_EQ(s.nodes.size(), 1u);
+  EXPECT_EQ(s.nodes[0].state, "Left");
+  EXPECT_EQ(s.workers.size(), 1u);
+  ASSERT_EQ(s.conditions.size(), 5u);
+  EXPECT_EQ(s.conditions[3].type, "Succeeded");
+  EXPECT_TRUE(s.conditions[3].status);
 }
 
 }  // namespace

@@ -25,6 +25,8 @@ struct NodeStatus {
   int group_rank = -1;  // -1: waiting for the next round
   int local_world_size = 1;
   absl::Time last_heartbeat = absl::InfinitePast();
+  // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left".
+  std::string state;
 };
 
 struct JobStatusSnapshot {
@@ -38,7 +40,9 @@ struct JobStatusSnapshot {
   std::vector<NodeStatus> nodes;       // every live node, by group rank then node id
   std::vector<NodeInfo> participants;  // current round, group-rank order
   std::vector<RestartRecord> history;
-  std::optional<Outcome> outcome;  // set once finished; root cause inside
+  std::optional<Outcome> outcome;     // set once finished; root cause inside
+  std::vector<Condition> conditions;  // Created, Running, Restarting, Succeeded, Failed
+  std::vector<WorkerStatus> workers;  // current (or last) round, by rank
 };
 
 }  // namespace muster::rdzv

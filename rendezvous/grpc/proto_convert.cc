@@ -103,7 +103,71 @@ JobPhase FromProto(v1::JobPhase phase) {
   }
 }
 
+v1::WorkerState ToProto(WorkerState state) {
+  switch (state) {
+    case WorkerState::kPending:
+      return v1::WORKER_STATE_PENDING;
+    case WorkerState::kRunning:
+      return v1::WORKER_STATE_RUNNING;
+    case WorkerState::kSucceeded:
+      return v1::WORKER_STATE_SUCCEEDED;
+    case WorkerState::kFailed:
+      return v1::WORKER_STATE_FAILED;
+    case WorkerState::kStopped:
+      return v1::WORKER_STATE_STOPPED;
+  }
+  return v1::WORKER_STATE_UNSPECIFIED;
+}
+
+WorkerState FromProto(v1::WorkerState state) {
+  switch (state) {
+    case v1::WORKER_STATE_RUNNING:
+      return WorkerState::kRunning;
+    case v1::WORKER_STATE_SUCCEEDED:
+      return WorkerState::kSucceeded;
+    case v1::WORKER_STATE_FAILED:
+      return WorkerState::kFailed;
+    case v1::WORKER_STATE_STOPPED:
+      return WorkerState::kStopped;
+    default:
+      return WorkerState::kPending;
+  }
+}
+
 }  // namespace
+
+void ToProto(int round, const std::vector<StartedWorker>& workers, v1::WorkersStarted* out) {
+  out->set_round(round);
+  for (const StartedWorker& w : workers) {
+    v1::StartedWorker* p = out->add_workers();
+    p->set_local_rank(w.local_rank);
+    p->set_rank(w.rank);
+    p->set_pid(w.pid);
+  }
+}
+
+std::vector<StartedWorker> FromProto(const v1::WorkersStarted& in) {
+  std::vector<StartedWorker> out;
+  out.reserve(in.workers_size());
+  for (const v1::StartedWorker& p : in.workers()) {
+    out.push_back(StartedWorker{p.local_rank(), p.rank(), p.pid()});
+  }
+  return out;
+}
+
+void ToProto(int round, const EndedWorker& w, v1::WorkerEnded* out) {
+  out->set_round(round);
+  out->set_local_rank(w.local_rank);
+  out->set_pid(w.pid);
+  out->set_code(w.code);
+  out->set_signal(w.signal);
+  out->set_what(w.what);
+  out->set_stopped(w.stopped);
+}
+
+EndedWorker FromProto(const v1::WorkerEnded& in) {
+  return EndedWorker{in.local_rank(), in.pid(), in.code(), in.signal(), in.what(), in.stopped()};
+}
 
 void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
   out->set_run_id(spec.run_id);
@@ -226,6 +290,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_group_rank(n.group_rank);
     p->set_local_world_size(n.local_world_size);
     p->set_last_heartbeat_unix_ms(UnixMs(n.last_heartbeat));
+    p->set_state(n.state);
   }
   for (const NodeInfo& n : s.participants) ToProto(n, out->add_participants());
   for (const RestartRecord& r : s.history) {
@@ -237,6 +302,29 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     if (r.failure) ToProto(*r.failure, p->mutable_failure());
   }
   if (s.outcome) ToProto(*s.outcome, out->mutable_outcome());
+  for (const Condition& c : s.conditions) {
+    v1::Condition* p = out->add_conditions();
+    p->set_type(c.type);
+    p->set_status(c.status ? "True" : "False");
+    p->set_reason(c.reason);
+    p->set_message(c.message);
+    p->set_last_transition_unix_ms(UnixMs(c.last_transition));
+  }
+  out->mutable_workers()->Reserve(static_cast<int>(s.workers.size()));
+  for (const WorkerStatus& w : s.workers) {
+    v1::WorkerStatus* p = out->add_workers();
+    p->set_node_id(w.node_id);
+    p->set_host(w.host);
+    p->set_group_rank(w.group_rank);
+    p->set_rank(w.rank);
+    p->set_local_rank(w.local_rank);
+    p->set_pid(w.pid);
+    p->set_state(ToProto(w.state));
+    p->set_code(w.code);
+    p->set_signal(w.signal);
+    p->set_what(w.what);
+    p->set_restarts(w.restarts);
+  }
 }
 
 JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
@@ -256,6 +344,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
     n.group_rank = p.group_rank();
     n.local_world_size = p.local_world_size();
     n.last_heartbeat = FromUnixMs(p.last_heartbeat_unix_ms());
+    n.state = p.state();
     s.nodes.push_back(std::move(n));
   }
   for (const v1::NodeInfo& p : in.participants()) s.participants.push_back(FromProto(p));
@@ -269,6 +358,25 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
     s.history.push_back(std::move(r));
   }
   if (in.has_outcome()) s.outcome = FromProto(in.outcome());
+  for (const v1::Condition& p : in.conditions()) {
+    s.conditions.push_back(Condition{p.type(), p.status() == "True", p.reason(), p.message(),
+                                     FromUnixMs(p.last_transition_unix_ms())});
+  }
+  s.workers.reserve(in.workers_size());
+  for (const v1::WorkerStatus& p : in.workers()) {
+    WorkerStatus& w = s.workers.emplace_back();
+    w.node_id = p.node_id();
+    w.host = p.host();
+    w.group_rank = p.group_rank();
+    w.rank = p.rank();
+    w.local_rank = p.local_rank();
+    w.pid = p.pid();
+    w.state = FromProto(p.state());
+    w.code = p.code();
+    w.signal = p.signal();
+    w.what = p.what();
+    w.restarts = p.restarts();
+  }
   return s;
 }
 

@@ -5,6 +5,7 @@
 #define MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_
 
 #include <string>
+#include <vector>
 
 #include "rendezvous/core/types.h"
 #include "rendezvous/grpc/job_status.h"
@@ -14,6 +15,8 @@ class Join;
 class Failure;
 class ServerMessage;
 class JobStatusReply;
+class WorkersStarted;
+class WorkerEnded;
 }  // namespace muster::v1
 
 namespace muster::rdzv::grpc_internal {
@@ -29,6 +32,11 @@ Failure FromProto(const v1::Failure& in);
 // Event::node_id, which the wire does not carry.
 void ToProto(const Event& event, v1::ServerMessage* out);
 bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* out);
+
+void ToProto(int round, const std::vector<StartedWorker>& workers, v1::WorkersStarted* out);
+std::vector<StartedWorker> FromProto(const v1::WorkersStarted& in);
+void ToProto(int round, const EndedWorker& worker, v1::WorkerEnded* out);
+EndedWorker FromProto(const v1::WorkerEnded& in);
 
 void ToProto(const JobStatusSnapshot& status, v1::JobStatusReply* out);
 JobStatusSnapshot FromProto(const v1::JobStatusReply& in);

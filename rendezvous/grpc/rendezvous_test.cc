@@ -235,6 +235,55 @@ TEST_F(RendezvousTest, JobStatusReflectsPhaseAndNodes) {
   EXPECT_TRUE(absl::IsNotFound(GetJobStatus(Query("nope")).status()));
 }
 
+TEST_F(RendezvousTest, WorkersAndConditionsTravelToTheJobStatus) {
+  StartServer();
+  std::vector<Assignment> rounds = FormThree(Spec(3, 3));
+  const int local_sizes[] = {2, 1, 3};  // as FormThree
+  for (int i = 0; i < 3; ++i) {
+    std::vector<StartedWorker> started;
+    for (int local = 0; local < local_sizes[i]; ++local) {
+      started.push_back({local, rounds[i].rank_base + local, 100 * (i + 1) + local});
+    }
+    agents_[i]->Call([&](GrpcRendezvousClient& c) { c.ReportWorkersStarted(1, started); });
+  }
+  // Rank 3 (node 2, local rank 0) is killed by SIGKILL.
+  agents_[2]->Call([&](GrpcRendezvousClient& c) {
+    c.ReportWorkerEnded(1, EndedWorker{0, 300, 137, 9, "signal 9 (SIGKILL)", false});
+  });
+  // Messages of one stream arrive in order: once the last one is seen, all are.
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  JobStatusSnapshot s;
+  do {
+    s = GetJobStatus(Query("job-1")).value();
+    if (s.workers.size() == 6 && s.workers[3].state == WorkerState::kFailed &&
+        s.workers[0].pid != 0 && s.workers[2].pid != 0) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  } while (absl::Now() < deadline);
+  ASSERT_EQ(s.workers.size(), 6u);
+  const int pids[] = {100, 101, 200, 300, 301, 302};
+  const int groups[] = {0, 0, 1, 2, 2, 2};
+  for (int r = 0; r < 6; ++r) {
+    EXPECT_EQ(s.workers[r].rank, r);
+    EXPECT_EQ(s.workers[r].pid, pids[r]) << r;
+    EXPECT_EQ(s.workers[r].group_rank, groups[r]) << r;
+    EXPECT_EQ(s.workers[r].host, "n" + std::to_string(groups[r]));
+  }
+  EXPECT_EQ(s.workers[3].state, WorkerState::kFailed);
+  EXPECT_EQ(s.workers[3].code, 137);
+  EXPECT_EQ(s.workers[3].signal, 9);
+  EXPECT_EQ(s.workers[3].what, "signal 9 (SIGKILL)");
+  EXPECT_EQ(s.workers[4].state, WorkerState::kRunning);
+  ASSERT_EQ(s.conditions.size(), 5u);
+  EXPECT_EQ(s.conditions[1].type, "Running");
+  EXPECT_TRUE(s.conditions[1].status);
+  EXPECT_EQ(s.conditions[1].reason, "RoundStarted");
+  EXPECT_GT(s.conditions[1].last_transition, absl::Now() - absl::Seconds(30));
+  EXPECT_LE(s.conditions[0].last_transition, s.conditions[1].last_transition);
+  EXPECT_EQ(s.nodes[0].state, "Running");
+}
+
 TEST_F(RendezvousTest, SuccessFinishesEveryNodeWithZero) {
   StartServer();
   FormThree(Spec(3, 3));

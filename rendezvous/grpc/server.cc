@@ -14,6 +14,7 @@
 #include "rendezvous/grpc/credentials.h"
 #include "rendezvous/grpc/job_registry.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/status_cache.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "spdlog/spdlog.h"
 
@@ -51,14 +52,19 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   const std::string token_;
 };
 
-class JobStatusService final : public v1::JobStatus::CallbackService {
+// Heartbeat times in a JobStatus.Get reply are at most this old (see StatusCache).
+constexpr absl::Duration kStatusMaxAge = absl::Seconds(1);
+
+// Get is a raw method: it answers with the cached serialized reply (same bytes on the wire
+// as the typed method, so generated clients in any language read it as a JobStatusReply).
+class JobStatusService final
+    : public v1::JobStatus::WithRawCallbackMethod_Get<v1::JobStatus::CallbackService> {
  public:
   JobStatusService(JobRegistry* registry, std::string token)
-      : registry_(registry), token_(std::move(token)) {}
+      : registry_(registry), token_(std::move(token)), cache_(registry, kStatusMaxAge) {}
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
-                                const v1::GetJobStatusRequest* request,
-                                v1::JobStatusReply* reply) override {
+                                const grpc::ByteBuffer* request, grpc::ByteBuffer* reply) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc_internal::ToGrpcStatus(Answer(*context, *request, reply)));
     return reactor;
@@ -68,16 +74,27 @@ class JobStatusService final : public v1::JobStatus::CallbackService {
       grpc::CallbackServerContext* context, const v1::GetJobStatusRequest* request) override;
 
  private:
-  absl::Status Answer(const grpc::CallbackServerContext& context,
-                      const v1::GetJobStatusRequest& request, v1::JobStatusReply* reply) {
+  absl::Status Answer(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
+                      grpc::ByteBuffer* reply) {
     RETURN_IF_ERROR(grpc_internal::CheckBearerToken(context, token_));
-    ASSIGN_OR_RETURN(JobStatusSnapshot status, registry_->Status(request.run_id()));
-    grpc_internal::ToProto(status, reply);
+    std::vector<grpc::Slice> slices;
+    if (!request.Dump(&slices).ok()) return absl::InternalError("cannot read the request");
+    std::string bytes;
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    v1::GetJobStatusRequest parsed;
+    if (!parsed.ParseFromString(bytes)) {
+      return absl::InvalidArgumentError("malformed GetJobStatusRequest");
+    }
+    ASSIGN_OR_RETURN(grpc::Slice answer, cache_.Reply(parsed.run_id(), absl::Now()));
+    *reply = grpc::ByteBuffer(&answer, 1);
     return absl::OkStatus();
   }
 
   JobRegistry* const registry_;
   const std::string token_;
+  grpc_internal::StatusCache cache_;
 };
 
 // One JobStatus.Watch stream: writes a snapshot whenever it differs from the last one

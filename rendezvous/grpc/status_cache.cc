@@ -1,0 +1,33 @@
+#include "rendezvous/grpc/status_cache.h"
+
+#include "base/status_macros.h"
+#include "muster/v1/rendezvous.pb.h"
+#include "rendezvous/grpc/proto_convert.h"
+
+namespace muster::rdzv::grpc_internal {
+
+absl::StatusOr<grpc::Slice> StatusCache::Reply(const std::string& run_id, absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(uint64_t version, registry_->StatusVersion(run_id));
+  auto it = entries_.find(run_id);
+  if (it != entries_.end() && it->second.version == version && now - it->second.built < max_age_) {
+    return it->second.bytes;
+  }
+  Entry entry;
+  ASSIGN_OR_RETURN(JobStatusSnapshot status, registry_->Status(run_id, &entry.version));
+  v1::JobStatusReply reply;
+  ToProto(status, &reply);
+  entry.built = now;
+  entry.bytes = grpc::Slice(reply.SerializeAsString());
+  ++builds_;
+  grpc::Slice out = entry.bytes;
+  entries_[run_id] = std::move(entry);
+  return out;
+}
+
+int64_t StatusCache::builds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return builds_;
+}
+
+}  // namespace muster::rdzv::grpc_internal

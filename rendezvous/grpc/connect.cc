@@ -130,6 +130,16 @@ absl::StatusOr<Endpoint> ParseEndpoint(const std::string& endpoint) {
   return out;
 }
 
+std::string ExplainNoAnswer(const std::string& endpoint) {
+  absl::StatusOr<Endpoint> parsed = ParseEndpoint(endpoint);
+  if (!parsed.ok()) return std::string(parsed.status().message());
+  if (std::string problem = ResolveProblem(parsed->host); !problem.empty()) return problem;
+  if (TcpReachable(*parsed, absl::Seconds(1))) {
+    return absl::StrCat("port ", parsed->port, " of ", parsed->host, " ", kHandshakeHint);
+  }
+  return absl::StrCat("nothing accepts connections on port ", parsed->port, " of ", parsed->host);
+}
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
     const std::string& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
     absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep,

@@ -25,6 +25,10 @@ struct Endpoint {
 // "host:port" or "[v6addr]:port"; InvalidArgument otherwise.
 absl::StatusOr<Endpoint> ParseEndpoint(const std::string& endpoint);
 
+// Why a gRPC call to `endpoint` got no answer, for error messages: a TLS mismatch when the
+// port accepts TCP connections (checked within 1 s), else that nothing listens there.
+std::string ExplainNoAnswer(const std::string& endpoint);
+
 // Sleeps up to `d`; returns false (at once) when the caller is being stopped.
 using InterruptibleSleep = std::function<bool(absl::Duration d)>;
 

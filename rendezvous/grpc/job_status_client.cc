@@ -1,5 +1,6 @@
 #include "rendezvous/grpc/job_status_client.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/connect.h"
@@ -19,6 +20,14 @@ absl::StatusOr<std::unique_ptr<v1::JobStatus::Stub>> MakeStub(const JobStatusQue
   return v1::JobStatus::NewStub(grpc_internal::MakeChannel(query.endpoint, std::move(creds)));
 }
 
+// A call that got no answer at all says why (TLS mismatch, nothing listening), not only
+// "Deadline Exceeded".
+absl::Status Explained(const JobStatusQuery& query, absl::Status status) {
+  if (!absl::IsDeadlineExceeded(status) && !absl::IsUnavailable(status)) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(), ": ",
+                                                  grpc_internal::ExplainNoAnswer(query.endpoint)));
+}
+
 }  // namespace
 
 absl::Status WatchJobStatus(const JobStatusQuery& query,
@@ -33,7 +42,8 @@ absl::Status WatchJobStatus(const JobStatusQuery& query,
     v1::GetJobStatusRequest request;
     request.set_run_id(query.run_id);
     v1::JobStatusReply reply;
-    RETURN_IF_ERROR(grpc_internal::ToAbslStatus(stub->Get(&probe, request, &reply)));
+    RETURN_IF_ERROR(
+        Explained(query, grpc_internal::ToAbslStatus(stub->Get(&probe, request, &reply))));
   }
   grpc::ClientContext context;
   grpc_internal::AddBearerToken(query.token, &context);
@@ -54,7 +64,8 @@ absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
   v1::GetJobStatusRequest request;
   request.set_run_id(query.run_id);
   v1::JobStatusReply reply;
-  RETURN_IF_ERROR(grpc_internal::ToAbslStatus(stub->Get(&context, request, &reply)));
+  RETURN_IF_ERROR(
+      Explained(query, grpc_internal::ToAbslStatus(stub->Get(&context, request, &reply))));
   return grpc_internal::FromProto(reply);
 }
 

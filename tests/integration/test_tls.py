@@ -89,6 +89,11 @@ def test_tls_mismatch_names_the_fix(pki, client_tls):
                       "--no-python", "/bin/true")
         assert r.returncode == 138, r.stderr[-2000:]
         assert "TLS mismatch" in r.stderr and "--tls-ca" in r.stderr, r.stderr[-2000:]
+        # muster status says the same instead of a bare "Deadline Exceeded".
+        st = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                             "--rdzv-id", "tls", "--timeout", "2", *map(str, extra)],
+                            capture_output=True, text=True, timeout=30, env=muster_env())
+        assert st.returncode == 138 and "TLS mismatch" in st.stderr, st.stderr
 
 
 def test_tls_client_against_plaintext_server_names_the_fix(pki):

@@ -33,7 +33,15 @@ absl::StatusOr<absl::Duration> ParseDuration(std::string_view text) {
                      "' is not a duration; write e.g. 30s, 500ms, 10m or a "
                      "number of seconds"));
   }
-  return absl::Seconds(value * unit_seconds);
+  // Beyond absl::Duration's range (about 292 billion years) Seconds() saturates to an
+  // infinite duration: "1e300h" would be a deadline that never comes (found by
+  // tests/fuzz/flags_fuzz).
+  absl::Duration d = absl::Seconds(value * unit_seconds);
+  if (d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", absl::string_view(text.data(), text.size()), "' is too long a duration"));
+  }
+  return d;
 }
 
 std::string HumanDuration(absl::Duration d) {

@@ -469,7 +469,8 @@ void Job::MaybeCompleteRound(absl::Time now, std::vector<Event>* out) {
 
 void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   // Order: rank hints first (by hint), then survivors in their previous order, then
-  // newcomers in arrival order. The first max_nodes of them form the round.
+  // newcomers in arrival order. The first max_nodes of them form the round; hinted nodes
+  // then take their hinted positions.
   constexpr int64_t kLast = std::numeric_limits<int64_t>::max();
   std::vector<Node*> order;
   for (auto& [id, node] : nodes_) order.push_back(&node);
@@ -480,6 +481,26 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   std::sort(order.begin(), order.end(),
             [&](const Node* a, const Node* b) { return key(a) < key(b); });
   if (static_cast<int>(order.size()) > spec_.max_nodes) order.resize(spec_.max_nodes);
+  // A hint is a position, not only a priority: with some nodes hinted and others not,
+  // `--node-rank 2` must still be group rank 2 (when the round has that many nodes). The
+  // others fill the free positions in the order above.
+  {
+    std::vector<Node*> placed(order.size(), nullptr);
+    std::vector<Node*> rest;
+    for (Node* n : order) {
+      int64_t hint = n->info.rank_hint;
+      if (hint >= 0 && hint < static_cast<int64_t>(placed.size()) && placed[hint] == nullptr) {
+        placed[hint] = n;
+      } else {
+        rest.push_back(n);
+      }
+    }
+    size_t next = 0;
+    for (Node*& slot : placed) {
+      if (slot == nullptr) slot = rest[next++];
+    }
+    order = std::move(placed);
+  }
 
   ++round_;
   phase_ = Phase::kRunning;

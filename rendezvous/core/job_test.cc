@@ -107,6 +107,31 @@ TEST(JobTest, RankHintsAreHonouredAndConflictsNamed) {
   EXPECT_EQ(h.Last("3", Event::Kind::kRoundStarted)->assignment.group_rank, 1);
 }
 
+TEST(JobTest, APartialHintIsAPositionNotAPriority) {
+  // Only one node says --node-rank 2; the unhinted ones fill ranks 0 and 1 in arrival
+  // order (found by tests/fuzz/rendezvous_fuzz: the hinted node used to get rank 0).
+  JobHarness h(Spec(3, 3));
+  ASSERT_TRUE(h.Join("1", 2).ok());
+  ASSERT_TRUE(h.Join("2").ok());
+  ASSERT_TRUE(h.Join("3").ok());
+  EXPECT_EQ(h.Last("1", Event::Kind::kRoundStarted)->assignment.group_rank, 2);
+  EXPECT_EQ(h.Last("2", Event::Kind::kRoundStarted)->assignment.group_rank, 0);
+  EXPECT_EQ(h.Last("3", Event::Kind::kRoundStarted)->assignment.group_rank, 1);
+}
+
+TEST(JobTest, AHintBeyondAnElasticRoundFallsBackToOrder) {
+  // --nnodes 2:4, a node hinted 3 in a round of 2: the round still forms, hinted first.
+  JobSpec spec = Spec(2, 4);
+  spec.last_call_timeout = absl::Milliseconds(500);
+  JobHarness h(spec);
+  ASSERT_TRUE(h.Join("1").ok());
+  ASSERT_TRUE(h.Join("2", 3).ok());
+  h.Advance(absl::Seconds(1));  // past last_call_timeout
+  ASSERT_EQ(h.job().phase(), Job::Phase::kRunning);
+  EXPECT_EQ(h.Last("2", Event::Kind::kRoundStarted)->assignment.group_rank, 0);
+  EXPECT_EQ(h.Last("1", Event::Kind::kRoundStarted)->assignment.group_rank, 1);
+}
+
 TEST(JobTest, MismatchedSpecIsRefusedNamingTheFlag) {
   JobHarness h(Spec(2, 2));
   JobSpec other = Spec(2, 3);

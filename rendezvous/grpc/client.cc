@@ -177,6 +177,13 @@ class GrpcRendezvousClient::Impl {
     cv_.notify_all();
     if (worker_.joinable()) worker_.join();
     if (stream_ != nullptr) {
+      if (!leaving_ && finished_) {
+        // The job is over: end the stream after what is still queued (the last workers'
+        // ends, reported while the agent stopped them) instead of cancelling it under them.
+        v1::AgentMessage msg;
+        msg.mutable_leave()->set_why("job finished");
+        leaving_ = stream_->Send(std::move(msg));
+      }
       if (!leaving_ || !stream_->WaitDone(kLeaveGrace)) stream_->Cancel();
       stream_->WaitDone();  // Cancel guarantees OnDone
     }

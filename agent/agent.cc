@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/debug_mode.h"
+#include "agent/gpu_probe.h"
 #include "base/duration.h"
 #include "base/errno_status.h"
 #include "base/log_format.h"
@@ -184,6 +185,7 @@ absl::Status Agent::Setup() {
   node_.host = hostname_;
   node_.local_world_size = config_.nproc_per_node;
   node_.rank_hint = config_.node_rank;
+  node_.probe = ProbeLine(config_.probe_summary);
   if (config_.rdzv_host_name.empty()) {
     node_.address = config_.master_addr;
     rdzv_ = std::make_unique<rdzv::LocalRendezvous>(loop_.get());

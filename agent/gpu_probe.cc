@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 
@@ -191,6 +192,34 @@ int ApplyProbe(const std::map<std::string, std::string>& env, Config* c) {
     // NVML offers no event for a process releasing a GPU: re-probing is the only way.
     sleep(c->stale_gpu_policy == "kill" ? 1 : 10);
   }
+}
+
+std::string ProbeLine(const nlohmann::json& report) {
+  if (!report.is_object()) return "";
+  int code = report.value("exit_code", -1);
+  if (code == 3) return "no NVIDIA driver";
+  const nlohmann::json& gpus = report.contains("gpus") && report["gpus"].is_array()
+                                   ? report["gpus"]
+                                   : nlohmann::json::array();
+  std::string line;
+  if (gpus.empty()) {
+    line = "0 GPUs";
+  } else {
+    std::string name = gpus[0].is_object() ? gpus[0].value("name", "?") : "?";
+    bool same = std::all_of(gpus.begin(), gpus.end(), [&](const nlohmann::json& g) {
+      return g.is_object() && g.value("name", "?") == name;
+    });
+    line = absl::StrCat(gpus.size(), " x ", same ? name : "mixed GPUs");
+  }
+  if (report.contains("driver") && report["driver"].is_object()) {
+    absl::StrAppend(&line, ", driver ", report["driver"].value("version", "?"));
+  }
+  for (const nlohmann::json& g : gpus) {
+    if (!g.is_object() || g.value("health", "ok") == "ok") continue;
+    absl::StrAppend(&line, ", unhealthy GPU ", g.value("index", -1), ": ", g.value("health", "?"));
+  }
+  if (code != 0 && code != 3) absl::StrAppend(&line, " (probe exit ", code, ")");
+  return line;
 }
 
 }  // namespace muster

@@ -48,6 +48,11 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
 // config->probe_summary.
 int ApplyProbe(const std::map<std::string, std::string>& env, Config* config);
 
+// The probe report (config->probe_summary) in one line for the job status:
+// "2 x NVIDIA H100 80GB HBM3, driver 580.65.06", "..., unhealthy GPU 3: <why>",
+// "no NVIDIA driver", or "" when the probe did not run.
+std::string ProbeLine(const nlohmann::json& report);
+
 }  // namespace muster
 
 #endif  // MUSTER_AGENT_GPU_PROBE_H_

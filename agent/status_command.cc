@@ -70,6 +70,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                            {"group_rank", n.group_rank},
                            {"local_world_size", n.local_world_size},
                            {"state", n.state},
+                           {"probe", n.probe},
                            {"last_heartbeat", absl::FormatTime(n.last_heartbeat)}};
     if (n.group_rank >= 0) {
       int base = 0;
@@ -149,6 +150,9 @@ void PrintTable(const nlohmann::json& j, bool color) {
                 n["host"].get<std::string>().c_str(), n["address"].get<std::string>().c_str(),
                 ranks.c_str(), PaintPadded(n.value("state", ""), 10, color).c_str(),
                 node_id.c_str());
+    if (!n.value("probe", "").empty()) {
+      std::printf("       gpu: %s\n", n["probe"].get<std::string>().c_str());
+    }
     for (const nlohmann::json* w : by_node[node_id]) {
       std::string pid = (*w)["pid"].get<int>() > 0 ? std::to_string((*w)["pid"].get<int>()) : "-";
       std::string state = (*w)["state"].get<std::string>();

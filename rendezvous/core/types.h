@@ -35,6 +35,9 @@ struct NodeInfo {
   int rank_hint = -1;   // --node-rank / operator env; -1: none
   int local_world_size = 1;
   int store_port = 0;  // this node's fresh c10d store for the next round
+  // The agent's GPU probe in one line, for the job status ("" when it did not probe).
+  // Sent with Join only; round assignments leave it out.
+  std::string probe;
 };
 
 struct Failure {

@@ -310,6 +310,7 @@ absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id,
     n.local_world_size = v.info.local_world_size;
     n.group_rank = v.group_rank;
     n.state = v.state;
+    n.probe = std::move(v.info.probe);
     n.last_heartbeat = v.last_seen;
   }
   return s;

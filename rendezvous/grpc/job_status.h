@@ -27,6 +27,7 @@ struct NodeStatus {
   absl::Time last_heartbeat = absl::InfinitePast();
   // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left".
   std::string state;
+  std::string probe;  // the node's GPU probe summary, "" when it did not probe
 };
 
 struct JobStatusSnapshot {

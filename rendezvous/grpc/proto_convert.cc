@@ -182,10 +182,12 @@ void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
   s->set_heartbeat_misses(spec.heartbeat_misses);
   s->set_stop_timeout_ms(Ms(spec.stop_timeout));
   ToProto(node, out->mutable_node());
+  out->set_probe(node.probe);
 }
 
 void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
   *node = FromProto(in.node());
+  node->probe = in.probe();
   const v1::JobSpec& s = in.spec();
   spec->run_id = in.run_id();
   spec->min_nodes = s.min_nodes();
@@ -291,6 +293,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_local_world_size(n.local_world_size);
     p->set_last_heartbeat_unix_ms(UnixMs(n.last_heartbeat));
     p->set_state(n.state);
+    p->set_probe(n.probe);
   }
   for (const NodeInfo& n : s.participants) ToProto(n, out->add_participants());
   for (const RestartRecord& r : s.history) {
@@ -345,6 +348,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
     n.local_world_size = p.local_world_size();
     n.last_heartbeat = FromUnixMs(p.last_heartbeat_unix_ms());
     n.state = p.state();
+    n.probe = p.probe();
     s.nodes.push_back(std::move(n));
   }
   for (const v1::NodeInfo& p : in.participants()) s.participants.push_back(FromProto(p));

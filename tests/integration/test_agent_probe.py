@@ -60,3 +60,37 @@ def test_hung_driver_is_cut_off_by_the_timeout():
             FAKE_HANG="cuInit")
     assert r.returncode == 138, r.stderr
     assert time.monotonic() - t0 < 15
+
+
+def test_probe_summary_reaches_the_job_status(tmp_path):
+    """Issue 7: each node's GPU probe summary is part of the job status (muster status)."""
+    import json
+
+    from multinode import serve
+    with serve("--rdzv-id", "gpus") as port:
+        common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gpus", "--nnodes", "2",
+                  "--rdzv-host", "false", "--nproc-per-node", "1", "--no-python", "sleep", "3"]
+        envs = [muster_env(MUSTER_LIBCUDA=FAKES / "libcuda.so.1",
+                           MUSTER_LIBNVML=FAKES / "libnvidia-ml.so.1", FAKE_GPU_COUNT=2),
+                muster_env()]  # the second node has no driver
+        agents = [subprocess.Popen([str(MUSTER), "run", *common], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=env) for env in envs]
+        status = [str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id",
+                  "gpus"]
+        deadline = time.monotonic() + 30
+        doc = None
+        while time.monotonic() < deadline:
+            r = subprocess.run([*status, "--json"], capture_output=True, text=True, timeout=20)
+            if r.returncode == 0 and len((doc := json.loads(r.stdout))["nodes"]) == 2:
+                break
+            time.sleep(0.2)
+        assert doc and len(doc["nodes"]) == 2, doc
+        probes = sorted(n["probe"] for n in doc["nodes"])
+        assert probes[1].startswith("2 x NVIDIA H100"), probes
+        assert "driver 580.65.06" in probes[1], probes
+        assert probes[0] in ("", "no NVIDIA driver"), probes
+        table = subprocess.run(status, capture_output=True, text=True, timeout=20).stdout
+        assert "gpu: 2 x NVIDIA H100" in table, table
+        for a in agents:
+            _, err = a.communicate(timeout=60)
+            assert a.returncode == 0, err[-2000:]

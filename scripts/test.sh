@@ -5,21 +5,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-echo "== unit tests (ctest)"
+echo "== unit tests (ctest) (t=${SECONDS}s)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 if [[ ${SANITIZE:-1} != 0 ]]; then
-  echo "== sanitizers: ASan+UBSan (build-asan), TSan (build-tsan) (SANITIZE=0 skips)"
+  echo "== sanitizers: ASan+UBSan (build-asan), TSan (build-tsan) (SANITIZE=0 skips) (t=${SECONDS}s)"
   scripts/sanitize.sh all
 fi
 if [[ ${FUZZ_SECONDS:-60} != 0 ]]; then
-  echo "== fuzzing (${FUZZ_SECONDS:-60}s per target; FUZZ_SECONDS=0 skips)"
+  echo "== fuzzing (${FUZZ_SECONDS:-60}s per target; FUZZ_SECONDS=0 skips) (t=${SECONDS}s)"
   scripts/fuzz.sh
 fi
-echo "== integration tests (pytest, real torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'))"
+echo "== (t=${SECONDS}s) integration tests (pytest, real torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'))"
 # /usr/bin/python3 on purpose: Debian's python3-torch lives there, not in a pyenv shim.
 MUSTER_BUILD_DIR="$PWD/build" /usr/bin/python3 -m pytest -q -ra -p no:cacheprovider tests/integration "$@"
 if [[ ${MUSTER_CHAOS_SECONDS:-180} != 0 ]]; then
-  echo "== chaos (tests/chaos, ${MUSTER_CHAOS_SECONDS:-180}s; MUSTER_CHAOS_SECONDS=0 skips)"
+  echo "== (t=${SECONDS}s) chaos (tests/chaos, ${MUSTER_CHAOS_SECONDS:-180}s; MUSTER_CHAOS_SECONDS=0 skips)"
   MUSTER_BUILD_DIR="$PWD/build" MUSTER_CHAOS_SECONDS=${MUSTER_CHAOS_SECONDS:-180} \
     /usr/bin/python3 -m pytest -q -ra -p no:cacheprovider tests/chaos
 fi

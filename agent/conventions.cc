@@ -1,16 +1,13 @@
 #include "agent/conventions.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "base/status_macros.h"
 
 namespace muster {
@@ -26,31 +23,6 @@ int Int(const std::string& s) {
   int v = 0;
   (void)absl::SimpleAtoi(s, &v);
   return v;
-}
-
-// python, python3, python3.11, /usr/bin/python3: the interpreter an operator's Pod
-// command starts with.
-bool IsPythonInterpreter(const std::string& arg) {
-  absl::string_view rest = arg;
-  if (size_t slash = rest.rfind('/'); slash != absl::string_view::npos) {
-    rest.remove_prefix(slash + 1);
-  }
-  if (!absl::ConsumePrefix(&rest, "python")) return false;
-  for (char ch : rest) {
-    if (!absl::ascii_isdigit(ch) && ch != '.') return false;
-  }
-  return true;
-}
-
-// True when `command` is the Pod's old command (`python train.py`) rather than a script:
-// an interpreter name with no script of that name in the current directory, or an
-// interpreter path that is executable.
-bool StartsWithInterpreter(const std::vector<std::string>& command) {
-  if (command.empty() || !IsPythonInterpreter(command[0])) return false;
-  const std::string& first = command[0];
-  if (absl::StrContains(first, '/')) return access(first.c_str(), X_OK) == 0;
-  struct stat st;
-  return stat(first.c_str(), &st) != 0 || !S_ISREG(st.st_mode);
 }
 
 // Kubernetes names a Pod behind a headless Service <hostname>.<subdomain>[.<namespace>...]
@@ -156,12 +128,6 @@ absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Co
 }  // namespace
 
 absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env, Config* c) {
-  // `muster run -- python train.py`: the operator's command with muster in front runs as
-  // given (the interpreter on PATH, as the Pod had it), not as `python3 -u python train.py`.
-  if (!c->no_python && !c->module && StartsWithInterpreter(c->command)) {
-    c->no_python = true;
-    c->sources["no-python"] = absl::StrCat("the command starts with ", c->command[0]);
-  }
   RETURN_IF_ERROR(ApplyPodVariables(env, c));
   HostWhenEndpointNamesThisPod(c);
   return absl::OkStatus();

@@ -30,8 +30,6 @@ namespace muster {
 
 // Updates `config` (fields whose `config->sources` entry is absent) and sets
 // config->convention to a one-line description for --dry-run ("" when none applies).
-// A command that starts with a Python interpreter (`python3 train.py`, the Pod's command
-// before muster) runs as given, as with --no-python.
 absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env,
                                       Config* config);
 

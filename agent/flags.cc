@@ -29,6 +29,30 @@
 namespace muster {
 namespace {
 
+// python, python3, python3.11, /usr/bin/python3: the interpreter a Pod's command starts with.
+bool IsPythonInterpreter(const std::string& arg) {
+  absl::string_view rest = arg;
+  if (size_t slash = rest.rfind('/'); slash != absl::string_view::npos) {
+    rest.remove_prefix(slash + 1);
+  }
+  if (!absl::ConsumePrefix(&rest, "python")) return false;
+  for (char ch : rest) {
+    if (!absl::ascii_isdigit(ch) && ch != '.') return false;
+  }
+  return true;
+}
+
+// True when `command` is a Pod's old command (`python train.py`) rather than a script: an
+// interpreter name with no script of that name in the current directory, or an interpreter
+// path that is executable.
+bool StartsWithInterpreter(const std::vector<std::string>& command) {
+  if (command.empty() || !IsPythonInterpreter(command[0])) return false;
+  const std::string& first = command[0];
+  if (first.find('/') != std::string::npos) return access(first.c_str(), X_OK) == 0;
+  struct stat st;
+  return stat(first.c_str(), &st) != 0 || !S_ISREG(st.st_mode);
+}
+
 // One flag of `muster run`. `name` is the dash spelling without "--"; the
 // underscore spelling, MUSTER_<NAME> and PET_<NAME> are derived from it.
 
@@ -653,6 +677,12 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   }
   if (c.command.empty() && !c.debug) {
     return Invalid("command", "missing; usage: muster run [flags] [--] SCRIPT_OR_CMD [ARGS...]");
+  }
+  if (!c.module && !c.no_python && StartsWithInterpreter(c.command)) {
+    // `muster run -- python train.py` (a Pod's command with muster in front) runs as given,
+    // the interpreter from PATH as the Pod had it, not as `python3 -u python train.py`.
+    c.no_python = true;
+    c.sources["no-python"] = absl::StrCat("the command starts with ", c.command[0]);
   }
   if (!c.module && !c.no_python && !c.command.empty()) {
     struct stat st;

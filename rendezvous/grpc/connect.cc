@@ -72,10 +72,14 @@ bool TcpReachable(const Endpoint& endpoint, absl::Duration timeout) {
   return reachable;
 }
 
-constexpr char kHandshakeHint[] =
-    "accepts TCP connections but no gRPC session comes up: a TLS mismatch (the server has "
-    "--tls-cert and this side no --tls-ca, or the reverse, or --tls-ca is not the CA that "
-    "signed the server's certificate) or not a muster rendezvous server";
+// Why a port that accepts TCP gives no gRPC session.
+std::string HandshakeProblem(const Endpoint& endpoint) {
+  return absl::StrCat(
+      "port ", endpoint.port, " of ", endpoint.host,
+      " accepts TCP connections but no gRPC session comes up: a TLS mismatch (the server has "
+      "--tls-cert and this side no --tls-ca, or the reverse, or --tls-ca is not the CA that "
+      "signed the server's certificate) or not a muster rendezvous server");
+}
 
 // Empty once `channel` is connected; why not otherwise.
 std::string WaitConnected(grpc::Channel& channel, absl::Time deadline,
@@ -135,7 +139,7 @@ std::string ExplainNoAnswer(const std::string& endpoint) {
   if (!parsed.ok()) return std::string(parsed.status().message());
   if (std::string problem = ResolveProblem(parsed->host); !problem.empty()) return problem;
   if (TcpReachable(*parsed, absl::Seconds(1))) {
-    return absl::StrCat("port ", parsed->port, " of ", parsed->host, " ", kHandshakeHint);
+    return HandshakeProblem(*parsed);
   }
   return absl::StrCat("nothing accepts connections on port ", parsed->port, " of ", parsed->host);
 }
@@ -162,7 +166,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
                              &stopped);
       if (stopped) return absl::CancelledError("stopped while connecting to the rendezvous");
       if (!reason.empty() && TcpReachable(*parsed, absl::Seconds(1))) {
-        reason = absl::StrCat("port ", parsed->port, " of ", parsed->host, " ", kHandshakeHint);
+        reason = HandshakeProblem(*parsed);
       }
       if (reason.empty()) {
         if (attempts > 1) {

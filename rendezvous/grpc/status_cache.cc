@@ -8,7 +8,12 @@ namespace muster::rdzv::grpc_internal {
 
 absl::StatusOr<grpc::Slice> StatusCache::Reply(const std::string& run_id, absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(uint64_t version, registry_->StatusVersion(run_id));
+  absl::StatusOr<uint64_t> version_or = registry_->StatusVersion(run_id);
+  if (!version_or.ok()) {
+    entries_.erase(run_id);  // the job is gone: so is its reply
+    return version_or.status();
+  }
+  uint64_t version = *version_or;
   auto it = entries_.find(run_id);
   if (it != entries_.end() && it->second.version == version && now - it->second.built < max_age_) {
     return it->second.bytes;

@@ -151,13 +151,18 @@ def test_ssh_into_debug_pods_and_exec_every_rank(tmp_path):
         for p in agents:
             assert pod_output(p).count("Accepted publickey for root") == 2, pod_output(p)
 
-        # The debug command is the pod's main process: SIGTERM to PID 1 ends the pod.
+        # The debug command is the pod's main process: SIGTERM to PID 1 ends the pod with 143.
+        # The pods form one 2-node job: when the first one's Leave reaches the server before
+        # the second agent handles its own SIGTERM, the second ends as the job does, 138
+        # naming the node that left (DESIGN 4.4) - a race between two signals, not a fault.
         for p in agents:
             assert p.poll() is None, pod_output(p)
             signal_agent(p, signal.SIGTERM)
-        for p in agents:
+        for i, p in enumerate(agents):
             rc = wait_exit(p, 30, p.pod.name)
-            assert rc == 143, f"{p.pod.name} exited {rc}:\n{pod_output(p)[-3000:]}"
+            out = pod_output(p)
+            lost = rc == 138 and i > 0 and "lost: left: agent received SIGTERM" in out
+            assert rc == 143 or lost, f"{p.pod.name} exited {rc}:\n{out[-3000:]}"
 
 
 def test_without_sshd_the_default_is_sleep_and_sigterm_gives_143(tmp_path):

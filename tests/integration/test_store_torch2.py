@@ -263,8 +263,10 @@ def make_programs(seed):
     return programs
 
 
-# Run by client 0 alone (clients 1 and 2 run nothing): corner cases, ending with the requests
-# that make torch's server close the connection (non-numeric ADD/BARRIER counter).
+# Run by client 0: corner cases, ending with the requests that make torch's server close the
+# connection (non-numeric ADD/BARRIER counter). Client 1 runs EDGE_PROGRAM_2 (its own
+# non-numeric ADD) only once client 0 set edge/done, so client 0's num_keys/list_keys never
+# depend on how the two interleave; client 2 runs nothing.
 EDGE_PROGRAM = [
     ["queue_push", "q", "v1"], ["get", "q"], ["check", ["q"]], ["multi_get", ["q"]],
     ["num_keys"], ["list_keys"], ["queue_pop", "q", False], ["queue_pop_timeout", "q", 100],
@@ -273,9 +275,10 @@ EDGE_PROGRAM = [
     ["queue_len", "q"], ["set", "", ""], ["get", ""], ["barrier", "bb", 0],
     ["barrier", "bb", -5], ["get", "bb"], ["barrier_timeout", "bb", 100, 100], ["get", "bb"],
     ["wait", []], ["check", []], ["multi_get", []], ["multi_set", [], []], ["num_keys"],
-    ["list_keys"], ["set", "bb", "abc"], ["barrier_timeout", "bb", 100, 100], ["get", "bb"],
+    ["list_keys"], ["set", "edge/done", "1"], ["set", "bb", "abc"],
+    ["barrier_timeout", "bb", 100, 100], ["get", "bb"],
 ]
-EDGE_PROGRAM_2 = [["set", "s", "abc"], ["add", "s", 1], ["get", "s"]]
+EDGE_PROGRAM_2 = [["wait", ["edge/done"]], ["set", "s", "abc"], ["add", "s", 1], ["get", "s"]]
 
 
 def strip_unordered(program, results):

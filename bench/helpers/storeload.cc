@@ -67,9 +67,21 @@ struct Proto {
     modern = p == "modern";
     echo = p == "echo";
     if (modern) {
-      SET = 1; CAS = 2; GET = 3; ADD = 4; CHECK = 5; WAIT = 6; MGET = 10;
+      SET = 1;
+      CAS = 2;
+      GET = 3;
+      ADD = 4;
+      CHECK = 5;
+      WAIT = 6;
+      MGET = 10;
     } else {
-      SET = 0; CAS = 1; GET = 2; ADD = 3; CHECK = 4; WAIT = 5; MGET = 10;
+      SET = 0;
+      CAS = 1;
+      GET = 2;
+      ADD = 3;
+      CHECK = 4;
+      WAIT = 5;
+      MGET = 10;
     }
   }
 };
@@ -91,23 +103,36 @@ static Req make_req(const Proto& P, const std::string& op, const std::string& ke
   Req r;
   std::string& b = r.bytes;
   if (op == "set") {
-    b += (char)P.SET; put_str(b, key); put_str(b, val);
-    b += (char)P.CHECK; put_u64(b, 1); put_str(b, key);
+    b += (char)P.SET;
+    put_str(b, key);
+    put_str(b, val);
+    b += (char)P.CHECK;
+    put_u64(b, 1);
+    put_str(b, key);
     r.shape = "b";
   } else if (op == "get") {
-    b += (char)P.GET; put_str(b, key);
+    b += (char)P.GET;
+    put_str(b, key);
     r.shape = "s";
   } else if (op == "add") {
-    b += (char)P.ADD; put_str(b, key); put_u64(b, 1);
+    b += (char)P.ADD;
+    put_str(b, key);
+    put_u64(b, 1);
     r.shape = "q";
   } else if (op == "wait") {
-    b += (char)P.WAIT; put_u64(b, 1); put_str(b, key);
+    b += (char)P.WAIT;
+    put_u64(b, 1);
+    put_str(b, key);
     r.shape = "b";
   } else if (op == "cas") {
-    b += (char)P.CAS; put_str(b, key); put_str(b, val); put_str(b, val);
+    b += (char)P.CAS;
+    put_str(b, key);
+    put_str(b, val);
+    put_str(b, val);
     r.shape = "s";
   } else if (op == "mget") {
-    b += (char)P.MGET; put_u64(b, nkeys);
+    b += (char)P.MGET;
+    put_u64(b, nkeys);
     for (int i = 0; i < nkeys; i++) put_str(b, mkeys[i]);
     r.shape.assign(nkeys, 's');
   } else if (op == "echo") {
@@ -147,10 +172,10 @@ static size_t parse_resp(const std::string& shape, const char* buf, size_t n) {
 struct Conn {
   int fd = -1;
   std::string rbuf;
-  std::string out;     // pending bytes to send
+  std::string out;  // pending bytes to send
   size_t out_off = 0;
   uint64_t t_send = 0;
-  int state = 0;       // mode-specific
+  int state = 0;  // mode-specific
   bool busy = false;
   bool connected = false;
   int idx = 0;
@@ -348,15 +373,21 @@ static int cmd_load(int argc, char** argv) {
         if (op == "mget") {
           for (int k = 0; k < MK; k++) {
             mkeys.push_back(key + "/m" + std::to_string(k));
-            b += (char)P.SET; put_str(b, mkeys.back()); put_str(b, val);
+            b += (char)P.SET;
+            put_str(b, mkeys.back());
+            put_str(b, val);
           }
         } else if (op == "add") {
           // nothing: missing key counts as 0
         } else if (!P.echo) {
-          b += (char)P.SET; put_str(b, key); put_str(b, op == "wait" ? std::string("1") : val);
+          b += (char)P.SET;
+          put_str(b, key);
+          put_str(b, op == "wait" ? std::string("1") : val);
         }
         if (!P.echo) {
-          b += (char)P.CHECK; put_u64(b, 1); put_str(b, op == "mget" ? mkeys.back() : key);
+          b += (char)P.CHECK;
+          put_u64(b, 1);
+          put_str(b, op == "mget" ? mkeys.back() : key);
           pshape[i] = "b";
         }
         reqs[i] = make_req(P, op, key, val, MK, mkeys);
@@ -433,11 +464,12 @@ static int cmd_load(int argc, char** argv) {
         size_t i = (size_t)(p * (lat.size() - 1) + 0.5);
         return lat[std::min(i, lat.size() - 1)];
       };
-      printf("{\"op\": \"%s\", \"size\": %zu, \"clients\": %d, \"ops\": %ld, \"secs\": %.4f, "
-             "\"ops_per_s\": %.1f, \"p50_us\": %.2f, \"p99_us\": %.2f, \"max_us\": %.2f, "
-             "\"errors\": %ld}\n",
-             op.c_str(), sz, nc, done_meas, secs, secs > 0 ? done_meas / secs : 0.0, q(0.5),
-             q(0.99), lat.empty() ? -1.0 : (double)lat.back(), g_errors);
+      printf(
+          "{\"op\": \"%s\", \"size\": %zu, \"clients\": %d, \"ops\": %ld, \"secs\": %.4f, "
+          "\"ops_per_s\": %.1f, \"p50_us\": %.2f, \"p99_us\": %.2f, \"max_us\": %.2f, "
+          "\"errors\": %ld}\n",
+          op.c_str(), sz, nc, done_meas, secs, secs > 0 ? done_meas / secs : 0.0, q(0.5), q(0.99),
+          lat.empty() ? -1.0 : (double)lat.back(), g_errors);
       fflush(stdout);
     }
   }
@@ -465,7 +497,9 @@ static int cmd_storm(int argc, char** argv) {
     first = validate_bytes();
     first_shape = "i";
   } else {
-    first += (char)P.ADD; put_str(first, init_key); put_u64(first, 1);
+    first += (char)P.ADD;
+    put_str(first, init_key);
+    put_u64(first, 1);
     first_shape = "q";
   }
   double t0 = now_s();
@@ -485,8 +519,9 @@ static int cmd_storm(int argc, char** argv) {
     int n = epoll_wait(g_ep, evs.data(), (int)evs.size(), 1000);
     if (now_s() > deadline) {
       fprintf(stderr, "storeload: storm connect phase timed out (%d/%d ready)\n", ready, N);
-      printf("{\"n\": %d, \"connect_ms\": null, \"ready\": %d, \"resets\": %ld, \"retries\": %ld}\n",
-             N, ready, g_resets, g_retries);
+      printf(
+          "{\"n\": %d, \"connect_ms\": null, \"ready\": %d, \"resets\": %ld, \"retries\": %ld}\n",
+          N, ready, g_resets, g_retries);
       return 7;
     }
     for (int k = 0; k < n; k++) {
@@ -547,11 +582,17 @@ static int cmd_storm(int argc, char** argv) {
     std::string key = "/b4/" + tag + "/barrier" + std::to_string(r);
     std::string done_key = key + "/last_worker";
     std::string add;
-    add += (char)P.ADD; put_str(add, key); put_u64(add, 1);
+    add += (char)P.ADD;
+    put_str(add, key);
+    put_u64(add, 1);
     std::string wait_only;
-    wait_only += (char)P.WAIT; put_u64(wait_only, 1); put_str(wait_only, done_key);
+    wait_only += (char)P.WAIT;
+    put_u64(wait_only, 1);
+    put_str(wait_only, done_key);
     std::string set_wait;
-    set_wait += (char)P.SET; put_str(set_wait, done_key); put_str(set_wait, "1");
+    set_wait += (char)P.SET;
+    put_str(set_wait, done_key);
+    put_str(set_wait, "1");
     set_wait += wait_only;
     double rs = now_s();
     for (auto& c : cs) {
@@ -607,9 +648,10 @@ static int cmd_storm(int argc, char** argv) {
     }
     round_ms.push_back((now_s() - rs) * 1e3);
   }
-  printf("{\"n\": %d, \"connect_ms\": %.3f, \"ready\": %d, \"resets\": %ld, \"retries\": %ld, "
-         "\"round_ms\": [",
-         N, connect_ms, ready, g_resets, g_retries);
+  printf(
+      "{\"n\": %d, \"connect_ms\": %.3f, \"ready\": %d, \"resets\": %ld, \"retries\": %ld, "
+      "\"round_ms\": [",
+      N, connect_ms, ready, g_resets, g_retries);
   for (size_t i = 0; i < round_ms.size(); i++) printf("%s%.3f", i ? ", " : "", round_ms[i]);
   printf("]}\n");
   fflush(stdout);

@@ -1,15 +1,21 @@
 #!/usr/bin/python3
 """B4: connection storm + store-based barrier (reference/perf.md §7 B4).
 
-N clients in one epoll process (bench/helpers/storeload.cc `storm`, RLIMIT_NOFILE raised to
-the hard limit) connect at once; "connect" = first connect() -> every client has completed its
-first round trip (legacy: ADD(init key, 1) as the 1.13 client does; modern: VALIDATE + PING as
-the >= 2.4 client does). Then ROUNDS store-based barriers, back to back: every client sends
-ADD(key_r, 1); the client that reads N SETs key_r/last_worker; every client WAITs on it.
-Round time = first ADD sent -> last STOP_WAITING received. Resets = ECONNRESET/EPIPE/
-ECONNREFUSED seen by clients (each is retried); listen overflows = TcpExtListenOverflows delta.
-Servers: torch 1.13 classic (legacy protocol), torch 2.x libuv (modern), muster's
-c10d_store_server (both). Default scheduling only (the metric is a storm, not a latency).
+N clients spread over --procs epoll processes (bench/helpers/storeload.cc `storm`, default 4
+as perf.md asks, so that one process's serial socket()+connect() calls are not the measured
+cost; RLIMIT_NOFILE raised to the hard limit) connect at once: the processes are forked
+first and every phase opens in all of them together (helpers/process_gang.h). "connect" =
+earliest first connect() in any process -> every client has completed its first round trip
+(legacy: ADD(init key, 1) as the 1.13 client does; modern: VALIDATE + PING as the >= 2.4
+client does); "established" = the same up to the last client-side TCP handshake (the kernel's
+part: the server need not have accepted yet). Then ROUNDS store-based barriers, back to back:
+every client sends ADD(key_r, 1); the client that reads N SETs key_r/last_worker; every client
+WAITs on it. Round time = earliest first ADD -> last STOP_WAITING, over all processes.
+Resets = ECONNRESET/EPIPE/ECONNREFUSED seen by clients (each is retried); listen overflows =
+TcpExtListenOverflows delta. Servers: torch 1.13 classic (legacy protocol), torch 2.x libuv
+(modern), muster's c10d_store_server (both). Default scheduling only (the metric is a storm,
+not a latency). "busy" = the box's CPU use (other people's builds) just before the row's
+first run; the 2 vCPUs are shared, so compare servers within one run only.
 """
 import argparse
 import json
@@ -33,15 +39,15 @@ def netstat(field):
     return 0
 
 
-def one(argv, proto, n, rounds, tag, timeout):
+def one(argv, proto, n, rounds, tag, timeout, procs):
     srv = sb.Server(argv)
     try:
         ov0 = netstat("ListenOverflows")
         cpu0 = srv.cpu_s()
         try:
             r = subprocess.run([sb.storeload(), "storm", "127.0.0.1", str(srv.port), proto,
-                                str(n), str(rounds), tag], capture_output=True, text=True,
-                               timeout=timeout)
+                                str(n), str(rounds), tag, str(procs)], capture_output=True,
+                               text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"error": f"timeout > {timeout} s"}
         d = {}
@@ -62,12 +68,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ns", default="64,256,1024,4096")
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--procs", type=int, default=4,
+                    help="client processes the N connections are spread over (perf.md: >= 4)")
     ap.add_argument("--runs", type=int, default=3, help="runs per (server, N); median shown")
     ap.add_argument("--timeout", type=int, default=90, help="seconds per run; longer = skipped")
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
     a = ap.parse_args()
     sb.bound_quiet_wait(a.max_wait)
+    busy = []
+    waited = c.wait_quiet
+
+    def wait_quiet_recorded(*args, **kw):
+        busy.append(waited(*args, **kw))
+        return busy[-1]
+    c.wait_quiet = wait_quiet_recorded
     c.print_header("B4 connection storm + store-based barrier")
     targets = [t for t in sb.servers() if t[1] != "echo"]
     rows = []
@@ -76,21 +91,23 @@ def main():
         for n in [int(x) for x in a.ns.split(",")]:
             if (name, proto) in skip:
                 rows.append([proto, name, n, "skipped: a smaller N already took > 30 s", "", "",
-                             "", "", "", "", ""])
+                             "", "", "", "", "", "", ""])
                 continue
 
             def measure():
                 out = []
                 for i in range(a.runs):
                     t = time.monotonic()
-                    out.append(one(argv, proto, n, a.rounds, f"{proto}{n}r{i}", a.timeout))
+                    out.append(one(argv, proto, n, a.rounds, f"{proto}{n}r{i}", a.timeout,
+                                   min(a.procs, n)))
                     if time.monotonic() - t > 30 or "error" in out[-1]:
                         break  # too slow (or broken) to repeat
                 return out
             outs, dist = c.quiet_measure(measure, f"{name} {proto} N={n}")
             ok = [o for o in outs if "error" not in o]
             if not ok:
-                rows.append([proto, name, n, outs[-1]["error"], "", "", "", "", "", "", ""])
+                rows.append([proto, name, n, outs[-1]["error"], "", "", "", "", "", "", "",
+                             f"{busy[-1]:.0%}", ""])
                 skip.add((name, proto))
                 continue
             ok.sort(key=lambda o: o["connect_ms"] + sum(o["round_ms"]))
@@ -107,15 +124,19 @@ def main():
                        f", resets {'MET' if o['resets'] == 0 else 'MISSED'}")
             rows.append([proto, name + (" *" if dist else ""), n,
                          f"{o['connect_ms']:.1f} (PL {pl_conn:.1f})",
+                         f"{o.get('established_ms', float('nan')):.1f}",
                          f"{mean_round:.2f} (PL {pl_round:.1f})",
                          f"{min(rm):.2f} / {max(rm):.2f}", o["resets"], o["overflows"],
                          f"{o['server_cpu_s']:.2f}", f"{o['server_hwm_mb']:.1f}",
-                         f"{len(ok)} run(s); " + tgt])
+                         f"{busy[-1]:.0%}", f"{len(ok)} run(s); " + tgt])
             if sum(rm) / 1e3 + o["connect_ms"] / 1e3 > 30:
                 skip.add((name, proto))
-    c.table("B4 connection storm + barrier (one epoll client process, default scheduling)",
-            ["proto", "server", "N", "connect ms", "mean round ms (10 rounds)", "min / max round",
-             "resets", "listen overflows", "server CPU s", "server peak RSS MB", "notes / target"],
+    c.table(f"B4 connection storm + barrier ({a.procs} epoll client processes, default "
+            "scheduling)",
+            ["proto", "server", "N", "connect ms (to first reply)", "established ms",
+             f"mean round ms ({a.rounds} rounds)", "min / max round", "resets",
+             "listen overflows", "server CPU s", "server peak RSS MB", "box busy before",
+             "notes / target"],
             rows, note="* = a foreign build ran during the measurement. PL from perf.md: connect "
                        "N / 35 k conn/s; round N x 17 us (1024 -> 17 ms). Target <= 2x PL, zero "
                        "resets up to somaxconn (4096). Median of the runs by total time.")

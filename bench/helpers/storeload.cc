@@ -12,10 +12,12 @@
 //        OPS   = comma list of set,get,add,wait,cas,mget,echo
 //        SIZES = comma list of value sizes in bytes (ignored by add/wait)
 //        one JSON line per (op,size): ops/s, p50/p99/max latency (us), errors
-//   storeload storm HOST PORT PROTO N ROUNDS TAG
-//        N clients connect at once (+ first round trip), then ROUNDS store-based barriers
-//        (ADD(key,1); the client that reads N SETs key/done; everyone WAITs key/done).
-//        One JSON line: connect_ms, round_ms[], resets, retries.
+//   storeload storm HOST PORT PROTO N ROUNDS TAG [PROCS]
+//        N clients, spread over PROCS processes (default 1), connect at once (+ first
+//        round trip), then ROUNDS store-based barriers (ADD(key,1); the client that reads
+//        N SETs key/done; everyone WAITs key/done). Each phase starts in all processes
+//        together (process_gang.h). One JSON line: connect_ms, established_ms,
+//        round_ms[], resets, retries.
 // Closed loop: every connection has exactly one request outstanding. SET has no reply in
 // the protocol, so the "set" op is SET followed by CHECK([key]) in one send (1 round trip).
 // "get" is a raw GET (1 round trip; torch's client precedes it by a WAIT).
@@ -38,6 +40,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "process_gang.h"
 
 static double now_s() {
   timespec ts;
@@ -478,19 +482,36 @@ static int cmd_load(int argc, char** argv) {
 }
 
 // ------------------------------------------------------------------ storm mode
+//
+// The N clients are spread over PROCS forked processes (perf.md B4: >= 4, so that one
+// process's serial socket()+connect() calls and fd limit are not what is measured). Each
+// process opens its share of the connections when the gang opens phase 0 and runs barrier
+// round r when it opens phase r+1, so every phase starts in all processes together.
+// connect_ms = earliest first socket() -> last client's first reply, over all processes;
+// established_ms = the same up to the last TCP handshake seen by a client; round r =
+// earliest first ADD -> last STOP_WAITING, over all processes.
 
-static int cmd_storm(int argc, char** argv) {
-  if (argc < 8) {
-    fprintf(stderr, "usage: storeload storm HOST PORT PROTO N ROUNDS TAG\n");
-    return 2;
-  }
-  Proto P(argv[4]);
-  int N = atoi(argv[5]);
-  int rounds = atoi(argv[6]);
-  std::string tag = argv[7];
-  std::vector<Conn> cs(N);
-  // Phase 0: connect storm. First round trip: modern VALIDATE+PING, legacy ADD(init key, 1)
-  // (what the 1.13 client sends first).
+static constexpr int kMaxStormRounds = 64;
+
+// One process's results, in the gang's shared memory.
+struct StormSlot {
+  double t_first_connect;  // before this process's first socket()
+  double t_established;    // its last connection's handshake completed
+  double t_ready;          // its last connection got its first reply
+  long resets, retries, ready;
+  double round_start[kMaxStormRounds], round_end[kMaxStormRounds];
+};
+
+static constexpr double kStormPhaseTimeoutS = 120;
+
+// Runs nloc of the N clients in this process. Returns 0 or an exit code.
+static int storm_client(const Proto& P, int N, int nloc, int rounds, const std::string& tag,
+                        ProcessGang& gang, StormSlot& out) {
+  g_ep = epoll_create1(EPOLL_CLOEXEC);  // the parent's epoll instance is shared after fork
+  if (g_ep < 0) fail("epoll_create1", errno);
+  std::vector<Conn> cs(nloc);
+  // First round trip: modern VALIDATE+PING, legacy ADD(init key, 1) (what the 1.13 client
+  // sends first).
   std::string init_key = "/b4/" + tag + "/init";
   std::string first, first_shape;
   if (P.modern) {
@@ -502,8 +523,14 @@ static int cmd_storm(int argc, char** argv) {
     put_u64(first, 1);
     first_shape = "q";
   }
+  std::vector<epoll_event> evs(4096);
+  if (!gang.ChildAwait(0, kStormPhaseTimeoutS)) {
+    fprintf(stderr, "storeload: storm: connect phase never opened\n");
+    return 7;
+  }
   double t0 = now_s();
-  for (int i = 0; i < N; i++) {
+  out.t_first_connect = t0;
+  for (int i = 0; i < nloc; i++) {
     cs[i].idx = i;
     cs[i].state = 0;  // 0 connecting, 1 awaiting first reply, 2 ready
     while (open_conn(cs[i], (uint32_t)i) != 0) {
@@ -512,16 +539,16 @@ static int cmd_storm(int argc, char** argv) {
     }
     cs[i].out = first;
   }
-  std::vector<epoll_event> evs(4096);
-  int ready = 0;
-  double deadline = t0 + 120;
-  while (ready < N) {
+  int ready = 0, established = 0;
+  double deadline = t0 + kStormPhaseTimeoutS;
+  while (ready < nloc) {
     int n = epoll_wait(g_ep, evs.data(), (int)evs.size(), 1000);
+    if (n < 0 && errno != EINTR) fail("epoll_wait", errno);
     if (now_s() > deadline) {
-      fprintf(stderr, "storeload: storm connect phase timed out (%d/%d ready)\n", ready, N);
-      printf(
-          "{\"n\": %d, \"connect_ms\": null, \"ready\": %d, \"resets\": %ld, \"retries\": %ld}\n",
-          N, ready, g_resets, g_retries);
+      fprintf(stderr, "storeload: storm connect phase timed out (%d/%d ready)\n", ready, nloc);
+      out.ready = ready;
+      out.resets = g_resets;
+      out.retries = g_retries;
       return 7;
     }
     for (int k = 0; k < n; k++) {
@@ -529,6 +556,7 @@ static int cmd_storm(int argc, char** argv) {
       auto reconnect = [&](int err) {
         if (err == ECONNRESET || err == EPIPE || err == ECONNREFUSED) g_resets++;
         g_retries++;
+        if (c.state == 1) established--;
         epoll_ctl(g_ep, EPOLL_CTL_DEL, c.fd, nullptr);
         close(c.fd);
         while (open_conn(c, (uint32_t)c.idx) != 0) usleep(1000);
@@ -544,6 +572,7 @@ static int cmd_storm(int argc, char** argv) {
         }
         if (!(evs[k].events & EPOLLOUT)) continue;
         c.state = 1;
+        if (++established == nloc) out.t_established = now_s();
         c.out_off = 0;
         if (!flush_out(c)) {
           reconnect(errno);
@@ -575,9 +604,11 @@ static int cmd_storm(int argc, char** argv) {
       }
     }
   }
-  double connect_ms = (now_s() - t0) * 1e3;
+  out.t_ready = now_s();
+  out.ready = ready;
+  out.resets = g_resets;
+  out.retries = g_retries;
   // Barrier rounds: state 10 = awaiting ADD reply, 11 = awaiting STOP_WAITING, 12 = done.
-  std::vector<double> round_ms;
   for (int r = 0; r < rounds; r++) {
     std::string key = "/b4/" + tag + "/barrier" + std::to_string(r);
     std::string done_key = key + "/last_worker";
@@ -594,7 +625,12 @@ static int cmd_storm(int argc, char** argv) {
     put_str(set_wait, done_key);
     put_str(set_wait, "1");
     set_wait += wait_only;
+    if (!gang.ChildAwait(r + 1, kStormPhaseTimeoutS)) {
+      fprintf(stderr, "storeload: storm: barrier round %d never opened\n", r);
+      return 8;
+    }
     double rs = now_s();
+    out.round_start[r] = rs;
     for (auto& c : cs) {
       c.out = add;
       c.out_off = 0;
@@ -602,11 +638,12 @@ static int cmd_storm(int argc, char** argv) {
       if (!flush_out(c)) fail("barrier send", errno);
     }
     int finished = 0;
-    double rdl = rs + 120;
-    while (finished < N) {
+    double rdl = rs + kStormPhaseTimeoutS;
+    while (finished < nloc) {
       int n = epoll_wait(g_ep, evs.data(), (int)evs.size(), 1000);
+      if (n < 0 && errno != EINTR) fail("epoll_wait", errno);
       if (now_s() > rdl) {
-        fprintf(stderr, "storeload: barrier round %d timed out (%d/%d)\n", r, finished, N);
+        fprintf(stderr, "storeload: barrier round %d timed out (%d/%d)\n", r, finished, nloc);
         return 8;
       }
       for (int k = 0; k < n; k++) {
@@ -646,16 +683,74 @@ static int cmd_storm(int argc, char** argv) {
         }
       }
     }
-    round_ms.push_back((now_s() - rs) * 1e3);
+    out.round_end[r] = now_s();
+    out.resets = g_resets;
+  }
+  for (auto& c : cs) close(c.fd);
+  return 0;
+}
+
+static int cmd_storm(int argc, char** argv) {
+  if (argc < 8) {
+    fprintf(stderr, "usage: storeload storm HOST PORT PROTO N ROUNDS TAG [PROCS]\n");
+    return 2;
+  }
+  Proto P(argv[4]);
+  int N = atoi(argv[5]);
+  int rounds = atoi(argv[6]);
+  std::string tag = argv[7];
+  int procs = argc > 8 ? atoi(argv[8]) : 1;
+  if (N < 1 || rounds < 0 || rounds > kMaxStormRounds || procs < 1 || procs > N) {
+    fprintf(stderr, "storeload: storm: need N >= PROCS >= 1 and 0 <= ROUNDS <= %d\n",
+            kMaxStormRounds);
+    return 2;
+  }
+  ProcessGang gang(procs, rounds + 1, sizeof(StormSlot));
+  int me = gang.Fork();
+  if (me >= 0) {
+    int nloc = N / procs + (me < N % procs ? 1 : 0);
+    auto& slot = *static_cast<StormSlot*>(gang.slot(me));
+    int rc = storm_client(P, N, nloc, rounds, tag, gang, slot);
+    if (rc == 0) gang.ChildDone();
+    exit(rc);
+  }
+  bool ok = true;
+  for (int k = 0; k <= rounds && ok; k++) ok = gang.OpenPhase(k, 2 * kStormPhaseTimeoutS);
+  ok = gang.Finish(2 * kStormPhaseTimeoutS) && ok;
+  std::vector<StormSlot*> s;
+  for (int i = 0; i < procs; i++) s.push_back(static_cast<StormSlot*>(gang.slot(i)));
+  long ready = 0, resets = 0, retries = 0;
+  double t0 = 1e300, t_est = 0, t_ready = 0;
+  for (auto* x : s) {
+    ready += x->ready;
+    resets += x->resets;
+    retries += x->retries;
+    t0 = std::min(t0, x->t_first_connect);
+    t_est = std::max(t_est, x->t_established);
+    t_ready = std::max(t_ready, x->t_ready);
+  }
+  if (!ok) {
+    fprintf(stderr, "storeload: storm failed: %s\n", gang.error());
+    printf(
+        "{\"n\": %d, \"procs\": %d, \"connect_ms\": null, \"ready\": %ld, \"resets\": %ld, "
+        "\"retries\": %ld}\n",
+        N, procs, ready, resets, retries);
+    return 7;
   }
   printf(
-      "{\"n\": %d, \"connect_ms\": %.3f, \"ready\": %d, \"resets\": %ld, \"retries\": %ld, "
-      "\"round_ms\": [",
-      N, connect_ms, ready, g_resets, g_retries);
-  for (size_t i = 0; i < round_ms.size(); i++) printf("%s%.3f", i ? ", " : "", round_ms[i]);
+      "{\"n\": %d, \"procs\": %d, \"connect_ms\": %.3f, \"established_ms\": %.3f, "
+      "\"ready\": %ld, \"resets\": %ld, \"retries\": %ld, \"round_ms\": [",
+      N, procs, (t_ready - t0) * 1e3, (t_est - t0) * 1e3, ready, resets, retries);
+  for (int r = 0; r < rounds; r++) {
+    double rs = 1e300, re = 0;
+    for (auto* x : s) {
+      rs = std::min(rs, x->round_start[r]);
+      re = std::max(re, x->round_end[r]);
+    }
+    printf("%s%.3f", r ? ", " : "", (re - rs) * 1e3);
+  }
   printf("]}\n");
   fflush(stdout);
-  for (auto& c : cs) close(c.fd);
   return 0;
 }
 

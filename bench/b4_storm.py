@@ -71,6 +71,8 @@ def main():
     ap.add_argument("--procs", type=int, default=4,
                     help="client processes the N connections are spread over (perf.md: >= 4)")
     ap.add_argument("--runs", type=int, default=3, help="runs per (server, N); median shown")
+    ap.add_argument("--servers", default="",
+                    help="comma list: only servers whose name contains one of these")
     ap.add_argument("--timeout", type=int, default=90, help="seconds per run; longer = skipped")
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
@@ -84,7 +86,8 @@ def main():
         return busy[-1]
     c.wait_quiet = wait_quiet_recorded
     c.print_header("B4 connection storm + store-based barrier")
-    targets = [t for t in sb.servers() if t[1] != "echo"]
+    targets = [t for t in sb.servers() if t[1] != "echo" and
+               (not a.servers or any(x in t[0] for x in a.servers.split(",")))]
     rows = []
     skip = set()
     for name, proto, argv in targets:

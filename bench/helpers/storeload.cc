@@ -716,6 +716,7 @@ static int cmd_storm(int argc, char** argv) {
   }
   bool ok = true;
   for (int k = 0; k <= rounds && ok; k++) ok = gang.OpenPhase(k, 2 * kStormPhaseTimeoutS);
+  if (!ok) gang.KillAll();  // the others would wait for a phase that never opens
   ok = gang.Finish(2 * kStormPhaseTimeoutS) && ok;
   std::vector<StormSlot*> s;
   for (int i = 0; i < procs; i++) s.push_back(static_cast<StormSlot*>(gang.slot(i)));

@@ -613,6 +613,7 @@ void Job::Tick(absl::Time now, std::vector<Event>* out) {
   // only for its removal to stop that round again.
   std::vector<std::pair<std::string, absl::Duration>> silent;
   for (const std::string& id : by_last_seen_) {
+    if (!expire_silent_nodes_) break;
     absl::Duration quiet = now - nodes_.at(id).last_seen;
     if (quiet < silence) break;
     silent.emplace_back(id, quiet);
@@ -661,7 +662,7 @@ std::optional<absl::Time> Job::NextDeadline() const {
   auto consider = [&](absl::Time t) {
     if (!next || t < *next) next = t;
   };
-  if (!by_last_seen_.empty()) {
+  if (!by_last_seen_.empty() && expire_silent_nodes_) {
     consider(nodes_.at(by_last_seen_.front()).last_seen +
              spec_.heartbeat_interval * spec_.heartbeat_misses);
   }

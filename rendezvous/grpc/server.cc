@@ -20,6 +20,7 @@
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/status_cache.h"
 #include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/grpc/tcp_keepalive.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
@@ -300,11 +301,14 @@ class RendezvousServer::Impl {
     grpc::ServerBuilder builder;
     // gRPC sets SO_REUSEPORT by default; two servers sharing a port would split a job.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    // Agents ping as often as they heartbeat (client keepalive): accept it instead of
-    // answering "too many pings" with GOAWAY.
+    // Agents before TCP keepalive pinged as often as they heartbeat (HTTP/2 keepalive):
+    // accept it instead of answering "too many pings" with GOAWAY.
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 100);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    grpc_internal::AddTcpKeepalive(
+        {options.heartbeat_interval, options.heartbeat_interval * options.heartbeat_misses},
+        &builder);
     builder.AddListeningPort(options.listen_address, creds, &port_);
     builder.RegisterService(&rendezvous_);
     builder.RegisterService(&job_status_);

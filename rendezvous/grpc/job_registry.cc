@@ -268,8 +268,8 @@ void JobRegistry::TimerLoop() {
       NotifyWatchers();
       for (const auto& stream : dropped) {
         stream->Close(absl::UnavailableError(
-            "the rendezvous declared this node lost (no heartbeat in time, or its workers did "
-            "not stop in time); the job went on without it"));
+            "the rendezvous declared this node lost (its workers did not stop in time); the "
+            "job went on without it"));
       }
       wake_.notify_all();  // WaitForMembersToLeave
       lock.lock();

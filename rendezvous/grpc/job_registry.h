@@ -36,8 +36,8 @@ class NodeStream {
   virtual void Enqueue(const Event& event) = 0;
   // Called without the registry's mutex: start sending what was queued.
   virtual void Flush() = 0;
-  // Called without the registry's mutex: the job dropped this node (missed heartbeats,
-  // never stopped its workers); tell it `why` and end the stream.
+  // Called without the registry's mutex: the job dropped this node (it never stopped its
+  // workers); tell it `why` and end the stream.
   virtual void Close(const absl::Status& why) = 0;
 };
 

@@ -64,8 +64,9 @@ def load_argv(client, port, m, hb_secs, hb_mode="app", keepalive_ms=0):
         if hb_mode != "app" or keepalive_ms:
             sys.exit("--client python sends app heartbeats only, without keepalive pings")
         return [sys.executable, RDZV_LOAD_PY, str(port), str(m), "--heartbeat-secs", str(hb_secs)]
+    # Agents' connections carry TCP keepalive as real agents' do (1 s: Serve.LIVENESS).
     argv = [RDZV_LOAD_CC, str(port), str(m), "--heartbeat-secs", str(hb_secs),
-            "--keepalive-ms", str(keepalive_ms)]
+            "--keepalive-ms", str(keepalive_ms), "--tcp-keepalive-ms", "1000"]
     if hb_mode == "none":
         argv.append("--no-app-heartbeats")
     return argv

@@ -2,7 +2,7 @@
 //
 //   rdzv_load PORT M [--heartbeat-secs S] [--hb-interval-ms I] [--run-id ID]
 //                    [--local-world-size L] [--report-workers] [--keepalive-ms K]
-//                    [--no-app-heartbeats] [--host H]
+//                    [--tcp-keepalive-ms T] [--no-app-heartbeats] [--host H]
 //
 // The C++ twin of rdzv_load.py, with the same output contract (one JSON line on stdout;
 // "hb_window start/end" lines on stderr around the heartbeat window; here also "phase join
@@ -17,6 +17,8 @@
 //
 // --keepalive-ms K: HTTP/2 keepalive pings every K ms, as a real agent sends them (client.cc
 // uses its heartbeat interval); 0 (the default, as rdzv_load.py) sends none.
+// --tcp-keepalive-ms T: TCP keepalive on each connection (probe after T ms of silence,
+// reset after 3 T), as rendezvous/grpc/credentials.cc gives an agent's channel.
 // --no-app-heartbeats: stay joined for S seconds without Heartbeat messages (liveness left to
 // the transport).
 //
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/grpc/tcp_keepalive.h"
 
 namespace {
 
@@ -55,6 +58,7 @@ struct Args {
   int local_world_size = 1;
   bool report_workers = false;
   int keepalive_ms = 0;
+  int tcp_keepalive_ms = 0;
   bool app_heartbeats = true;
 };
 
@@ -217,7 +221,7 @@ class Agent : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage
   std::fprintf(stderr,
                "rdzv_load: %s\nusage: rdzv_load PORT M [--heartbeat-secs S] [--hb-interval-ms I] "
                "[--run-id ID] [--local-world-size L] [--report-workers] [--keepalive-ms K] "
-               "[--no-app-heartbeats] [--host H]\n",
+               "[--tcp-keepalive-ms T] [--no-app-heartbeats] [--host H]\n",
                why);
   std::exit(2);
 }
@@ -243,6 +247,8 @@ Args Parse(int argc, char** argv) {
       a.report_workers = true;
     } else if (arg == "--keepalive-ms") {
       a.keepalive_ms = std::stoi(value());
+    } else if (arg == "--tcp-keepalive-ms") {
+      a.tcp_keepalive_ms = std::stoi(value());
     } else if (arg == "--no-app-heartbeats") {
       a.app_heartbeats = false;
     } else if (arg == "--host") {
@@ -314,6 +320,12 @@ int main(int argc, char** argv) {
       ch_args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, a.keepalive_ms * 29);
       ch_args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
       ch_args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    }
+    if (a.tcp_keepalive_ms > 0) {
+      // What an agent's channel has since liveness moved to TCP keepalive (3 misses).
+      muster::rdzv::grpc_internal::AddTcpKeepalive(
+          {absl::Milliseconds(a.tcp_keepalive_ms), absl::Milliseconds(3 * a.tcp_keepalive_ms)},
+          &ch_args);
     }
     channels.push_back(
         grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), ch_args));

@@ -220,6 +220,8 @@ absl::Status Agent::SetupGrpcRendezvous() {
     options.tls_cert_file = config_.tls_cert;
     options.tls_key_file = config_.tls_key;
     options.run_id = run_id_;
+    options.heartbeat_interval = config_.heartbeat_interval;
+    options.heartbeat_misses = config_.heartbeat_misses;
     absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
         rdzv::RendezvousServer::Start(options);
     if (server.ok()) {

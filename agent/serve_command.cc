@@ -4,9 +4,11 @@
 
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/flag_table.h"
 #include "agent/subcommands.h"
+#include "base/duration.h"
 #include "base/logging.h"
 #include "rendezvous/grpc/server.h"
 #include "spdlog/spdlog.h"
@@ -18,6 +20,10 @@ constexpr FlagSpec kServeFlags[] = {
     {"host", 0, true, "Serve", "[::]", "address to listen on"},
     {"port", 0, true, "Serve", "29400", "port to listen on (0: any free port, printed)"},
     {"rdzv-id", 0, true, "Serve", "any", "serve only this run id"},
+    {"heartbeat-interval", 0, true, "Serve", "5s",
+     "TCP keepalive probe after this much silence on an agent's connection"},
+    {"heartbeat-misses", 0, true, "Serve", "3",
+     "an agent silent for interval x misses is lost (its connection is reset)"},
     {"token-file", 0, true, "Security", "MUSTER_TOKEN", "file with the shared secret"},
     {"tls-cert", 0, true, "Security", "none", "PEM certificate"},
     {"tls-key", 0, true, "Security", "none", "PEM key"},
@@ -47,6 +53,19 @@ int ServeCommand(const std::vector<std::string>& args,
   std::string port = values.Get("port") ? values.Get("port")->first : "29400";
   options.listen_address = absl::StrCat(host, ":", port);
   if (auto id = values.Get("rdzv-id")) options.run_id = id->first;
+  if (auto v = values.Get("heartbeat-interval")) {
+    absl::StatusOr<absl::Duration> d = ParseDuration(v->first);
+    if (!d.ok() || *d <= absl::ZeroDuration()) {
+      return Usage("--heartbeat-interval needs a positive duration (5s, 500ms), got '" + v->first +
+                   "'");
+    }
+    options.heartbeat_interval = *d;
+  }
+  if (auto v = values.Get("heartbeat-misses")) {
+    if (!absl::SimpleAtoi(v->first, &options.heartbeat_misses) || options.heartbeat_misses < 1) {
+      return Usage("--heartbeat-misses needs a whole number >= 1, got '" + v->first + "'");
+    }
+  }
   absl::StatusOr<std::string> token = ResolveToken(values.Get("token-file"), env);
   if (!token.ok()) return Usage(std::string(token.status().message()));
   options.token = *token;

@@ -2,13 +2,16 @@
 """B2: rendezvous round time vs number of agents M (reference/perf.md §7 B2).
 
 Server: the real gRPC rendezvous server, `muster serve --port 0 --rdzv-id b2` (a fresh process
-per M). Agents: bench/helpers/rdzv_load.py, M simulated agents in one Python grpc.aio process,
-one channel (TCP connection) per agent, connected before the clock starts. Each sends Join
-(min = max nodes = M) and waits for RoundStarted. Metric: first Join sent -> last RoundStarted
-received; server CPU (utime+stime from /proc/<pid>/stat over the round) and peak RSS (VmHWM).
-The Python client's own CPU is reported too: on 2 vCPUs it competes with the server, and its
-per-stream cost (~tens of us) dominates the slope, so the measured slope is an upper bound of
-the server's. Also: server cost with 1024 joined agents heartbeating every 1 s for 30 s.
+per M). Agents: M simulated agents in one client process, one channel (TCP connection) per
+agent, connected before the clock starts: by default bench/helpers/rdzv_load.cc (gRPC C++
+callback API, built as <build>/bin/rdzv_load), with --client python the older
+bench/helpers/rdzv_load.py (grpc.aio; its ~0.4 ms of CPU per agent competes with the server on
+2 vCPUs and inflates the slope). Each agent sends Join (min = max nodes = M) and waits for
+RoundStarted. Metric: first Join sent -> last RoundStarted received; server CPU (utime+stime
+from /proc/<pid>/stat over the round) and peak RSS (VmHWM). The client's own CPU is reported
+too. Also: server cost with --hb-agents joined agents for --hb-secs, sending Heartbeat every
+1 s (--hb-mode app) or staying joined without messages (--hb-mode none: liveness left to the
+transport), and optionally with HTTP/2 keepalive pings (--keepalive-ms).
 """
 import argparse
 import json
@@ -20,15 +23,20 @@ import time
 import common as c
 import storebench as sb
 
-RDZV_LOAD = str(c.BENCH / "helpers" / "rdzv_load.py")
+RDZV_LOAD_PY = str(c.BENCH / "helpers" / "rdzv_load.py")
+RDZV_LOAD_CC = str(c.BUILD / "bin" / "rdzv_load")
 PL_US_PER_AGENT = 40.0  # perf.md B2: M x (connect 28 us + 1-2 req/resp) ~ M x 40 us
 
 
 class Serve:
+    # Liveness of every agent connection (TCP keepalive) at the 1 Hz the heartbeat goal
+    # (perf.md B9) is stated for.
+    LIVENESS = ["--heartbeat-interval", "1s", "--heartbeat-misses", "3"]
+
     def __init__(self):
         env = {k: v for k, v in os.environ.items() if k != "MUSTER_TOKEN"}
         self.p = subprocess.Popen([c.MUSTER, "serve", "--port", "0", "--rdzv-id", "b2",
-                                   "--log-level", "warn"], stdout=subprocess.PIPE,
+                                   "--log-level", "warn"] + self.LIVENESS, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True, env=env,
                                   start_new_session=True)
         line = self.p.stdout.readline()
@@ -51,27 +59,48 @@ class Serve:
         c.kill_group(self.p)
 
 
-def run(m, hb_secs=0):
+def load_argv(client, port, m, hb_secs, hb_mode="app", keepalive_ms=0):
+    if client == "python":
+        if hb_mode != "app" or keepalive_ms:
+            sys.exit("--client python sends app heartbeats only, without keepalive pings")
+        return [sys.executable, RDZV_LOAD_PY, str(port), str(m), "--heartbeat-secs", str(hb_secs)]
+    # Agents' connections carry TCP keepalive as real agents' do (1 s: Serve.LIVENESS).
+    argv = [RDZV_LOAD_CC, str(port), str(m), "--heartbeat-secs", str(hb_secs),
+            "--keepalive-ms", str(keepalive_ms), "--tcp-keepalive-ms", "1000"]
+    if hb_mode == "none":
+        argv.append("--no-app-heartbeats")
+    return argv
+
+
+def run(m, hb_secs=0, client="c++", hb_mode="app", keepalive_ms=0):
     s = Serve()
     try:
         cpu0, rss0, _ = s.stat()
-        p = subprocess.Popen([sys.executable, RDZV_LOAD, str(s.port), str(m),
-                              "--heartbeat-secs", str(hb_secs)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen(load_argv(client, s.port, m, hb_secs, hb_mode, keepalive_ms),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         hb = {}
-        if hb_secs:
-            for line in p.stderr:
-                if line.startswith("hb_window start"):
-                    hb["cpu0"], hb["rss0"], _ = s.stat()
-                    hb["t0"] = time.monotonic()
-                elif line.startswith("hb_window end"):
-                    hb["cpu1"], hb["rss1"], _ = s.stat()
-                    hb["t1"] = time.monotonic()
+        phase = {}  # server CPU at the C++ client's phase markers
+        for line in p.stderr:
+            if line.startswith("hb_window start"):
+                hb["cpu0"], hb["rss0"], _ = s.stat()
+                hb["t0"] = time.monotonic()
+            elif line.startswith("hb_window end"):
+                hb["cpu1"], hb["rss1"], _ = s.stat()
+                hb["t1"] = time.monotonic()
+                if client == "python":
+                    break
+            elif line.startswith("phase "):
+                phase[line.split(None, 1)[1].strip()] = s.stat()[0]
+                if line.startswith("phase leave end"):
                     break
         out, err = p.communicate(timeout=900)
         cpu1, rss1, hwm = s.stat()
         d = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"error": err[-300:]}
         d.update(server_cpu_s=cpu1 - cpu0, server_rss0_mb=rss0, server_hwm_mb=hwm)
+        if "join start" in phase and "join end" in phase:
+            d["server_cpu_round_s"] = phase["join end"] - phase["join start"]
+        if "leave start" in phase and "leave end" in phase:
+            d["server_cpu_leave_s"] = phase["leave end"] - phase["leave start"]
         d.update(hb)
         return d
     finally:
@@ -93,21 +122,32 @@ def main():
     ap.add_argument("--hb-secs", type=float, default=30)
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
+    ap.add_argument("--client", choices=["c++", "python"], default="c++",
+                    help="load generator: helpers/rdzv_load.cc (default) or rdzv_load.py")
+    ap.add_argument("--hb-mode", choices=["app", "none"], default="none",
+                    help="heartbeat window: no messages (agents since TCP keepalive liveness), "
+                         "or Heartbeat messages every 1 s (agents before it)")
+    ap.add_argument("--keepalive-ms", type=int, default=0,
+                    help="agents' HTTP/2 keepalive ping interval (0: none)")
     a = ap.parse_args()
+    if a.client == "python":
+        a.hb_mode = "app"  # rdzv_load.py always sends Heartbeat messages
+    if a.client == "c++" and not os.path.exists(RDZV_LOAD_CC):
+        sys.exit(f"{RDZV_LOAD_CC} missing: cmake --build <build> --target rdzv_load")
     sb.bound_quiet_wait(a.max_wait)
-    c.print_header("B2 rendezvous round time vs M agents (gRPC server, Python grpc.aio agents)")
+    c.print_header(f"B2 rendezvous round time vs M agents (gRPC server, {a.client} agents)")
     c.check_binaries()
     rows, pts = [], []
     for m in [int(x) for x in a.ms.split(",")]:
         runs = a.runs if m <= 1024 else 1
 
         def measure():
-            return [run(m) for _ in range(runs)]
+            return [run(m, client=a.client) for _ in range(runs)]
         outs, dist = c.quiet_measure(measure, f"M={m}")
         ok = sorted((o for o in outs if o.get("round_ms")), key=lambda o: o["round_ms"])
         if not ok:
             rows.append([m, "error: " + str(outs[-1].get("errors") or outs[-1].get("error")),
-                         "", "", "", "", "", "", ""])
+                         "", "", "", "", "", "", "", ""])
             continue
         o = ok[len(ok) // 2]
         pts.append((m, o["round_ms"]))
@@ -115,12 +155,16 @@ def main():
         rows.append([m, f"{o['round_ms']:.2f}", f"{min(x['round_ms'] for x in ok):.2f}-"
                      f"{max(x['round_ms'] for x in ok):.2f}", f"{pl:.2f}",
                      f"{o['round_ms'] / pl:.1f}x" if pl else "-",
-                     f"{o['server_cpu_s'] * 1e3:.0f}", f"{o['client_cpu_round_s'] * 1e3:.0f}",
+                     f"{o['server_cpu_s'] * 1e3:.0f}",
+                     f"{o['server_cpu_round_s'] * 1e3:.0f}" if "server_cpu_round_s" in o else "-",
+                     f"{o['client_cpu_round_s'] * 1e3:.0f}",
                      f"{o['server_hwm_mb']:.1f}",
                      f"{o['connect_ms']:.0f} ms; {len(ok)}/{len(outs)} runs" +
                      (" *" if dist else "")])
     note = ("Median of the runs (1 run for M > 1024). * = a foreign build ran. PL = M x 40 us "
-            "(perf.md B2). Server/client CPU are over the round only (connect excluded).")
+            "(perf.md B2). Server CPU (whole run): connect + round + leave (+ heartbeat window); "
+            "server CPU (round): between the C++ client's join markers (first Join written, last "
+            "RoundStarted read); client CPU: the round only.")
     if len(pts) >= 3:
         big = [(x, y) for x, y in pts if x >= 16]
         b, k = fit([x for x, _ in big], [y for _, y in big])
@@ -133,24 +177,29 @@ def main():
                      f"{(y2 - y1) / (x2 - x1) * 1e3:.1f} us (vs {big[0][1] / big[0][0] * 1e3:.1f}"
                      f" us/agent at M={big[0][0]}): growth > 1.5x would flag a superlinear term.")
     c.table("B2 rendezvous round (first Join -> last RoundStarted)",
-            ["M", "round ms", "range", "PL ms", "round / PL", "server CPU ms",
-             "client CPU ms", "server peak RSS MB", "connect (untimed) / runs"], rows, note=note)
+            ["M", "round ms", "range", "PL ms", "round / PL", "server CPU ms (whole run)",
+             "server CPU ms (round)", "client CPU ms (round)", "server peak RSS MB",
+             "connect (untimed) / runs"], rows, note=note)
     if a.hb_agents:
         def measure_hb():
-            return run(a.hb_agents, a.hb_secs)
+            return run(a.hb_agents, a.hb_secs, a.client, a.hb_mode, a.keepalive_ms)
         o, dist = c.quiet_measure(measure_hb, "heartbeat")
         if "cpu1" in o:
             secs = o["t1"] - o["t0"]
             cpu = o["cpu1"] - o["cpu0"]
-            c.table(f"B2 server cost, {a.hb_agents} joined agents heartbeating every 1 s",
+            what = ("heartbeating every 1 s" if a.hb_mode == "app" else "joined, no messages")
+            if a.keepalive_ms:
+                what += f", HTTP/2 keepalive ping every {a.keepalive_ms} ms"
+            c.table(f"B2 server cost, {a.hb_agents} joined agents {what}",
                     ["agents", "window s", "server CPU % of a core", "CPU us per heartbeat",
                      "server RSS MB (idle before join)", "RSS MB with agents", "RSS KB / agent",
-                     "client CPU % (Python)"],
+                     f"client CPU % ({a.client})", "leave ms"],
                     [[a.hb_agents, f"{secs:.1f}", f"{cpu / secs * 100:.2f}",
                       f"{cpu / (secs * a.hb_agents) * 1e6:.1f}", f"{o['server_rss0_mb']:.1f}",
                       f"{o['rss1']:.1f}",
                       f"{(o['rss1'] - o['server_rss0_mb']) * 1024 / a.hb_agents:.1f}",
-                      f"{o.get('client_cpu_hb_s', 0) / secs * 100:.1f}" + (" *" if dist else "")]],
+                      f"{o.get('client_cpu_hb_s', 0) / secs * 100:.1f}" + (" *" if dist else ""),
+                      f"{o['leave_ms']:.1f}" if o.get("leave_ms") is not None else "-"]],
                     note="perf.md B9/B6 goals: heartbeat traffic for 4096 agents at 1 Hz < 1 % of "
                          "a core; <= 30 KB per agent.")
         else:

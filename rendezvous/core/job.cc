@@ -194,6 +194,11 @@ bool Job::IsParticipant(const std::string& node_id) const {
                      [&](const NodeInfo& n) { return n.node_id == node_id; });
 }
 
+void Job::ForgetHint(const NodeInfo& info) {
+  auto it = hinted_.find(info.rank_hint);
+  if (it != hinted_.end() && it->second == info.node_id) hinted_.erase(it);
+}
+
 void Job::Touch(Node& node, absl::Time now) {
   if (node.left) return;  // its by_last_seen_ entry is gone
   node.last_seen = now;
@@ -223,17 +228,19 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
         spec_.max_nodes - 1, " (--nnodes allows at most ", spec_.max_nodes, " nodes)"));
   }
   if (info.rank_hint >= 0) {
-    for (const auto& [id, other] : nodes_) {
-      if (id != info.node_id && other.info.rank_hint == info.rank_hint) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("node rank ", info.rank_hint, " is claimed by both ", Describe(other.info),
-                         " and ", Describe(info), "; give every node its own --node-rank"));
-      }
+    auto claimed = hinted_.find(info.rank_hint);
+    if (claimed != hinted_.end() && claimed->second != info.node_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node rank ", info.rank_hint, " is claimed by both ",
+                       Describe(nodes_.at(claimed->second).info), " and ", Describe(info),
+                       "; give every node its own --node-rank"));
     }
   }
   auto [it, inserted] = nodes_.try_emplace(info.node_id);
   Node& node = it->second;
+  if (!inserted) ForgetHint(node.info);
   node.info = info;
+  if (info.rank_hint >= 0) hinted_[info.rank_hint] = info.node_id;
   if (inserted) {
     node.joined_at = now;
     node.arrival = arrivals_++;
@@ -306,6 +313,7 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   }
   NodeInfo info = it->second.info;
   by_last_seen_.erase(it->second.lru);
+  ForgetHint(info);
   nodes_.erase(it);
   bool participant = IsParticipant(node_id);
   std::string what = absl::StrCat("node ", info.host, " (", info.address, ") lost: ", why);
@@ -438,7 +446,7 @@ void Job::BeginStopping(const char* cause, const std::string& reason, bool count
 }
 
 void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
-  if (phase_ != Phase::kStopping) return;
+  if (phase_ != Phase::kStopping || removing_batch_) return;
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).stopped) return;
   }
@@ -585,15 +593,12 @@ std::string Job::ProgressText(absl::Time now) const {
     absl::StrAppend(&text, "; waiting for ", spec_.min_nodes - count, " more, ",
                     Seconds(now - gathering_since_), " of ", Seconds(spec_.join_timeout));
   }
+  // O(1) in the number of nodes: it is built on every join.
   std::vector<int> missing;
   for (int r = 0; r < spec_.max_nodes && spec_.max_nodes <= 64; ++r) {
-    bool present = std::any_of(nodes_.begin(), nodes_.end(),
-                               [r](const auto& kv) { return kv.second.info.rank_hint == r; });
-    if (!present) missing.push_back(r);
+    if (hinted_.count(r) == 0) missing.push_back(r);
   }
-  bool any_hint = std::any_of(nodes_.begin(), nodes_.end(),
-                              [](const auto& kv) { return kv.second.info.rank_hint >= 0; });
-  if (any_hint && !missing.empty()) {
+  if (!hinted_.empty() && !missing.empty()) {
     absl::StrAppend(&text, "; missing node ranks ", absl::StrJoin(missing, ","));
   }
   return text;
@@ -603,13 +608,27 @@ void Job::Tick(absl::Time now, std::vector<Event>* out) {
   if (phase_ == Phase::kFinished) return;
   // Heartbeats: the front of by_last_seen_ is the node heard from longest ago.
   absl::Duration silence = spec_.heartbeat_interval * spec_.heartbeat_misses;
-  while (!by_last_seen_.empty() && phase_ != Phase::kFinished) {
-    const Node& oldest = nodes_.at(by_last_seen_.front());
-    if (now - oldest.last_seen < silence) break;
-    RemoveNode(by_last_seen_.front(),
-               absl::StrCat("no heartbeat for ", Seconds(now - oldest.last_seen), " (",
-                            spec_.heartbeat_misses, " x ", Seconds(spec_.heartbeat_interval), ")"),
-               now, out);
+  // Every node that missed its heartbeats goes in one batch: removed one by one, the first
+  // removal could complete a stop and start a round that includes the next silent node,
+  // only for its removal to stop that round again.
+  std::vector<std::pair<std::string, absl::Duration>> silent;
+  for (const std::string& id : by_last_seen_) {
+    if (!expire_silent_nodes_) break;
+    absl::Duration quiet = now - nodes_.at(id).last_seen;
+    if (quiet < silence) break;
+    silent.emplace_back(id, quiet);
+  }
+  if (!silent.empty()) {
+    removing_batch_ = true;
+    for (const auto& [id, quiet] : silent) {
+      if (phase_ == Phase::kFinished) break;
+      RemoveNode(id,
+                 absl::StrCat("no heartbeat for ", Seconds(quiet), " (", spec_.heartbeat_misses,
+                              " x ", Seconds(spec_.heartbeat_interval), ")"),
+                 now, out);
+    }
+    removing_batch_ = false;
+    MaybeFinishStopping(now, out);
   }
   if (phase_ == Phase::kStopping && now - stopping_since_ >= spec_.stop_timeout) {
     std::vector<std::string> late;
@@ -643,7 +662,7 @@ std::optional<absl::Time> Job::NextDeadline() const {
   auto consider = [&](absl::Time t) {
     if (!next || t < *next) next = t;
   };
-  if (!by_last_seen_.empty()) {
+  if (!by_last_seen_.empty() && expire_silent_nodes_) {
     consider(nodes_.at(by_last_seen_.front()).last_seen +
              spec_.heartbeat_interval * spec_.heartbeat_misses);
   }

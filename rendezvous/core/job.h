@@ -102,6 +102,10 @@ class Job {
                       std::vector<Event>* out);
   // Fires due deadlines: last call, join timeout, heartbeat misses, stop timeout.
   void Tick(absl::Time now, std::vector<Event>* out);
+  // Off: nodes are never dropped for silence (heartbeat_interval x heartbeat_misses); the
+  // owner learns liveness elsewhere (the gRPC server: from the connection) and calls
+  // NodeLost. On by default.
+  void set_expire_silent_nodes(bool on) { expire_silent_nodes_ = on; }
   // When Tick must run next; nullopt when nothing is pending.
   std::optional<absl::Time> NextDeadline() const;
 
@@ -134,6 +138,8 @@ class Job {
                         int signal, const std::string& what);
   std::string ProgressText(absl::Time now) const;
   void Touch(Node& node, absl::Time now);
+  // Drops `info`'s entry from hinted_ if it is that node's.
+  void ForgetHint(const NodeInfo& info);
   // `node_id` by value: callers pass ids that live in structures this function erases.
   void RemoveNode(std::string node_id, const std::string& why, absl::Time now,
                   std::vector<Event>* out);
@@ -153,6 +159,9 @@ class Job {
   // node_ids ordered by last_seen, oldest first: heartbeats only ever move a node to the
   // back, so the front is always the next to miss its heartbeats (O(1) per heartbeat).
   std::list<std::string> by_last_seen_;
+  std::map<int, std::string> hinted_;  // rank hint -> node id, for the nodes_ that gave one
+  bool removing_batch_ = false;
+  bool expire_silent_nodes_ = true;     // Tick is removing silent nodes: no round starts yet
   std::vector<NodeInfo> participants_;  // current round, group-rank order
   std::vector<RestartRecord> history_;
   std::optional<Failure> pending_failure_;  // the failure that triggered kStopping

@@ -277,6 +277,29 @@ TEST(JobTest, MissedHeartbeatsMarkNodeLostAfterIntervalTimesMisses) {
   EXPECT_EQ(h.job().NextDeadline(), std::nullopt);
 }
 
+TEST(JobTest, NodesSilentAtTheSameTickLeaveTogetherWithoutAWastedRound) {
+  JobHarness h(Spec(1, 2, /*restarts=*/1));
+  ASSERT_TRUE(h.Join("1").ok());
+  ASSERT_TRUE(h.Join("2").ok());
+  ASSERT_TRUE(h.Join("3").ok());  // waits: the round runs with its maximum of 2
+  ASSERT_EQ(h.job().round(), 1);
+  h.Fail("1", 143, /*restartable=*/true);
+  ASSERT_EQ(h.job().phase(), Job::Phase::kStopping);
+  std::vector<Event> ignored;
+  h.job().WorkersStopped("1", 1, 1101, h.now(), &ignored);
+  // Nodes 2 (the participant still stopping) and 3 (waiting) fall silent together. Removed
+  // one by one, losing 2 would complete the stop and start round 2 with the silent 3, and
+  // losing 3 a moment later would stop that round again.
+  for (int i = 0; i < 4; ++i) {
+    h.Advance(absl::Milliseconds(900));
+    h.job().Heartbeat("1", h.now());
+  }
+  EXPECT_EQ(h.job().phase(), Job::Phase::kRunning);
+  EXPECT_EQ(h.job().round(), 2);
+  ASSERT_EQ(h.job().participants().size(), 1u);
+  EXPECT_EQ(h.job().participants()[0].node_id, "1");
+}
+
 TEST(JobTest, NextDeadlineIsTheEarliestPendingOne) {
   JobHarness h(Spec(2, 2));
   ASSERT_TRUE(h.Join("1").ok());

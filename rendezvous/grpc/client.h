@@ -1,7 +1,8 @@
 // GrpcRendezvousClient: an agent's side of the gRPC rendezvous (DESIGN §4.3). Reaches the
 // server (retrying unresolvable or unreachable endpoints with backoff inside the join
-// timeout), holds one Session stream, sends Join, then a heartbeat every
-// spec.heartbeat_interval from its own thread, and the agent's reports as they come.
+// timeout), holds one Session stream and sends Join, then the agent's reports as they
+// come. Liveness is the connection's: TCP keepalive with spec.heartbeat_interval and
+// heartbeat_misses (tcp_keepalive.h), no heartbeat messages.
 // Every server message becomes an Event on the agent's EventLoop (via Post); a refusal or
 // a lost stream becomes one error (see RendezvousClient::ErrorSink): the server's code for
 // a refused join, Unauthenticated for a bad token, Unavailable for a server that is

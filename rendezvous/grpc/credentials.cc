@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "rendezvous/grpc/tcp_keepalive.h"
 
 namespace muster::rdzv::grpc_internal {
 namespace {
@@ -81,11 +82,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint,
                                            absl::Duration keepalive_timeout) {
   grpc::ChannelArguments args;
   if (keepalive_time > absl::ZeroDuration()) {
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, absl::ToInt64Milliseconds(keepalive_time));
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                std::max<int64_t>(100, absl::ToInt64Milliseconds(keepalive_timeout)));
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // unlimited
+    // TCP keepalive, not HTTP/2 pings: the server's kernel answers the probes, where each
+    // ping cost the server ~15 us of CPU (6 % of a core for 4096 agents at 1 s).
+    AddTcpKeepalive(
+        {keepalive_time, keepalive_time + std::max(keepalive_timeout, absl::Milliseconds(100))},
+        &args);
   }
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);

@@ -29,9 +29,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 
 // A channel with reconnect and DNS backoff short enough for a rendezvous (gRPC's
 // defaults wait up to 2 minutes between attempts and 30 s between resolutions). With a
-// non-zero `keepalive_time` the transport pings the server that often and drops the
-// connection (failing its streams) when no answer comes within `keepalive_timeout`: how
-// an agent cut off by a partition learns that it lost the server.
+// non-zero `keepalive_time` the connection has TCP keepalive (tcp_keepalive.h): the
+// kernel probes the server after that much silence and resets the connection (failing its
+// streams) when the server stays silent for `keepalive_time` + `keepalive_timeout`: how an
+// agent cut off by a partition learns that it lost the server.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint,
                                            std::shared_ptr<grpc::ChannelCredentials> creds,
                                            absl::Duration keepalive_time = absl::ZeroDuration(),

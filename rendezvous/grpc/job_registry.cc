@@ -59,6 +59,7 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
   }
   if (node.node_id.empty()) return absl::InvalidArgumentError("join without a node id");
   Streams touched;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     absl::Time now = absl::Now();
@@ -76,6 +77,9 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
     }
     bool created = false;
     std::tie(it, created) = jobs_.try_emplace(spec.run_id, spec, now);
+    // The transport checks liveness (TCP keepalive resets a silent agent's connection, and
+    // the stream's end is NodeLost); agents send no heartbeat messages to count.
+    if (created) it->second.job.set_expire_silent_nodes(false);
     std::vector<Event> events;
     // Routed before the Job call so that the joiner's own events reach it.
     members_[node.node_id] = Member{spec.run_id, stream};
@@ -87,10 +91,11 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
     }
     it->second.version = ++versions_;
     if (created) spdlog::info("rendezvous: job {} created by {}", spec.run_id, node.host);
-    spdlog::info("rendezvous: {} ({}) joined job {}", node.host, node.address, spec.run_id);
+    spdlog::debug("rendezvous: {} ({}) joined job {}", node.host, node.address, spec.run_id);
     RouteLocked(events, &touched);
+    wake = TimerMustWakeLocked(it->second.job);
   }
-  wake_.notify_all();
+  if (wake) wake_.notify_all();
   FlushAll(touched);
   NotifyWatchers();
   return absl::OkStatus();
@@ -164,6 +169,7 @@ bool JobRegistry::WaitForMembersToLeave(const std::string& except_node_id, absl:
 
 void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, bool notify) {
   Streams touched;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto member = members_.find(node_id);
@@ -175,10 +181,16 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, b
     call(entry->second.job, now, &events);
     if (notify) entry->second.version = ++versions_;
     RouteLocked(events, &touched);
+    wake = TimerMustWakeLocked(entry->second.job);
   }
-  wake_.notify_all();
+  if (wake) wake_.notify_all();
   FlushAll(touched);
   if (notify) NotifyWatchers();
+}
+
+bool JobRegistry::TimerMustWakeLocked(const Job& job) const {
+  std::optional<absl::Time> due = job.NextDeadline();
+  return due && *due < timer_until_;
 }
 
 void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched) {
@@ -256,8 +268,8 @@ void JobRegistry::TimerLoop() {
       NotifyWatchers();
       for (const auto& stream : dropped) {
         stream->Close(absl::UnavailableError(
-            "the rendezvous declared this node lost (no heartbeat in time, or its workers did "
-            "not stop in time); the job went on without it"));
+            "the rendezvous declared this node lost (its workers did not stop in time); the "
+            "job went on without it"));
       }
       wake_.notify_all();  // WaitForMembersToLeave
       lock.lock();
@@ -265,7 +277,9 @@ void JobRegistry::TimerLoop() {
     }
     // Capped: a far deadline converted to a chrono time_point could overflow.
     absl::Time until = std::min(next.value_or(absl::InfiniteFuture()), now + kMaxTimerSleep);
+    timer_until_ = until;
     wake_.wait_until(lock, absl::ToChronoTime(until));
+    timer_until_ = absl::InfinitePast();  // awake: the loop looks at every deadline again
   }
 }
 

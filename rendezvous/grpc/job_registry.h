@@ -36,8 +36,8 @@ class NodeStream {
   virtual void Enqueue(const Event& event) = 0;
   // Called without the registry's mutex: start sending what was queued.
   virtual void Flush() = 0;
-  // Called without the registry's mutex: the job dropped this node (missed heartbeats,
-  // never stopped its workers); tell it `why` and end the stream.
+  // Called without the registry's mutex: the job dropped this node (it never stopped its
+  // workers); tell it `why` and end the stream.
   virtual void Close(const absl::Status& why) = 0;
 };
 
@@ -105,6 +105,9 @@ class JobRegistry {
   // Queues `events` on their streams (mutex held); appends the streams touched.
   void RouteLocked(const std::vector<Event>& events, Streams* touched);
   static void FlushAll(const Streams& streams);
+  // Whether `job`'s next deadline comes before the one the timer thread sleeps until (a
+  // heartbeat only ever moves deadlines later: no wake-up per message).
+  bool TimerMustWakeLocked(const Job& job) const;
   void TimerLoop();
   // Pokes every live watcher (call without mu_).
   void NotifyWatchers();
@@ -113,6 +116,7 @@ class JobRegistry {
   mutable std::mutex mu_;
   std::condition_variable wake_;  // a deadline may have moved, or stopping
   bool stopping_ = false;
+  absl::Time timer_until_ = absl::InfinitePast();       // the timer's wake-up; past while it runs
   std::map<std::string, JobEntry> jobs_;                // by run id
   uint64_t versions_ = 0;                               // the last version handed out
   std::map<std::string, Member> members_;               // by node id: live streams

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace muster::rdzv {
 
@@ -29,6 +30,12 @@ class RendezvousServer {
     std::string tls_client_ca_file;
     // Non-empty: joins with any other run id are refused (InvalidArgument naming both).
     std::string run_id;
+    // Liveness under partitions (README "Liveness"): every agent connection gets TCP
+    // keepalive, a probe after `heartbeat_interval` of silence and then every interval, and
+    // is reset once the agent has been silent for interval x misses; its node is then lost.
+    // The hosting agent passes its --rdzv-conf values.
+    absl::Duration heartbeat_interval = absl::Seconds(5);
+    int heartbeat_misses = 3;
   };
 
   // Binds and starts serving. InvalidArgument for bad TLS files; Unavailable when the

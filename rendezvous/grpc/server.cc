@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/agent_session.h"
 #include "rendezvous/grpc/credentials.h"
@@ -27,9 +28,14 @@ using grpc_internal::JobRegistry;
 class RejectedSession : public grpc_internal::SessionReactor {
  public:
   explicit RejectedSession(const absl::Status& status) {
-    Finish(grpc_internal::ToGrpcStatus(status));
+    grpc::Status refusal = grpc_internal::ToGrpcStatus(status);
+    TsanCallOut out(this);
+    Finish(std::move(refusal));
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    TsanAcquire(this);
+    delete this;
+  }
 };
 
 class RendezvousService final : public v1::Rendezvous::CallbackService {
@@ -66,7 +72,9 @@ class JobStatusService final
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
                                 const grpc::ByteBuffer* request, grpc::ByteBuffer* reply) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc_internal::ToGrpcStatus(Answer(*context, *request, reply)));
+    grpc::Status status = grpc_internal::ToGrpcStatus(Answer(*context, *request, reply));
+    TsanCallOut out(reactor);  // gRPC's own reactor: it calls nothing of ours back
+    reactor->Finish(std::move(status));
     return reactor;
   }
 
@@ -131,6 +139,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   }
 
   void OnWriteDone(bool ok) override {
+    TsanReaction in(this);
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_ = false;
     if (!ok) return FinishLocked(grpc::Status::OK);  // the client went away
@@ -143,11 +152,15 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   }
 
   void OnCancel() override {
+    TsanReaction in(this);
     std::lock_guard<std::mutex> lock(mu_);
     FinishLocked(grpc::Status::CANCELLED);
   }
 
-  void OnDone() override { self_.reset(); }
+  void OnDone() override {
+    TsanAcquire(this);  // not a TsanReaction: `this` may be gone when it returns
+    self_.reset();
+  }
 
  private:
   void WriteIfChangedLocked() {
@@ -166,12 +179,14 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
     last_ = std::move(bytes);
     reply_ = std::move(reply);
     in_flight_ = true;
+    TsanCallOut out(this);
     StartWrite(&reply_);
   }
 
   void FinishLocked(grpc::Status status) {
     if (done_) return;
     done_ = true;
+    TsanCallOut out(this);
     Finish(std::move(status));
   }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "base/errno_status.h"
+#include "base/tsan.h"
 #include "base/unique_fd.h"
 
 namespace muster {
@@ -31,6 +32,19 @@ ssize_t ReadSmallFile(const char* path, char* buf, size_t size) {
   }
   buf[total] = '\0';
   return total;
+}
+
+// In TSan builds the sanitizer runtime starts llvm-symbolizer as a child of ours (to
+// match suppressions by function name); it is not the job's, and signalling it as a
+// leftover would hold every stop for the shutdown timeout.
+bool IsSanitizerSymbolizer([[maybe_unused]] long pid) {
+#ifdef MUSTER_TSAN
+  char path[64], comm[32];
+  snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+  return ReadSmallFile(path, comm, sizeof(comm)) > 0 && strcmp(comm, "llvm-symbolizer\n") == 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -55,7 +69,7 @@ std::vector<pid_t> ListChildren() {
       char* end;
       long pid = strtol(p, &end, 10);
       if (end == p) break;
-      children.push_back(static_cast<pid_t>(pid));
+      if (!IsSanitizerSymbolizer(pid)) children.push_back(static_cast<pid_t>(pid));
       p = end;
       while (*p == ' ' || *p == '\n') ++p;
     }

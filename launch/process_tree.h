@@ -17,7 +17,8 @@ namespace muster {
 absl::Status BecomeSubreaper();
 
 // Direct children of the calling process (all its threads), from
-// /proc/self/task/*/children. Empty when /proc is not mounted.
+// /proc/self/task/*/children. Empty when /proc is not mounted. In TSan builds, not the
+// sanitizer's own llvm-symbolizer.
 std::vector<pid_t> ListChildren();
 
 // True while any process is left in process group `pgid` (zombies included).

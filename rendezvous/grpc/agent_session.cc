@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/tsan.h"
 #include "muster/v1/rendezvous.pb.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/status_convert.h"
@@ -23,7 +24,7 @@ class AgentSession : public SessionReactor,
 
   void Begin(std::shared_ptr<AgentSession> self) {
     self_ = std::move(self);
-    StartRead(&in_);
+    StartNextRead();
   }
 
   void Enqueue(const Event& event) override {
@@ -40,20 +41,23 @@ class AgentSession : public SessionReactor,
       writing_ = true;
       next = &out_.front();
     }
+    TsanCallOut out(this);
     StartWrite(next);
   }
 
   void OnReadDone(bool ok) override {
+    TsanReaction in(this);
     if (!ok) {  // the agent closed the stream, or it failed
       ReportLost("stream closed");
       RequestFinish(grpc::Status::OK);
       return;
     }
-    if (!Handle(in_)) return;
-    StartRead(&in_);
+    if (!Handle(*in_)) return;
+    StartNextRead();
   }
 
   void OnWriteDone(bool ok) override {
+    TsanReaction in(this);
     const v1::ServerMessage* next = nullptr;
     bool finish = false;
     {
@@ -68,17 +72,34 @@ class AgentSession : public SessionReactor,
         finish = finish_called_ = true;
       }
     }
-    if (next != nullptr) StartWrite(next);
-    if (finish) Finish(finish_status_);
+    if (next != nullptr) {
+      TsanCallOut out(this);
+      StartWrite(next);
+    }
+    if (finish) {
+      grpc::Status status = finish_status_;
+      TsanCallOut out(this);
+      Finish(std::move(status));
+    }
   }
 
   void OnDone() override {
+    TsanAcquire(this);  // not a TsanReaction: `this` may be gone when it returns
     ReportLost("stream ended");
     // The last reference may be this one; nothing may touch `this` after the reset.
     std::shared_ptr<AgentSession> self = std::move(self_);
   }
 
  private:
+  // Each read fills a new message: gRPC parses it on the thread that completes the read,
+  // before the reaction (and its TsanReaction) runs, so the message must carry no history
+  // of this thread for TSan to hold against that parse (base/tsan.h).
+  void StartNextRead() {
+    TsanCallOut out(this);
+    in_ = std::make_unique<v1::AgentMessage>();
+    StartRead(in_.get());
+  }
+
   // Returns false when the stream is being finished (no further reads).
   bool Handle(const v1::AgentMessage& msg) {
     if (node_id_.empty()) {
@@ -171,13 +192,16 @@ class AgentSession : public SessionReactor,
       finish_status_ = std::move(status);
       if (!writing_) finish = finish_called_ = true;
     }
-    if (finish) Finish(finish_status_);
+    if (!finish) return;
+    grpc::Status final_status = finish_status_;
+    TsanCallOut out(this);
+    Finish(std::move(final_status));
   }
 
   JobRegistry* const registry_;
   const std::string peer_;
-  std::shared_ptr<AgentSession> self_;  // keeps the session alive until OnDone
-  v1::AgentMessage in_;                 // touched by the read reactions only
+  std::shared_ptr<AgentSession> self_;    // keeps the session alive until OnDone
+  std::unique_ptr<v1::AgentMessage> in_;  // the read in flight; touched by read reactions only
 
   std::mutex mu_;
   std::string node_id_;                // set once, by the Join reaction; read unlocked by reactions

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/connect.h"
 #include "rendezvous/grpc/credentials.h"
@@ -42,10 +43,16 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   void Begin(v1::Rendezvous::Stub* stub, const std::string& token,
              std::vector<v1::AgentMessage> first) {
     grpc_internal::AddBearerToken(token, &context_);
-    stub->async()->Session(&context_, this);
-    AddHold();
-    StartRead(&in_);
+    {
+      // Builds gRPC's side of the call (in its header code, on this thread), which its
+      // threads then use: gRPC's own accesses, like those inside every other call out.
+      TsanCallOut out(this);
+      stub->async()->Session(&context_, this);
+      AddHold();
+    }
+    StartNextRead();
     for (v1::AgentMessage& msg : first) Send(std::move(msg));
+    TsanCallOut out(this);
     StartCall();
   }
 
@@ -60,11 +67,15 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
       writing_ = true;
       next = &out_.front();
     }
+    TsanCallOut out(this);
     StartWrite(next);
     return true;
   }
 
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() {
+    TsanCallOut out(this);
+    context_.TryCancel();
+  }
 
   // True once OnDone has run (false when `timeout` passed first).
   bool WaitDone(absl::Duration timeout) {
@@ -78,15 +89,17 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   }
 
   void OnReadDone(bool ok) override {
+    TsanReaction in(this);
     if (ok) {
-      on_message_(in_);
-      StartRead(&in_);
+      on_message_(*in_);
+      StartNextRead();
       return;
     }
     ReleaseHoldIfClosed(/*only_if_closed=*/false);
   }
 
   void OnWriteDone(bool ok) override {
+    TsanReaction in(this);
     const v1::AgentMessage* next = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -102,6 +115,7 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
       }
     }
     if (next != nullptr) {
+      TsanCallOut out(this);
       StartWrite(next);
     } else {
       ReleaseHoldIfClosed(/*only_if_closed=*/true);
@@ -109,6 +123,7 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   }
 
   void OnDone(const grpc::Status& status) override {
+    TsanAcquire(this);  // not a TsanReaction: the owner may delete `this` once done_ is set
     on_done_(status);
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
@@ -126,13 +141,24 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
       closed_ = true;
       if (!writing_ && !hold_released_) release = hold_released_ = true;
     }
-    if (release) RemoveHold();
+    if (!release) return;
+    TsanCallOut out(this);
+    RemoveHold();
+  }
+
+  // Each read fills a new message: gRPC parses it on the thread that completes the read,
+  // before the reaction (and its TsanReaction) runs, so the message must carry no history
+  // of this thread for TSan to hold against that parse (base/tsan.h).
+  void StartNextRead() {
+    TsanCallOut out(this);
+    in_ = std::make_unique<v1::ServerMessage>();
+    StartRead(in_.get());
   }
 
   const MessageFn on_message_;
   const DoneFn on_done_;
   grpc::ClientContext context_;
-  v1::ServerMessage in_;  // touched by the read reactions only
+  std::unique_ptr<v1::ServerMessage> in_;  // the read in flight; touched by read reactions only
 
   std::mutex mu_;
   std::condition_variable done_cv_;

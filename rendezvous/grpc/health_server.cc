@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/tsan.h"
 
 namespace muster::rdzv {
 namespace {
@@ -16,8 +17,14 @@ class Unimplemented : public grpc::CallbackGenericService {
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
     class Reactor : public grpc::ServerGenericBidiReactor {
      public:
-      Reactor() { Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "")); }
-      void OnDone() override { delete this; }
+      Reactor() {
+        TsanCallOut out(this);
+        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
+      }
+      void OnDone() override {
+        TsanAcquire(this);
+        delete this;
+      }
     };
     return new Reactor;
   }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
+#include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/agent_session.h"
 #include "rendezvous/grpc/credentials.h"
@@ -32,9 +33,14 @@ using grpc_internal::JobRegistry;
 class RejectedSession : public grpc_internal::SessionReactor {
  public:
   explicit RejectedSession(const absl::Status& status) {
-    Finish(grpc_internal::ToGrpcStatus(status));
+    grpc::Status refusal = grpc_internal::ToGrpcStatus(status);
+    TsanCallOut out(this);
+    Finish(std::move(refusal));
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    TsanAcquire(this);
+    delete this;
+  }
 };
 
 class RendezvousService final : public v1::Rendezvous::CallbackService {
@@ -102,7 +108,9 @@ class JobStatusService final
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
                                 const grpc::ByteBuffer* request, grpc::ByteBuffer* reply) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc_internal::ToGrpcStatus(Answer(*context, *request, reply)));
+    grpc::Status status = grpc_internal::ToGrpcStatus(Answer(*context, *request, reply));
+    TsanCallOut out(reactor);  // gRPC's own reactor: it calls nothing of ours back
+    reactor->Finish(std::move(status));
     return reactor;
   }
 
@@ -181,6 +189,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   }
 
   void OnWriteDone(bool ok) override {
+    TsanReaction in(this);
     {
       std::lock_guard<std::mutex> lock(mu_);
       in_flight_ = false;
@@ -197,11 +206,15 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   }
 
   void OnCancel() override {
+    TsanReaction in(this);
     std::lock_guard<std::mutex> lock(mu_);
     FinishLocked(grpc::Status::CANCELLED);
   }
 
-  void OnDone() override { self_.reset(); }
+  void OnDone() override {
+    TsanAcquire(this);  // not a TsanReaction: `this` may be gone when it returns
+    self_.reset();
+  }
 
  private:
   void WriteIfChangedLocked() {
@@ -220,12 +233,14 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
     last_ = std::move(bytes);
     reply_ = std::move(reply);
     in_flight_ = true;
+    TsanCallOut out(this);
     StartWrite(&reply_);
   }
 
   void FinishLocked(grpc::Status status) {
     if (done_) return;
     done_ = true;
+    TsanCallOut out(this);
     Finish(std::move(status));
   }
 

@@ -53,7 +53,9 @@ def test_status_file_is_always_valid_json_and_termination_log_has_root_cause(tmp
     seen, bad, stop = [], [], threading.Event()
 
     def poll():
-        while not stop.is_set():
+        last = False
+        while not last:
+            last = stop.is_set()  # one more read after the agent exited: its final phase
             try:
                 text = status.read_text()
             except FileNotFoundError:

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/debug_mode.h"
 #include "agent/gpu_probe.h"
+#include "agent/wire_values.h"
 #include "base/duration.h"
 #include "base/errno_status.h"
 #include "base/log_format.h"
@@ -157,7 +158,10 @@ Agent::~Agent() = default;
 absl::Status Agent::Setup() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) return ErrnoStatus("gethostname", errno);
-  hostname_ = host;
+  // The hostname names this node in the rendezvous protocol (proto3 strings: UTF-8 only) and
+  // the kernel takes any bytes: a name that is not clean text is used escaped.
+  hostname_ = WireHostname(host);
+  if (hostname_ != host) spdlog::warn("hostname is not UTF-8 text; this node is {}", hostname_);
   ASSIGN_OR_RETURN(events_, EventLog::Open(config_.event_log));
   status_file_ = std::make_unique<StatusFile>(config_.status_file);
   // Order matters: signals are blocked before the watchdog forks and before any thread

@@ -16,6 +16,18 @@ from conftest import fake, muster_env, run_muster
     ([*fake()], {"PET_MAX_RESTARTS": "x"}, "PET_MAX_RESTARTS"),
     (["--restart-policy", "Sometimes", *fake()], {}, "--restart-policy"),
     (["--nproc-per-node", "gpu", *fake()], {"CUDA_VISIBLE_DEVICES": ""}, "no GPU"),
+    # Values are consumed whole: these were read as 1-2, 0:1 and is_host=false.
+    (["--bind-core-list", "1-2-3", *fake()], {}, "--bind-core-list: '1-2-3'"),
+    (["-r", "0:1:2", *fake()], {}, "--redirects: '0:1:2'"),
+    (["--rdzv-conf", "is_host=maybe", *fake()], {}, "--rdzv-conf: is_host: 'maybe'"),
+    ([*fake()], {"MUSTER_TEE": "0:3:1"}, "MUSTER_TEE"),
+    ([*fake()], {"LOGLEVEL": "loud"}, "LOGLEVEL: 'loud' is not a log level"),
+    # The run id travels in proto3 strings (UTF-8 only): refused here, not by the server.
+    # "\udcff" is the byte 0xFF (os.fsencode), which is not UTF-8.
+    (["--rdzv-id", "job\udcff", *fake()], {}, "--rdzv-id: 'job\\xFF' is not valid UTF-8"),
+    ([*fake()], {"PET_RDZV_ID": "caf\udce9"}, "PET_RDZV_ID"),
+    (["--local-addr", "10.0.0.1:29400", *fake()], {}, "--local-addr"),
+    ([*fake()], {"POD_IP": "10.0.0.\udcb9"}, "POD_IP"),
 ])
 def test_bad_input_exits_2_naming_it(args, env, needle, tmp_path):
     stamps = tmp_path / "stamps"

@@ -1,7 +1,6 @@
 #include "agent/agent.h"
 
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/debug_mode.h"
 #include "agent/gpu_probe.h"
+#include "agent/remove_tree.h"
 #include "agent/wire_values.h"
 #include "base/duration.h"
 #include "base/errno_status.h"
@@ -111,14 +111,6 @@ bool IsThisHost(const std::string& host, const std::string& hostname) {
   }
   freeifaddrs(addrs);
   return found;
-}
-
-void RemoveTree(const std::string& path) {
-  // Best effort: a file that cannot be removed stays; nothing depends on it.
-  nftw(
-      path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) { return remove(p), 0; }, 16,
-      FTW_DEPTH | FTW_PHYS);
 }
 
 // Permanent rendezvous problems are configuration errors (exit 2); the rest are transient
@@ -644,8 +636,13 @@ int Agent::Run() {
       Finish(1);
     }
   }
-  console_.reset();  // drains worker output first: the summary must be the last line
-  rdzv_.reset();     // our own stream ends here
+  // Teardown. The helpers are told first and waited for last, so that they wind down while
+  // the agent does its own work: each hand-off to another task is a wake-up, which on a busy
+  // machine can cost a scheduler time slice (B8). Every worker is reaped by now.
+  if (store_) store_->BeginShutdown();
+  watchdog_->Disarm();
+  console_->Close();
+  rdzv_.reset();  // our own stream ends here
   if (server_) {
     // Other agents learn the outcome through this process: give them time to hear it
     // and hang up before the server goes away.
@@ -655,12 +652,9 @@ int Agent::Run() {
     server_.reset();
   }
   store_.reset();
-  watchdog_->Disarm();
-  int wstatus;
-  // The watchdog exits at once on Disarm; reap it so we leave no zombie behind.
-  while (waitpid(watchdog_->pid(), &wstatus, 0) < 0 && errno == EINTR) {
+  if (remove_log_root_ && !RemoveTree(log_root_)) {
+    spdlog::debug("could not remove all of {}", log_root_);
   }
-  if (remove_log_root_) RemoveTree(log_root_);
   if (!config_.termination_log.empty() && !summary_.empty()) {
     // Kubernetes shows this file in `kubectl describe pod`. Written in place (it is often
     // a bind mount, which rename cannot replace).
@@ -670,6 +664,11 @@ int Agent::Run() {
                    strerror(errno));
     }
   }
+  console_.reset();  // the workers' last output: the summary must be the last line
+  // Reaped when it is gone already. Not waited for: the disarmed watchdog exits as soon as it
+  // runs, and its exit (a forked copy of this process's mappings) costs ~0.5 ms that the
+  // agent's exit need not include (B8); whoever inherits it (init, a subreaper) reaps it.
+  watchdog_->Reap(absl::ZeroDuration());
   if (summary_is_error_) {
     spdlog::error("{}", summary_);
   } else if (!summary_.empty()) {

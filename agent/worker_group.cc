@@ -305,10 +305,12 @@ void WorkerGroup::MaybeFinishStop() {
   if (stop_timer_ != 0) loop_->CancelTimer(stop_timer_);
   if (kill_timer_ != 0) loop_->CancelTimer(kill_timer_);
   stop_timer_ = kill_timer_ = 0;
+  std::vector<pid_t> sessions;
   for (Worker& w : workers_) {
     if (w.output) w.output->Finish();
-    if (w.pid != 0) watchdog_->Untrack(w.pid);
+    if (w.pid != 0) sessions.push_back(w.pid);
   }
+  watchdog_->Untrack(sessions);
   spdlog::debug("workers of attempt {} stopped in {}", attempt_,
                 HumanDuration(EventLoop::Now() - stop_started_));
   state_ = State::kIdle;

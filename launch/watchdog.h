@@ -19,6 +19,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "base/unique_fd.h"
 
 namespace muster {
@@ -30,14 +32,19 @@ class Watchdog {
   pid_t pid() const { return pid_; }
   // `session` is a worker's pid (each worker leads its own session).
   void Track(pid_t session);
-  void Untrack(pid_t session);
+  // All of `sessions` in one write: one wake-up of the watchdog, not one per worker.
+  void Untrack(absl::Span<const pid_t> sessions);
   // The agent is exiting on purpose: the watchdog exits without killing
-  // anything.
+  // anything. Does not wait for it: the agent goes on with its own teardown meanwhile.
   void Disarm();
+  // After Disarm(): reaps the watchdog, waiting at most `timeout` for it to exit. False
+  // when it did not exit in time (it is then left to whoever inherits it).
+  bool Reap(absl::Duration timeout);
 
  private:
   Watchdog(pid_t pid, UniqueFd pipe) : pid_(pid), pipe_(std::move(pipe)) {}
   void Send(char op, pid_t session);
+  void Write(const void* data, size_t size);
 
   pid_t pid_;
   UniqueFd pipe_;

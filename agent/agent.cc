@@ -651,7 +651,6 @@ int Agent::Run() {
     }
     server_.reset();
   }
-  store_.reset();
   if (remove_log_root_ && !RemoveTree(log_root_)) {
     spdlog::debug("could not remove all of {}", log_root_);
   }
@@ -664,6 +663,7 @@ int Agent::Run() {
                    strerror(errno));
     }
   }
+  store_.reset();    // its thread has had the time above to end
   console_.reset();  // the workers' last output: the summary must be the last line
   // Reaped when it is gone already. Not waited for: the disarmed watchdog exits as soon as it
   // runs, and its exit (a forked copy of this process's mappings) costs ~0.5 ms that the

@@ -128,16 +128,14 @@ int ExitCodeForRendezvousError(const absl::Status& s) {
 }
 
 // A worker's end as the job's status shows it (the signal comes from the group's record).
-rdzv::EndedWorker EndedWorkerOf(const WorkerExit& e, const WorkerGroup& group) {
+rdzv::EndedWorker EndedWorkerOf(const WorkerExit& e) {
   rdzv::EndedWorker ended;
   ended.local_rank = e.placement.local_rank;
   ended.pid = e.pid;
   ended.code = e.code;
   ended.what = e.what;
   ended.stopped = e.while_stopping;
-  for (const WorkerGroup::WorkerView& w : group.Workers()) {
-    if (w.pid == e.pid && w.status) ended.signal = w.status->signal;
-  }
+  ended.signal = e.signal;
   return ended;
 }
 
@@ -319,7 +317,7 @@ void Agent::ReapChildren() {
 
 void Agent::OnWorkerExit(const WorkerExit& e) {
   Publish(group_->running() ? "Running" : "Stopping");
-  if (!config_.debug) rdzv_->ReportWorkerEnded(round_, EndedWorkerOf(e, *group_));
+  if (!config_.debug) rdzv_->ReportWorkerEnded(round_, EndedWorkerOf(e));
   if (config_.debug && !e.while_stopping) {
     // The debug command is the Pod's main process: its end is the agent's end.
     ExitAfterStop(e.code, absl::StrCat("debug command ended: ", e.what, "; exiting ", e.code),
@@ -559,6 +557,9 @@ void Agent::ExitAfterStop(int code, std::string summary, bool error, int sig) {
 
 void Agent::Publish(const std::string& phase) {
   if (health_) health_->SetServing(phase == "Running");
+  // The document lists every worker and is published on every worker's exit: O(K^2) for K
+  // workers, which slowed spawning at K=256 (B7) with nobody reading it.
+  if (!status_file_->enabled()) return;
   nlohmann::json doc = {{"phase", phase},
                         {"run_id", run_id_},
                         {"node_id", node_.node_id},

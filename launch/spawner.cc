@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "base/unique_fd.h"
 
 namespace muster {
@@ -83,6 +84,21 @@ int ChildMain(void* arg) {
   ChildFail(a, errno);
 }
 
+// The child's stack: one per spawning thread, mapped once and reused. The child has exec'd
+// or exited when clone() returns (CLONE_VFORK), so the next spawn may use it again; a fresh
+// mapping per spawn cost an mmap, a munmap and the child's page faults on it (B7). Never
+// unmapped: one per thread that spawns (the agent's loop thread).
+absl::StatusOr<char*> ChildStackTop() {
+  thread_local void* stack = nullptr;
+  if (stack == nullptr) {
+    void* mapped = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (mapped == MAP_FAILED) return ErrnoStatus("mmap(child stack)", errno);
+    stack = mapped;
+  }
+  return static_cast<char*>(stack) + kChildStackSize;
+}
+
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -143,15 +159,9 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
                  getpid(),         spec.cpus.empty() ? nullptr : &cpus,
                  write_end.get()};
 
-  void* stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return ErrnoStatus("mmap(child stack)", errno);
-  pid_t pid = clone(ChildMain, static_cast<char*>(stack) + kChildStackSize,
-                    CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-  int clone_errno = errno;
-  // The child has exec'd or exited by now (CLONE_VFORK), so its stack is free.
-  munmap(stack, kChildStackSize);
-  if (pid < 0) return ErrnoStatus("clone", clone_errno);
+  ASSIGN_OR_RETURN(char* stack_top, ChildStackTop());
+  pid_t pid = clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  if (pid < 0) return ErrnoStatus("clone", errno);
   write_end.reset();
 
   int child_errno = 0;

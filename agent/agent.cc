@@ -669,7 +669,7 @@ int Agent::Run() {
   // Reaped when it is gone already. Not waited for: the disarmed watchdog exits as soon as it
   // runs, and its exit (a forked copy of this process's mappings) costs ~0.5 ms that the
   // agent's exit need not include (B8); whoever inherits it (init, a subreaper) reaps it.
-  watchdog_->Reap(absl::ZeroDuration());
+  watchdog_->ReapIfGone();
   if (summary_is_error_) {
     spdlog::error("{}", summary_);
   } else if (!summary_.empty()) {

@@ -2,18 +2,14 @@
 
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
-#include <cstring>
 #include <set>
 #include <vector>
 
@@ -129,32 +125,14 @@ void Watchdog::Untrack(absl::Span<const pid_t> sessions) {
 
 void Watchdog::Disarm() { Send('X', 0); }
 
-bool Watchdog::Reap(absl::Duration timeout) {
+bool Watchdog::ReapIfGone() {
   int wstatus = 0;
-  auto reaped = [&] {
-    pid_t r;
-    do {
-      r = waitpid(pid_, &wstatus, WNOHANG);
-    } while (r < 0 && errno == EINTR);
-    // ECHILD: already reaped (by the agent's SIGCHLD handler), nothing left to wait for.
-    return r == pid_ || (r < 0 && errno == ECHILD);
-  };
-  if (reaped()) return true;
-  if (timeout <= absl::ZeroDuration()) return false;
-  // A pidfd turns readable when the process exits: a wait with a deadline, no polling.
-  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-  if (pidfd < 0) {
-    spdlog::debug("pidfd_open(watchdog): {}", strerror(errno));
-    return false;
-  }
-  UniqueFd owned(pidfd);
-  pollfd p{pidfd, POLLIN, 0};
-  int ms = static_cast<int>(std::ceil(absl::ToDoubleMilliseconds(timeout)));
-  int n;
+  pid_t r;
   do {
-    n = poll(&p, 1, ms);
-  } while (n < 0 && errno == EINTR);
-  return n > 0 && reaped();
+    r = waitpid(pid_, &wstatus, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  // ECHILD: already reaped (by the agent's SIGCHLD handling); 0: still running.
+  return r == pid_ || (r < 0 && errno == ECHILD);
 }
 
 }  // namespace muster

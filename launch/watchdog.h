@@ -19,7 +19,6 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/unique_fd.h"
 
@@ -37,9 +36,9 @@ class Watchdog {
   // The agent is exiting on purpose: the watchdog exits without killing
   // anything. Does not wait for it: the agent goes on with its own teardown meanwhile.
   void Disarm();
-  // After Disarm(): reaps the watchdog, waiting at most `timeout` for it to exit. False
-  // when it did not exit in time (it is then left to whoever inherits it).
-  bool Reap(absl::Duration timeout);
+  // After Disarm(): reaps the watchdog if it has exited, without waiting. False while it
+  // still runs (it exits on its own; whoever inherits it then reaps it).
+  bool ReapIfGone();
 
  private:
   Watchdog(pid_t pid, UniqueFd pipe) : pid_(pid), pipe_(std::move(pipe)) {}

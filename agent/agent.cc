@@ -133,7 +133,7 @@ rdzv::EndedWorker EndedWorkerOf(const WorkerExit& e) {
   ended.local_rank = e.placement.local_rank;
   ended.pid = e.pid;
   ended.code = e.code;
-  ended.what = e.what;
+  ended.what = ToValidUtf8(e.what);  // proto3 string: a command's path may be any bytes
   ended.stopped = e.while_stopping;
   ended.signal = e.signal;
   return ended;
@@ -355,8 +355,8 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
   f.local_rank = e.placement.local_rank;
   f.pid = e.pid;
   f.code = e.code;
-  f.what = e.what;
-  f.message = e.error ? e.error->message : "";
+  f.what = ToValidUtf8(e.what);
+  f.message = ToValidUtf8(e.error ? e.error->message : "");
   f.restartable = verdict == ExitVerdict::kRestartable;
   rdzv_->ReportFailure(round_, f);
   StopWorkers(StopCause::kFailed, SIGTERM);  // at once: no need to wait for the job's word

@@ -149,6 +149,25 @@ absl::Status CheckToken(std::string_view where, std::string_view token) {
   return absl::OkStatus();
 }
 
+std::string ToValidUtf8(std::string_view text) {
+  if (DecodeUtf8(text)) return std::string(text);
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    // The longest prefix of the rest that is well-formed, then one escaped byte.
+    size_t len = std::min<size_t>(4, text.size() - i);
+    while (len > 0 && !DecodeUtf8(text.substr(i, len))) --len;
+    if (len == 0) {
+      absl::StrAppendFormat(&out, "\\x%02X", static_cast<uint8_t>(text[i]));
+      ++i;
+    } else {
+      out.append(text.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
 std::string WireHostname(std::string_view hostname) {
   std::optional<std::vector<uint32_t>> cps = DecodeUtf8(hostname);
   bool clean = cps.has_value();

@@ -38,6 +38,11 @@ absl::Status CheckHostOrAddress(std::string_view where, std::string_view host);
 // The shared secret (MUSTER_TOKEN, --token-file): printable ASCII, as gRPC metadata needs.
 absl::Status CheckToken(std::string_view where, std::string_view token);
 
+// `text` with every byte that is not part of well-formed UTF-8 written as \xNN, the rest
+// unchanged: for text that goes into a proto3 string but comes from outside (a command's
+// path in "cannot execute ...", a worker's error message).
+std::string ToValidUtf8(std::string_view text);
+
 // This machine's hostname as it may go on the wire: unchanged when it is valid UTF-8 without
 // control characters, else EscapeForMessage(hostname) (the kernel accepts any bytes).
 std::string WireHostname(std::string_view hostname);

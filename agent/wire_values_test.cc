@@ -65,6 +65,16 @@ TEST(WireValuesTest, TokenIsPrintableAsciiAndNeverShown) {
   EXPECT_FALSE(CheckToken("--token-file", "t\xC3\xB6ken").ok());
 }
 
+TEST(WireValuesTest, ToValidUtf8EscapesOnlyTheBadBytes) {
+  EXPECT_EQ(ToValidUtf8("exit 1\ntraceback"), "exit 1\ntraceback");
+  EXPECT_EQ(ToValidUtf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(ToValidUtf8("cannot execute /tmp/no\xFF"
+                        "such"),
+            "cannot execute /tmp/no\\xFFsuch");
+  EXPECT_EQ(ToValidUtf8("\xC3\xA9\xC3"), "\xC3\xA9\\xC3");
+  EXPECT_TRUE(IsValidUtf8(ToValidUtf8("\xF0\x9F\x9A\xED\xA0\x80\x80")));
+}
+
 TEST(WireValuesTest, HostnameIsEscapedOnlyWhenNotText) {
   EXPECT_EQ(WireHostname("node-0"), "node-0");
   EXPECT_EQ(WireHostname("n\xC3\xB6"

@@ -81,3 +81,17 @@ def test_version_and_help():
     assert h.returncode == 0 and "--shutdown-timeout" in h.stdout and "default: 30s" in h.stdout
     u = subprocess.run([str(MUSTER), "frobnicate"], capture_output=True, text=True)
     assert u.returncode == 2 and "frobnicate" in u.stderr
+
+
+def test_command_path_that_is_not_utf8_keeps_its_exit_code_across_the_rendezvous():
+    """A command that cannot start is reported to the rendezvous server ("cannot execute
+    PATH" in proto3 strings, UTF-8 only). With a non-UTF-8 path the server could not parse the
+    report and dropped the stream: exit 138 'the server closed it' instead of 127."""
+    from multinode import free_port
+    bad = "/nonexistent/no\udcffsuch"  # the byte 0xFF in the path (os.fsencode)
+    r = run_muster(["--nnodes", "1:2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                    "--rdzv-id", "utf8", "--rdzv-conf", "last_call_timeout=1s",
+                    "--no-python", bad], timeout=60,
+                   errors="backslashreplace")  # the agent's own log shows the path as it is
+    assert r.returncode == 127, (r.returncode, r.stderr[-2000:])
+    assert "server closed" not in r.stderr, r.stderr[-2000:]

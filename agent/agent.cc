@@ -1,7 +1,6 @@
 #include "agent/agent.h"
 
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -19,6 +18,8 @@
 #include "absl/strings/str_format.h"
 #include "agent/debug_mode.h"
 #include "agent/gpu_probe.h"
+#include "agent/remove_tree.h"
+#include "agent/wire_values.h"
 #include "base/duration.h"
 #include "base/errno_status.h"
 #include "base/log_format.h"
@@ -112,14 +113,6 @@ bool IsThisHost(const std::string& host, const std::string& hostname) {
   return found;
 }
 
-void RemoveTree(const std::string& path) {
-  // Best effort: a file that cannot be removed stays; nothing depends on it.
-  nftw(
-      path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) { return remove(p), 0; }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
-
 // Permanent rendezvous problems are configuration errors (exit 2); the rest are transient
 // agent-level failures worth a Pod restart (138).
 int ExitCodeForRendezvousError(const absl::Status& s) {
@@ -135,16 +128,14 @@ int ExitCodeForRendezvousError(const absl::Status& s) {
 }
 
 // A worker's end as the job's status shows it (the signal comes from the group's record).
-rdzv::EndedWorker EndedWorkerOf(const WorkerExit& e, const WorkerGroup& group) {
+rdzv::EndedWorker EndedWorkerOf(const WorkerExit& e) {
   rdzv::EndedWorker ended;
   ended.local_rank = e.placement.local_rank;
   ended.pid = e.pid;
   ended.code = e.code;
-  ended.what = e.what;
+  ended.what = ToValidUtf8(e.what);  // proto3 string: a command's path may be any bytes
   ended.stopped = e.while_stopping;
-  for (const WorkerGroup::WorkerView& w : group.Workers()) {
-    if (w.pid == e.pid && w.status) ended.signal = w.status->signal;
-  }
+  ended.signal = e.signal;
   return ended;
 }
 
@@ -157,7 +148,10 @@ Agent::~Agent() = default;
 absl::Status Agent::Setup() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) return ErrnoStatus("gethostname", errno);
-  hostname_ = host;
+  // The hostname names this node in the rendezvous protocol (proto3 strings: UTF-8 only) and
+  // the kernel takes any bytes: a name that is not clean text is used escaped.
+  hostname_ = WireHostname(host);
+  if (hostname_ != host) spdlog::warn("hostname is not UTF-8 text; this node is {}", hostname_);
   ASSIGN_OR_RETURN(events_, EventLog::Open(config_.event_log));
   status_file_ = std::make_unique<StatusFile>(config_.status_file);
   // Order matters: signals are blocked before the watchdog forks and before any thread
@@ -325,7 +319,7 @@ void Agent::ReapChildren() {
 
 void Agent::OnWorkerExit(const WorkerExit& e) {
   Publish(group_->running() ? "Running" : "Stopping");
-  if (!config_.debug) rdzv_->ReportWorkerEnded(round_, EndedWorkerOf(e, *group_));
+  if (!config_.debug) rdzv_->ReportWorkerEnded(round_, EndedWorkerOf(e));
   if (config_.debug && !e.while_stopping) {
     // The debug command is the Pod's main process: its end is the agent's end.
     ExitAfterStop(e.code, absl::StrCat("debug command ended: ", e.what, "; exiting ", e.code),
@@ -363,8 +357,8 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
   f.local_rank = e.placement.local_rank;
   f.pid = e.pid;
   f.code = e.code;
-  f.what = e.what;
-  f.message = e.error ? e.error->message : "";
+  f.what = ToValidUtf8(e.what);
+  f.message = ToValidUtf8(e.error ? e.error->message : "");
   f.restartable = verdict == ExitVerdict::kRestartable;
   rdzv_->ReportFailure(round_, f);
   StopWorkers(StopCause::kFailed, SIGTERM);  // at once: no need to wait for the job's word
@@ -565,6 +559,9 @@ void Agent::ExitAfterStop(int code, std::string summary, bool error, int sig) {
 
 void Agent::Publish(const std::string& phase) {
   if (health_) health_->SetServing(phase == "Running");
+  // The document lists every worker and is published on every worker's exit: O(K^2) for K
+  // workers, which slowed spawning at K=256 (B7) with nobody reading it.
+  if (!status_file_->enabled()) return;
   nlohmann::json doc = {{"phase", phase},
                         {"run_id", run_id_},
                         {"node_id", node_.node_id},
@@ -642,8 +639,13 @@ int Agent::Run() {
       Finish(1);
     }
   }
-  console_.reset();  // drains worker output first: the summary must be the last line
-  rdzv_.reset();     // our own stream ends here
+  // Teardown. The helpers are told first and waited for last, so that they wind down while
+  // the agent does its own work: each hand-off to another task is a wake-up, which on a busy
+  // machine can cost a scheduler time slice (B8). Every worker is reaped by now.
+  if (store_) store_->BeginShutdown();
+  watchdog_->Disarm();
+  console_->Close();
+  rdzv_.reset();  // our own stream ends here
   if (server_) {
     // Other agents learn the outcome through this process: give them time to hear it
     // and hang up before the server goes away.
@@ -652,13 +654,9 @@ int Agent::Run() {
     }
     server_.reset();
   }
-  store_.reset();
-  watchdog_->Disarm();
-  int wstatus;
-  // The watchdog exits at once on Disarm; reap it so we leave no zombie behind.
-  while (waitpid(watchdog_->pid(), &wstatus, 0) < 0 && errno == EINTR) {
+  if (remove_log_root_ && !RemoveTree(log_root_)) {
+    spdlog::debug("could not remove all of {}", log_root_);
   }
-  if (remove_log_root_) RemoveTree(log_root_);
   if (!config_.termination_log.empty() && !summary_.empty()) {
     // Kubernetes shows this file in `kubectl describe pod`. Written in place (it is often
     // a bind mount, which rename cannot replace).
@@ -668,6 +666,12 @@ int Agent::Run() {
                    strerror(errno));
     }
   }
+  store_.reset();    // its thread has had the time above to end
+  console_.reset();  // the workers' last output: the summary must be the last line
+  // Reaped when it is gone already. Not waited for: the disarmed watchdog exits as soon as it
+  // runs, and its exit (a forked copy of this process's mappings) costs ~0.5 ms that the
+  // agent's exit need not include (B8); whoever inherits it (init, a subreaper) reaps it.
+  watchdog_->ReapIfGone();
   if (summary_is_error_) {
     spdlog::error("{}", summary_);
   } else if (!summary_.empty()) {

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/wire_values.h"
 #include "base/status_macros.h"
 
 namespace muster {
@@ -91,13 +92,18 @@ absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Co
     const std::string* port = Find(env, "PET_MASTER_PORT");
     const char* from = "PET_MASTER_ADDR:PET_MASTER_PORT";
     const char* port_var = "PET_MASTER_PORT";
+    const char* addr_var = "PET_MASTER_ADDR";
     if (addr == nullptr) {
       addr = Find(env, "MASTER_ADDR");
       port = Find(env, "MASTER_PORT");
       from = "MASTER_ADDR:MASTER_PORT";
       port_var = "MASTER_PORT";
+      addr_var = "MASTER_ADDR";
     }
     if (addr != nullptr) {
+      // A name with a port, blanks or non-ASCII bytes in it would only fail later, as a
+      // rendezvous that never resolves.
+      RETURN_IF_ERROR(CheckHostOrAddress(addr_var, *addr));
       c->rdzv_host_name = *addr;
       if (port != nullptr) {
         // Only checked as a non-negative number elsewhere: 0 or 70000 is no endpoint (found

@@ -23,6 +23,8 @@ class EventLog {
   // {"event": name, "time": ..., "mono_ns": ..., fields...}. Write errors are logged once
   // and otherwise ignored: the event log must never stop supervision.
   void Write(const std::string& event, nlohmann::json fields = nlohmann::json::object());
+  // False for the log that drops everything: callers on per-worker paths skip building fields.
+  bool enabled() const { return fd_.valid(); }
 
  private:
   explicit EventLog(UniqueFd fd) : fd_(std::move(fd)) {}

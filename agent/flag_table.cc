@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "agent/wire_values.h"
+#include "base/status_macros.h"
 
 namespace muster {
 namespace {
@@ -108,7 +110,9 @@ absl::StatusOr<std::string> ResolveToken(
     const std::map<std::string, std::string>& env) {
   if (!token_file) {
     auto it = env.find("MUSTER_TOKEN");
-    return it == env.end() ? std::string() : it->second;
+    if (it == env.end()) return std::string();
+    RETURN_IF_ERROR(CheckToken("MUSTER_TOKEN", it->second));
+    return it->second;
   }
   const auto& [path, where] = *token_file;
   std::ifstream in(path);
@@ -117,6 +121,7 @@ absl::StatusOr<std::string> ResolveToken(
   text << in.rdbuf();
   std::string token(absl::StripTrailingAsciiWhitespace(text.str()));
   if (token.empty()) return Invalid(where, absl::StrCat("'", path, "' is empty"));
+  RETURN_IF_ERROR(CheckToken(where, token));
   return token;
 }
 

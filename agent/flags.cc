@@ -1,5 +1,6 @@
 #include "agent/flags.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -21,6 +22,7 @@
 #include "agent/conventions.h"
 #include "agent/flag_table.h"
 #include "agent/gpu_probe.h"
+#include "agent/wire_values.h"
 #include "base/duration.h"
 #include "base/status_macros.h"
 #include "launch/cpu_topology.h"
@@ -147,6 +149,8 @@ absl::StatusOr<int> ParseNonNegative(absl::string_view where, absl::string_view 
   return value;
 }
 
+// torchrun's Std.from_str: one mask for every rank, or LOCAL_RANK:MASK pairs. Each pair is
+// exactly two numbers: "0:1:2" is an error, not 0:1.
 absl::StatusOr<StreamSelection> ParseStreams(absl::string_view where, absl::string_view text) {
   StreamSelection sel;
   auto mask = [&](absl::string_view v) -> absl::StatusOr<int> {
@@ -163,16 +167,55 @@ absl::StatusOr<StreamSelection> ParseStreams(absl::string_view where, absl::stri
     sel.by_rank[StreamSelection::kAllRanks] = m;
     return sel;
   }
-  for (absl::string_view part : absl::StrSplit(t, ',', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, ':');
+  for (absl::string_view part : absl::StrSplit(t, ',')) {
+    std::vector<absl::string_view> kv = absl::StrSplit(part, ':');
     int rank = 0;
-    if (!absl::SimpleAtoi(kv.first, &rank) || rank < 0) {
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &rank) || rank < 0) {
       return Invalid(where, absl::StrCat("'", part, "' must be LOCAL_RANK:STREAMS, e.g. 0:1,1:2"));
     }
-    ASSIGN_OR_RETURN(int m, mask(kv.second));
-    sel.by_rank[rank] = m;
+    ASSIGN_OR_RETURN(int m, mask(kv[1]));
+    if (!sel.by_rank.emplace(rank, m).second) {
+      return Invalid(where, absl::StrCat("local rank ", rank, " is given twice in '", t, "'"));
+    }
   }
   return sel;
+}
+
+// torch's RendezvousParameters.get_as_bool, for --rdzv-conf keys.
+std::optional<bool> ParseTorchBool(absl::string_view text) {
+  std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "1" || lower == "true" || lower == "t" || lower == "yes" || lower == "y") {
+    return true;
+  }
+  if (lower == "0" || lower == "false" || lower == "f" || lower == "no" || lower == "n") {
+    return false;
+  }
+  return std::nullopt;
+}
+
+// What --log-level and LOGLEVEL accept: spdlog's level names and Python logging's (torchrun
+// passes LOGLEVEL to logging), lower-cased. Returns spdlog's name.
+std::optional<std::string> ParseLogLevel(absl::string_view text) {
+  std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (lower == "notset") return "trace";
+  if (lower == "warn") return "warning";
+  if (lower == "err") return "error";
+  if (lower == "fatal") return "critical";
+  for (const char* level : {"trace", "debug", "info", "warning", "error", "critical", "off"}) {
+    if (lower == level) return lower;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::string> LogLevel(absl::string_view where, absl::string_view text) {
+  std::optional<std::string> level = ParseLogLevel(text);
+  if (!level) {
+    return Invalid(where,
+                   absl::StrCat("'", EscapeForMessage(std::string_view(text.data(), text.size())),
+                                "' is not a log level; use debug, info, warning, error, "
+                                "critical, trace or off"));
+  }
+  return *level;
 }
 
 int CountAffinityCpus() {
@@ -201,7 +244,8 @@ int CountNvidiaDevices() {
 // passed to workers as worker ranks, but a malformed one is a configuration
 // error worth stopping on.
 constexpr const char* kNumericNodeVars[] = {
-    "WORLD_SIZE", "RANK", "NODE_RANK", "MASTER_PORT", "JOB_COMPLETION_INDEX", "VC_TASK_INDEX"};
+    "WORLD_SIZE",           "RANK",          "NODE_RANK",    "MASTER_PORT", "PET_MASTER_PORT",
+    "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX"};
 
 }  // namespace
 
@@ -226,10 +270,19 @@ absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
                colon != std::string::npos && text.find(':') == colon) {
       host = text.substr(0, colon);
       port_text = text.substr(colon + 1);
+    } else if (colon != std::string::npos) {
+      // Several colons without brackets: only an IPv6 address ("host:1:2" is no endpoint).
+      in6_addr v6;
+      if (inet_pton(AF_INET6, text.substr(0, text.find('%')).c_str(), &v6) != 1) {
+        return Invalid(v->second, absl::StrCat("'", EscapeForMessage(text),
+                                               "' is not HOST[:PORT]; write an IPv6 address "
+                                               "with a port as [ADDR]:PORT"));
+      }
     }
     if (host.empty()) {
       return Invalid(v->second, absl::StrCat("'", text, "' has no host; write HOST[:PORT]"));
     }
+    RETURN_IF_ERROR(CheckHostOrAddress(v->second, host));
     if (!port_text.empty() || (text.size() && text.back() == ':')) {
       int port = 0;
       if (!absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535) {
@@ -242,11 +295,25 @@ absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
   }
   if (auto v = lookup("rdzv-conf")) {
     c->sources["rdzv-conf"] = v->second;
-    for (absl::string_view item : absl::StrSplit(v->first, ',', absl::SkipWhitespace())) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-      const std::string& key = kv.first;
+    // As torch's _parse_rendezvous_config: KEY=VALUE items separated by ',', blanks around
+    // keys and values ignored, an empty key or value an error.
+    absl::string_view conf = absl::StripAsciiWhitespace(v->first);
+    std::vector<absl::string_view> items;
+    if (!conf.empty()) items = absl::StrSplit(conf, ',');
+    for (absl::string_view item : items) {
+      std::pair<absl::string_view, absl::string_view> kv =
+          absl::StrSplit(item, absl::MaxSplits('=', 1));
+      std::string key(absl::StripAsciiWhitespace(kv.first));
+      std::string value(absl::StripAsciiWhitespace(kv.second));
+      if (key.empty()) {
+        return Invalid(v->second, absl::StrCat("'", EscapeForMessage(v->first),
+                                               "' must be KEY=VALUE,...: an item has no key"));
+      }
+      if (value.empty()) {
+        return Invalid(v->second, absl::StrCat(key, " has no value; write ", key, "=VALUE"));
+      }
       auto duration = [&](absl::Duration* out) -> absl::Status {
-        absl::StatusOr<absl::Duration> d = ParseDuration(kv.second);
+        absl::StatusOr<absl::Duration> d = ParseDuration(value);
         if (!d.ok()) return Invalid(v->second, absl::StrCat(key, ": ", d.status().message()));
         *out = *d;
         return absl::OkStatus();
@@ -261,17 +328,25 @@ absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
           return Invalid(v->second, "heartbeat_interval must be positive");
         }
       } else if (key == "heartbeat_misses") {
-        if (!absl::SimpleAtoi(kv.second, &c->heartbeat_misses) || c->heartbeat_misses < 1) {
-          return Invalid(v->second, absl::StrCat("heartbeat_misses: '", kv.second,
+        if (!absl::SimpleAtoi(value, &c->heartbeat_misses) || c->heartbeat_misses < 1) {
+          return Invalid(v->second, absl::StrCat("heartbeat_misses: '", value,
                                                  "' must be a positive integer"));
         }
       } else if (key == "is_host") {
-        std::string b = absl::AsciiStrToLower(kv.second);
-        c->rdzv_hosting = (b == "1" || b == "true") ? "true" : "false";
+        std::optional<bool> is_host = ParseTorchBool(value);
+        if (!is_host) {
+          return Invalid(v->second, absl::StrCat("is_host: '", EscapeForMessage(value),
+                                                 "' is not a boolean; use true or false "
+                                                 "(also 1/0, yes/no, t/f, y/n, as torch)"));
+        }
+        c->rdzv_hosting = *is_host ? "true" : "false";
       } else if (key == "read_timeout" || key == "close_timeout" || key == "exit_barrier_timeout") {
-        // torch's keys without a meaning here: accepted so torchrun command lines work.
+        // torch's keys without a meaning here: accepted so torchrun command lines work, but
+        // checked as torch would (a number of seconds).
+        absl::Duration unused;
+        RETURN_IF_ERROR(duration(&unused));
       } else {
-        return Invalid(v->second, absl::StrCat("unknown key '", key,
+        return Invalid(v->second, absl::StrCat("unknown key '", EscapeForMessage(key),
                                                "'; known: join_timeout, last_call_timeout, "
                                                "heartbeat_interval, heartbeat_misses, is_host"));
       }
@@ -294,9 +369,11 @@ absl::Status ParseRendezvousFlags(const FlagLookup& lookup,
   }
   if (auto v = lookup("local-addr")) {
     c->sources["local-addr"] = v->second;
+    RETURN_IF_ERROR(CheckHostOrAddress(v->second, v->first));
     c->local_addr = v->first;
   } else if (auto e = env.find("POD_IP"); e != env.end() && !e->second.empty()) {
     c->sources["local-addr"] = "POD_IP";
+    RETURN_IF_ERROR(CheckHostOrAddress("POD_IP", e->second));
     c->local_addr = e->second;
   }
   {
@@ -511,14 +588,16 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
     c.role = v;
     return absl::OkStatus();
   }));
-  RETURN_IF_ERROR(with("run-id", [&](const std::string& v, const std::string&) {
-    c.run_id = v;
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(with("rdzv-id", [&](const std::string& v, const std::string&) {
-    c.run_id = v;
-    return absl::OkStatus();
-  }));
+  // The run id travels in the rendezvous protocol (proto3 strings: UTF-8 only) and names a
+  // directory: checked here, naming the flag, rather than refused by the server as an
+  // unparsable Join.
+  for (const char* name : {"run-id", "rdzv-id"}) {
+    RETURN_IF_ERROR(with(name, [&](const std::string& v, const std::string& w) -> absl::Status {
+      RETURN_IF_ERROR(CheckRunId(w, v));
+      c.run_id = v;
+      return absl::OkStatus();
+    }));
+  }
   RETURN_IF_ERROR(with("store", [&](const std::string& v, const std::string& w) -> absl::Status {
     if (v != "agent" && v != "rank0") {
       return Invalid(w, absl::StrCat("'", v, "' must be agent or rank0"));
@@ -528,7 +607,7 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   }));
   RETURN_IF_ERROR(
       with("master-addr", [&](const std::string& v, const std::string& w) -> absl::Status {
-        if (v.empty()) return Invalid(w, "must not be empty");
+        RETURN_IF_ERROR(CheckHostOrAddress(w, v));
         c.master_addr = v;
         return absl::OkStatus();
       }));
@@ -586,13 +665,16 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
         return absl::OkStatus();
       }));
   std::string signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
-  RETURN_IF_ERROR(with("signals-to-handle", [&](const std::string& v, const std::string&) {
-    signals = v;
-    return absl::OkStatus();
-  }));
+  std::string signals_where = "--signals-to-handle";
+  RETURN_IF_ERROR(
+      with("signals-to-handle", [&](const std::string& v, const std::string& w) -> absl::Status {
+        signals = v;
+        signals_where = w;
+        return absl::OkStatus();
+      }));
   {
     absl::StatusOr<std::vector<int>> parsed = ParseSignalList(signals);
-    if (!parsed.ok()) return parsed.status();
+    if (!parsed.ok()) return Invalid(signals_where, parsed.status().message());
     c.signals_to_handle = *parsed;
   }
   RETURN_IF_ERROR(with("log-dir", [&](const std::string& v, const std::string& w) -> absl::Status {
@@ -611,7 +693,8 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
   }));
   RETURN_IF_ERROR(
       with("local-ranks-filter", [&](const std::string& v, const std::string& w) -> absl::Status {
-        for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+        // As torchrun: comma-separated ranks, no empty entry.
+        for (absl::string_view part : absl::StrSplit(v, ',')) {
           ASSIGN_OR_RETURN(int r, ParseNonNegative(w, part));
           c.local_ranks_filter.insert(r);
         }
@@ -624,11 +707,13 @@ absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
     c.log_line_prefix_template = v;
     return absl::OkStatus();
   }));
-  if (auto e = env.find("LOGLEVEL"); e != env.end()) c.log_level = absl::AsciiStrToLower(e->second);
-  RETURN_IF_ERROR(with("log-level", [&](const std::string& v, const std::string&) {
-    c.log_level = absl::AsciiStrToLower(v);
-    return absl::OkStatus();
-  }));
+  if (auto v = lookup("log-level")) {
+    c.sources["log-level"] = v->second;
+    ASSIGN_OR_RETURN(c.log_level, LogLevel(v->second, v->first));
+  } else if (auto e = env.find("LOGLEVEL"); e != env.end() && !e->second.empty()) {
+    c.sources["log-level"] = "LOGLEVEL";
+    ASSIGN_OR_RETURN(c.log_level, LogLevel("LOGLEVEL", e->second));
+  }
   RETURN_IF_ERROR(with("event-log", [&](const std::string& v, const std::string&) {
     c.event_log = v;
     return absl::OkStatus();

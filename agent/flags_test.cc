@@ -78,6 +78,87 @@ TEST(FlagsTest, Streams) {
   EXPECT_EQ(c->tee.For(5), 2);
 }
 
+// Each value is consumed whole: a parser that stops early ("1-2-3" read as 1-2) silently runs
+// something other than what was asked.
+TEST(FlagsTest, ValuesAreConsumedWhole) {
+  auto with = [](std::vector<std::string> flags, std::map<std::string, std::string> env = {}) {
+    flags.insert(flags.end(), {"--no-python", "true"});
+    return Parse(flags, env);
+  };
+  ExpectError(with({"--bind-core-list", "1-2-3"}), "--bind-core-list: '1-2-3'");
+  ExpectError(with({"--bind-core-list", "0,,3"}), "--bind-core-list");
+  ExpectError(with({"--bind-core-list", "0-3,2"}), "CPU 2 is listed twice");
+  EXPECT_EQ(with({"--bind-core-list", "0-2, 5"})->bind_core_list, (std::vector<int>{0, 1, 2, 5}));
+
+  ExpectError(with({"-r", "0:1:2"}), "--redirects: '0:1:2' must be LOCAL_RANK:STREAMS");
+  ExpectError(with({"-t", "0:1,0:2"}), "--tee: local rank 0 is given twice");
+  ExpectError(with({"-t", "0:1,"}), "--tee");
+  ExpectError(with({}, {{"MUSTER_REDIRECTS", "1:3:3"}}), "MUSTER_REDIRECTS");
+
+  ExpectError(with({"--rdzv-conf", "is_host=maybe"}), "is_host: 'maybe' is not a boolean");
+  ExpectError(with({"--rdzv-conf", "is_host="}), "is_host has no value");
+  ExpectError(with({"--rdzv-conf", "join_timeout=5s,,is_host=1"}), "an item has no key");
+  ExpectError(with({"--rdzv-conf", "read_timeout=soon"}), "read_timeout");
+  for (auto [text, hosting] :
+       std::vector<std::pair<std::string, std::string>>{{"is_host=1", "true"},
+                                                        {"is_host=Y", "true"},
+                                                        {"is_host=false", "false"},
+                                                        {"is_host=n", "false"}}) {
+    auto c = with({"--rdzv-conf", text});
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status();
+    EXPECT_EQ(c->rdzv_hosting, hosting) << text;
+  }
+  auto spaced = with({"--rdzv-conf", " join_timeout = 5s , heartbeat_misses=4 "});
+  ASSERT_TRUE(spaced.ok()) << spaced.status();  // torch strips blanks around keys and values
+  EXPECT_EQ(spaced->join_timeout, absl::Seconds(5));
+  EXPECT_EQ(spaced->heartbeat_misses, 4);
+
+  ExpectError(with({"--rdzv-endpoint", "node0:29400:1"}), "--rdzv-endpoint: 'node0:29400:1'");
+  EXPECT_EQ(with({"--rdzv-endpoint", "[::1]:29401"})->rdzv_port, 29401);
+  EXPECT_EQ(with({"--rdzv-endpoint", "fe80::1%eth0"})->rdzv_host_name, "fe80::1%eth0");
+
+  ExpectError(with({}, {{"MUSTER_SIGNALS_TO_HANDLE", "SIGTERM,,SIGINT"}}),
+              "MUSTER_SIGNALS_TO_HANDLE: ");
+  ExpectError(with({"--signals-to-handle", "SIGTERM,SIGKILL"}),
+              "--signals-to-handle: SIGKILL cannot be handled");
+  auto codes = with({"--restartable-exit-codes", "130,,137"});
+  ExpectError(codes, "--restartable-exit-codes: '' is not an exit code");
+  EXPECT_EQ(std::string(codes.status().message()).find("--restartable-exit-codes", 5),
+            std::string::npos)
+      << "the flag is named once: " << codes.status().message();
+  EXPECT_TRUE(with({"--restartable-exit-codes", ""})->restartable_exit_codes.empty());
+  ExpectError(with({"--local-ranks-filter", "0,,3"}), "--local-ranks-filter");
+
+  ExpectError(with({"--log-level", "verbose"}), "--log-level: 'verbose' is not a log level");
+  ExpectError(with({}, {{"LOGLEVEL", "LOUD"}}), "LOGLEVEL");
+  EXPECT_EQ(with({}, {{"LOGLEVEL", "WARN"}})->log_level, "warning");
+  // The flag wins over LOGLEVEL, which is then not looked at.
+  EXPECT_EQ(with({"--log-level", "DEBUG"}, {{"LOGLEVEL", "LOUD"}})->log_level, "debug");
+}
+
+// Values that travel to other processes in proto3 strings (UTF-8 only) or gRPC metadata
+// (printable ASCII) are refused where they enter, naming the flag or variable.
+TEST(FlagsTest, ValuesSentToOtherNodesAreText) {
+  auto with = [](std::vector<std::string> flags, std::map<std::string, std::string> env = {}) {
+    flags.insert(flags.end(), {"--no-python", "true"});
+    return Parse(flags, env);
+  };
+  ExpectError(with({"--rdzv-id", "caf\xE9"}), "--rdzv-id: 'caf\\xE9' is not valid UTF-8");
+  ExpectError(with({}, {{"PET_RDZV_ID", "job\xFF"}}), "PET_RDZV_ID");
+  ExpectError(with({}, {{"MUSTER_RUN_ID", "a\nb"}}), "MUSTER_RUN_ID");
+  ExpectError(with({"--run-id", std::string(200, 'j')}), "--run-id");
+  EXPECT_EQ(with({"--rdzv-id", "job-7.a_b"})->run_id, "job-7.a_b");
+  ExpectError(with({"--local-addr", "10.0.0.1 "}), "--local-addr");
+  ExpectError(with({}, {{"POD_IP", "10.0.0.\xB9"}}), "POD_IP");
+  EXPECT_EQ(with({}, {{"POD_IP", "10.0.0.9"}})->local_addr, "10.0.0.9");
+  ExpectError(with({"--master-addr", "a b"}), "--master-addr");
+  ExpectError(with({"--rdzv-endpoint",
+                    "n\xF6"
+                    "de:29400"}),
+              "--rdzv-endpoint");
+  ExpectError(with({}, {{"MUSTER_TOKEN", "abc\n"}}), "MUSTER_TOKEN");
+}
+
 TEST(FlagsTest, HelpMentionsEveryGroupAndDefaults) {
   std::string help = RunHelp();
   for (const char* s : {"Job:", "Failures:", "Output:", "--nproc-per-node", "(default: 30s)"}) {
@@ -130,6 +211,18 @@ TEST(ConventionsTest, FlagsWinOverConventions) {
   EXPECT_EQ(c->max_nodes, 2);
   EXPECT_EQ(c->node_rank, 1);
   EXPECT_EQ(c->rdzv_host_name, "x");
+}
+
+TEST(ConventionsTest, MalformedOperatorVariablesAreNamed) {
+  auto parse = [](std::map<std::string, std::string> env) {
+    return ParseRunFlags({"--no-python", "true"}, env, {4, 0});
+  };
+  ExpectError(parse({{"VK_TASK_INDEX", "abc"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}),
+              "VK_TASK_INDEX");
+  ExpectError(parse({{"MASTER_ADDR", "m:23456"}, {"WORLD_SIZE", "2"}, {"RANK", "1"}}),
+              "MASTER_ADDR: 'm:23456'");
+  ExpectError(parse({{"PET_NNODES", "2"}, {"PET_MASTER_ADDR", "m"}, {"PET_MASTER_PORT", "99x"}}),
+              "PET_MASTER_PORT");
 }
 
 TEST(ConventionsTest, IndexedJobGivesRankAndRankOutsideNodesIsNamed) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/flag_table.h"
 #include "agent/subcommands.h"
+#include "agent/wire_values.h"
 #include "base/duration.h"
 #include "base/logging.h"
 #include "rendezvous/grpc/server.h"
@@ -52,7 +53,12 @@ int ServeCommand(const std::vector<std::string>& args,
   std::string host = values.Get("host") ? values.Get("host")->first : "[::]";
   std::string port = values.Get("port") ? values.Get("port")->first : "29400";
   options.listen_address = absl::StrCat(host, ":", port);
-  if (auto id = values.Get("rdzv-id")) options.run_id = id->first;
+  if (auto id = values.Get("rdzv-id")) {
+    if (absl::Status st = CheckRunId(id->second, id->first); !st.ok()) {
+      return Usage(std::string(st.message()));
+    }
+    options.run_id = id->first;
+  }
   if (auto v = values.Get("heartbeat-interval")) {
     absl::StatusOr<absl::Duration> d = ParseDuration(v->first);
     if (!d.ok() || *d <= absl::ZeroDuration()) {

@@ -1,6 +1,7 @@
 // `muster status`: one job's status from the rendezvous server, as a table or JSON.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -12,6 +13,7 @@
 #include "agent/flag_table.h"
 #include "agent/status_file.h"
 #include "agent/subcommands.h"
+#include "agent/wire_values.h"
 #include "nlohmann/json.hpp"
 #include "rendezvous/grpc/job_status_client.h"
 
@@ -197,13 +199,19 @@ int StatusCommand(const std::vector<std::string>& args,
   query.endpoint = endpoint->first;
   if (query.endpoint.find(':') == std::string::npos) query.endpoint += ":29400";
   query.run_id = values.Get("rdzv-id") ? values.Get("rdzv-id")->first : "none";
+  if (auto id = values.Get("rdzv-id")) {
+    if (absl::Status st = CheckRunId(id->second, id->first); !st.ok()) {
+      return Usage(std::string(st.message()));
+    }
+  }
   absl::StatusOr<std::string> token = ResolveToken(values.Get("token-file"), env);
   if (!token.ok()) return Usage(std::string(token.status().message()));
   query.token = *token;
   if (auto ca = values.Get("tls-ca")) query.tls_ca_file = ca->first;
   if (auto t = values.Get("timeout")) {
     double seconds = 0;
-    if (!absl::SimpleAtod(t->first, &seconds) || seconds <= 0) {
+    // "inf" and "nan" parse as doubles: a wait without a deadline is no answer either.
+    if (!absl::SimpleAtod(t->first, &seconds) || !std::isfinite(seconds) || seconds <= 0) {
       return Usage(absl::StrCat(t->second, ": '", t->first, "' is not a positive number"));
     }
     query.timeout = absl::Seconds(seconds);

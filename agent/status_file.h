@@ -24,6 +24,8 @@ class StatusFile {
   // Write errors are logged once and otherwise ignored: reporting must never stop
   // supervision.
   void Write(const nlohmann::json& doc);
+  // False without a path: Write does nothing, so callers need not build the document.
+  bool enabled() const { return !path_.empty(); }
 
  private:
   std::string path_;

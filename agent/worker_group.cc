@@ -27,6 +27,10 @@ namespace {
 constexpr absl::Duration kKillGrace = absl::Seconds(10);
 
 absl::Status MakeDirs(const std::string& path) {
+  // The leaf first: a rank's directory under an existing attempt directory is one mkdir,
+  // not one per component of the path (B7: this runs once per worker spawned).
+  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+  if (errno != ENOENT) return ErrnoStatus("mkdir " + path, errno);
   size_t pos = 0;
   while (pos != std::string::npos) {
     pos = path.find('/', pos + 1);
@@ -115,8 +119,11 @@ absl::Status WorkerGroup::Start(int group_rank, int rank_base, int world_size, i
       workers_.resize(local + 1);  // the rest were never started
       break;
     }
-    events_->Write("worker_started",
-                   {{"attempt", attempt_}, {"local_rank", local}, {"rank", rank}, {"pid", w.pid}});
+    if (events_->enabled()) {
+      events_->Write(
+          "worker_started",
+          {{"attempt", attempt_}, {"local_rank", local}, {"rank", rank}, {"pid", w.pid}});
+    }
   }
   spdlog::info("attempt {}: started {} worker{} in {:.2f} ms (ranks {}..{} of {}, master {}:{})",
                attempt_, workers_.size(), workers_.size() == 1 ? "" : "s",
@@ -163,6 +170,7 @@ absl::Status WorkerGroup::StartCommand(const std::vector<std::string>& argv) {
 void WorkerGroup::ReportExit(const Worker& w, WorkerExit exit) {
   exit.placement = w.placement;
   exit.pid = w.pid;
+  exit.signal = w.status ? w.status->signal : 0;
   exit.while_stopping = state_ == State::kStopping;
   if (!exit.while_stopping && exit.code != 0) {
     absl::StatusOr<std::optional<WorkerError>> error = ReadErrorFile(w.error_file);
@@ -172,13 +180,15 @@ void WorkerGroup::ReportExit(const Worker& w, WorkerExit exit) {
       exit.error = *error;
     }
   }
-  events_->Write("worker_exited", {{"attempt", attempt_},
-                                   {"local_rank", w.placement.local_rank},
-                                   {"rank", w.placement.rank},
-                                   {"pid", w.pid},
-                                   {"code", exit.code},
-                                   {"signal", w.status ? w.status->signal : 0},
-                                   {"while", exit.while_stopping ? "stopping" : "running"}});
+  if (events_->enabled()) {  // the fields cost allocations per worker even when unused
+    events_->Write("worker_exited", {{"attempt", attempt_},
+                                     {"local_rank", w.placement.local_rank},
+                                     {"rank", w.placement.rank},
+                                     {"pid", w.pid},
+                                     {"code", exit.code},
+                                     {"signal", exit.signal},
+                                     {"while", exit.while_stopping ? "stopping" : "running"}});
+  }
   // Posted, so the agent never reacts from inside Start() or a reap loop.
   loop_->Post([cb = callbacks_.on_exit, exit = std::move(exit)] { cb(exit); });
 }
@@ -305,10 +315,12 @@ void WorkerGroup::MaybeFinishStop() {
   if (stop_timer_ != 0) loop_->CancelTimer(stop_timer_);
   if (kill_timer_ != 0) loop_->CancelTimer(kill_timer_);
   stop_timer_ = kill_timer_ = 0;
+  std::vector<pid_t> sessions;
   for (Worker& w : workers_) {
     if (w.output) w.output->Finish();
-    if (w.pid != 0) watchdog_->Untrack(w.pid);
+    if (w.pid != 0) sessions.push_back(w.pid);
   }
+  watchdog_->Untrack(sessions);
   spdlog::debug("workers of attempt {} stopped in {}", attempt_,
                 HumanDuration(EventLoop::Now() - stop_started_));
   state_ = State::kIdle;

@@ -36,7 +36,8 @@ namespace muster {
 struct WorkerExit {
   WorkerPlacement placement;
   pid_t pid = 0;
-  int code = 0;  // exit code, or 128+signal, or 126/127 when it could not start
+  int code = 0;    // exit code, or 128+signal, or 126/127 when it could not start
+  int signal = 0;  // the signal that killed it, 0 when it exited
   bool exec_failed = false;
   bool while_stopping = false;       // the group was being stopped (not a failure of its own)
   std::string what;                  // "exit 1", "signal 9 (SIGKILL)", "cannot execute ..."

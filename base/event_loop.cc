@@ -4,6 +4,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <vector>
@@ -11,6 +13,28 @@
 #include "base/errno_status.h"
 
 namespace muster {
+namespace {
+
+std::atomic<bool> have_epoll_pwait2{true};
+
+// epoll_wait for at most `wait`. With epoll_pwait2 (Linux 5.11) the timeout has nanosecond
+// resolution, so a timer fires on time; epoll_wait's millisecond timeout, rounded up so that
+// it never fires early, made every timer up to 1 ms late (the SIGKILL after the grace period,
+// B8). Older kernels get that fallback.
+int WaitForEvents(int epoll_fd, epoll_event* events, int max_events, absl::Duration wait) {
+  if (wait == absl::InfiniteDuration()) return epoll_wait(epoll_fd, events, max_events, -1);
+  wait = std::min(wait, absl::Hours(24));  // re-armed by the caller's loop
+  if (have_epoll_pwait2.load(std::memory_order_relaxed)) {
+    timespec ts = absl::ToTimespec(wait);
+    int n = epoll_pwait2(epoll_fd, events, max_events, &ts, nullptr);
+    if (n >= 0 || errno != ENOSYS) return n;
+    have_epoll_pwait2.store(false, std::memory_order_relaxed);
+  }
+  int timeout_ms = static_cast<int>(std::ceil(absl::ToDoubleMilliseconds(wait)));
+  return epoll_wait(epoll_fd, events, max_events, timeout_ms);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
   int fd = epoll_create1(EPOLL_CLOEXEC);
@@ -120,13 +144,8 @@ absl::Status EventLoop::RunOnce(absl::Duration max_wait) {
   if (!deadlines_.empty()) {
     wait = std::min(wait, std::max(absl::ZeroDuration(), deadlines_.begin()->first - Now()));
   }
-  // Round up so a timer never fires early; an infinite wait is -1.
-  int timeout_ms = wait == absl::InfiniteDuration()
-                       ? -1
-                       : static_cast<int>(std::min<double>(
-                             std::ceil(absl::ToDoubleMilliseconds(wait)), 1 << 30));
   epoll_event events[64];
-  int n = epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);
+  int n = WaitForEvents(epoll_fd_.get(), events, 64, wait);
   if (n < 0) {
     // EINTR: a signal we do not block (SIGSTOP/SIGCONT from a debugger)
     // interrupted the wait; that is not an error, just loop again.

@@ -1,5 +1,6 @@
 #include "launch/console_writer.h"
 
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -38,14 +39,13 @@ absl::StatusOr<std::unique_ptr<ConsoleWriter>> ConsoleWriter::Start(size_t sourc
 }
 
 ConsoleWriter::~ConsoleWriter() {
+  Close();
   Drain(absl::Seconds(2));
   bool drained;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
     drained = pending_ == 0;
   }
-  work_cv_.notify_all();
   // If the console is blocked for good, the thread is stuck in write(); detach
   // rather than hang the agent's exit. Process exit ends it.
   if (drained) {
@@ -77,12 +77,24 @@ bool ConsoleWriter::HasSpace(int source) {
   return !sources_[source].full;
 }
 
+void ConsoleWriter::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+}
+
 void ConsoleWriter::Drain(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   drained_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return pending_ == 0; });
 }
 
 void ConsoleWriter::Run() {
+  // Writing worker output is throughput work: never preempt the agent's loop when it
+  // hands over lines (SCHED_BATCH keeps the thread's CPU share). Best effort.
+  sched_param param{};
+  (void)sched_setscheduler(0, SCHED_BATCH, &param);
   size_t next = 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

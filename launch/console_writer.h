@@ -45,6 +45,9 @@ class ConsoleWriter {
   int space_fd() const { return space_fd_.get(); }
   // Waits until every queue is written or `timeout` passes.
   void Drain(absl::Duration timeout);
+  // No more Push(): the writer thread ends once every queue is written. Does not wait
+  // (the destructor does), so the agent's own teardown overlaps the last writes.
+  void Close();
 
  private:
   struct Source {

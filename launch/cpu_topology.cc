@@ -4,8 +4,10 @@
 #include <sched.h>
 
 #include <fstream>
+#include <set>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -15,20 +17,29 @@ namespace muster {
 
 absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text) {
   std::vector<int> cpus;
-  absl::string_view t(text.data(), text.size());
-  for (absl::string_view part : absl::StrSplit(t, ',', absl::SkipWhitespace())) {
+  std::set<int> seen;
+  absl::string_view t = absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+  if (t.empty()) return absl::InvalidArgumentError("empty CPU list; write e.g. 0-3,8,10-11");
+  // Every part is N or N-M and nothing else: "1-2-3" is an error, not 1-2 (the whole value
+  // must be consumed), and so is an empty part ("0,,3") or a CPU listed twice.
+  for (absl::string_view part : absl::StrSplit(t, ',')) {
     part = absl::StripAsciiWhitespace(part);
-    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(part, '-');
+    std::vector<absl::string_view> range = absl::StrSplit(part, '-');
     int lo = 0, hi = 0;
-    bool ok = absl::SimpleAtoi(range.first, &lo) &&
-              (range.second.empty() ? (hi = lo, true) : absl::SimpleAtoi(range.second, &hi));
+    bool ok = range.size() <= 2 && absl::SimpleAtoi(range.front(), &lo) &&
+              absl::SimpleAtoi(range.back(), &hi);
     if (!ok || lo < 0 || hi < lo || hi >= CPU_SETSIZE) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", part, "' is not a CPU or range; write e.g. 0-3,8,10-11"));
     }
-    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+    for (int c = lo; c <= hi; ++c) {
+      if (!seen.insert(c).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("CPU ", c, " is listed twice ('", part, "'); list each CPU once"));
+      }
+      cpus.push_back(c);
+    }
   }
-  if (cpus.empty()) return absl::InvalidArgumentError("empty CPU list");
   return cpus;
 }
 

@@ -24,7 +24,8 @@ std::vector<pid_t> ListChildren();
 // True while any process is left in process group `pgid` (zombies included).
 bool ProcessGroupExists(pid_t pgid);
 
-// Processes whose session id is in `sessions` (scans /proc/[0-9]*/stat).
+// Processes (zombies included) whose session id is in `sessions`: getsid() of every pid in
+// /proc.
 std::vector<pid_t> FindSessionMembers(const std::set<pid_t>& sessions);
 
 }  // namespace muster

@@ -39,12 +39,13 @@ std::set<int> DefaultRestartableExitCodes() { return {130, 137, 138, 143}; }
 
 absl::StatusOr<std::set<int>> ParseExitCodeList(std::string_view text) {
   std::set<int> codes;
-  for (absl::string_view part :
-       absl::StrSplit(absl::string_view(text.data(), text.size()), ',', absl::SkipEmpty())) {
+  absl::string_view t = absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+  if (t.empty()) return codes;  // no code restarts
+  for (absl::string_view part : absl::StrSplit(t, ',')) {
     int code = 0;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &code) || code < 1 || code > 255) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--restartable-exit-codes: '", part,
+          absl::StrCat("'", part,
                        "' is not an exit code; give a comma-separated list of "
                        "codes 1..255, e.g. 130,137,143,138"));
     }

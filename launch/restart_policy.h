@@ -27,7 +27,8 @@ const char* RestartPolicyName(RestartPolicy policy);
 // 130 (SIGINT), 137 (SIGKILL), 143 (SIGTERM), 138 (user-defined "please
 // restart").
 std::set<int> DefaultRestartableExitCodes();
-// "130,137,143,138" -> set; each code must be 1..255.
+// "130,137,143,138" -> set; each code must be 1..255, "" is no code, an empty entry is an
+// error. The error does not name the flag: the caller knows where the text came from.
 absl::StatusOr<std::set<int>> ParseExitCodeList(std::string_view text);
 
 enum class ExitVerdict {

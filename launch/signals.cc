@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -15,17 +16,19 @@ namespace muster {
 
 absl::StatusOr<std::vector<int>> ParseSignalList(std::string_view text) {
   std::vector<int> signals;
-  for (absl::string_view part :
-       absl::StrSplit(absl::string_view(text.data(), text.size()), ',', absl::SkipEmpty())) {
+  absl::string_view t = absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+  if (t.empty()) return signals;  // handle none: the agent then dies of them as any process
+  for (absl::string_view part : absl::StrSplit(t, ',')) {
     part = absl::StripAsciiWhitespace(part);
-    absl::StatusOr<int> sig = ParseSignal(std::string_view(part.data(), part.size()));
-    if (!sig.ok()) {
+    if (part.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--signals-to-handle: ", sig.status().message()));
+          absl::StrCat("'", t, "' has an empty entry; list e.g. SIGTERM,SIGINT"));
     }
+    absl::StatusOr<int> sig = ParseSignal(std::string_view(part.data(), part.size()));
+    if (!sig.ok()) return sig.status();
     if (*sig == SIGKILL || *sig == SIGSTOP || *sig == SIGCHLD) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--signals-to-handle: ", part, " cannot be handled; list e.g. SIGTERM,SIGINT"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(part, " cannot be handled; list e.g. SIGTERM,SIGINT"));
     }
     signals.push_back(*sig);
   }

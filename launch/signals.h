@@ -12,7 +12,8 @@
 namespace muster {
 
 // "SIGTERM,SIGINT,SIGHUP,SIGQUIT" (torchrun's default and spelling; names or
-// numbers).
+// numbers). "" is no signal; an empty entry is an error. The error does not name the flag:
+// the caller knows where the text came from.
 absl::StatusOr<std::vector<int>> ParseSignalList(std::string_view text);
 
 // Blocks `handled` plus SIGCHLD in the calling thread, ignores SIGPIPE (a

@@ -13,13 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "base/tsan.h"
 #include "base/unique_fd.h"
 
 namespace muster {
 namespace {
 
-[[maybe_unused]] constexpr size_t kChildStackSize = 64 * 1024;  // unused in TSan builds
+constexpr size_t kChildStackSize = 64 * 1024;
 
 // Everything the child reads, prepared by the parent before clone(). The child
 // shares the parent's memory (CLONE_VM) and the parent is suspended until exec
@@ -82,6 +83,21 @@ int ChildMain(void* arg) {
   if (sigprocmask(SIG_SETMASK, &empty, nullptr) != 0) ChildFail(a, errno);
   execve(a->path, a->argv, a->envp);
   ChildFail(a, errno);
+}
+
+// The child's stack: one per spawning thread, mapped once and reused. The child has exec'd
+// or exited when clone() returns (CLONE_VFORK), so the next spawn may use it again; a fresh
+// mapping per spawn cost an mmap, a munmap and the child's page faults on it (B7). Never
+// unmapped: one per thread that spawns (the agent's loop thread).
+[[maybe_unused]] absl::StatusOr<char*> ChildStackTop() {  // unused in TSan builds
+  thread_local void* stack = nullptr;
+  if (stack == nullptr) {
+    void* mapped = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (mapped == MAP_FAILED) return ErrnoStatus("mmap(child stack)", errno);
+    stack = mapped;
+  }
+  return static_cast<char*>(stack) + kChildStackSize;
 }
 
 bool IsExecutableFile(const std::string& path) {
@@ -158,15 +174,9 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   }
   if (pid < 0) return ErrnoStatus("fork", errno);
 #else
-  void* stack = mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return ErrnoStatus("mmap(child stack)", errno);
-  pid_t pid = clone(ChildMain, static_cast<char*>(stack) + kChildStackSize,
-                    CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-  int clone_errno = errno;
-  // The child has exec'd or exited by now (CLONE_VFORK), so its stack is free.
-  munmap(stack, kChildStackSize);
-  if (pid < 0) return ErrnoStatus("clone", clone_errno);
+  ASSIGN_OR_RETURN(char* stack_top, ChildStackTop());
+  pid_t pid = clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  if (pid < 0) return ErrnoStatus("clone", errno);
 #endif
   write_end.reset();
 

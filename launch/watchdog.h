@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "base/unique_fd.h"
 
 namespace muster {
@@ -30,14 +31,19 @@ class Watchdog {
   pid_t pid() const { return pid_; }
   // `session` is a worker's pid (each worker leads its own session).
   void Track(pid_t session);
-  void Untrack(pid_t session);
+  // All of `sessions` in one write: one wake-up of the watchdog, not one per worker.
+  void Untrack(absl::Span<const pid_t> sessions);
   // The agent is exiting on purpose: the watchdog exits without killing
-  // anything.
+  // anything. Does not wait for it: the agent goes on with its own teardown meanwhile.
   void Disarm();
+  // After Disarm(): reaps the watchdog if it has exited, without waiting. False while it
+  // still runs (it exits on its own; whoever inherits it then reaps it).
+  bool ReapIfGone();
 
  private:
   Watchdog(pid_t pid, UniqueFd pipe) : pid_(pid), pipe_(std::move(pipe)) {}
   void Send(char op, pid_t session);
+  void Write(const void* data, size_t size);
 
   pid_t pid_;
   UniqueFd pipe_;

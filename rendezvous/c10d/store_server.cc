@@ -28,6 +28,8 @@ StoreServer::~StoreServer() { Shutdown(); }
 
 size_t StoreServer::num_connections() const { return loop_->num_connections(); }
 
+void StoreServer::BeginShutdown() { loop_->Stop(); }
+
 void StoreServer::Shutdown() {
   std::call_once(shutdown_once_, [this] {
     loop_->Stop();

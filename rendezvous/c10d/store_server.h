@@ -53,6 +53,9 @@ class StoreServer {
 
   // Stops the loop and closes every connection. Idempotent.
   void Shutdown();
+  // Tells the loop to stop without waiting for it, so that its thread winds down while the
+  // caller does other work; Shutdown() (or the destructor) then only waits. Idempotent.
+  void BeginShutdown();
 
  private:
   StoreServer(std::unique_ptr<StoreLoop> loop, uint16_t port, std::string address);

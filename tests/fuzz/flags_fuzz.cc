@@ -36,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/flags.h"
 #include "agent/gpu_probe.h"
+#include "agent/wire_values.h"
 #include "base/duration.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"
@@ -470,6 +471,14 @@ void Check(const Case& c, const Config& cfg) {
   CHECK_OR_FAIL(!cfg.role.empty() && !cfg.master_addr.empty() && !cfg.debug_dir.empty(),
                 "empty role/master_addr/debug_dir");
   CHECK_OR_FAIL(cfg.store == "agent" || cfg.store == "rank0", cfg.store);
+  // What goes to other processes: proto3 strings (UTF-8 only) and gRPC metadata.
+  CHECK_OR_FAIL(CheckRunId("run id", cfg.run_id).ok(), EscapeForMessage(cfg.run_id));
+  CHECK_OR_FAIL(CheckHostOrAddress("master addr", cfg.master_addr).ok(),
+                EscapeForMessage(cfg.master_addr));
+  for (const std::string* host : {&cfg.local_addr, &cfg.rdzv_host_name}) {
+    CHECK_OR_FAIL(host->empty() || CheckHostOrAddress("host", *host).ok(), EscapeForMessage(*host));
+  }
+  CHECK_OR_FAIL(CheckToken("token", cfg.token).ok(), "token not printable ASCII");
   for (int code : cfg.restartable_exit_codes) {
     CHECK_OR_FAIL(code >= 1 && code <= 255, absl::StrCat("exit code ", code));
   }

@@ -16,6 +16,18 @@ from conftest import fake, muster_env, run_muster
     ([*fake()], {"PET_MAX_RESTARTS": "x"}, "PET_MAX_RESTARTS"),
     (["--restart-policy", "Sometimes", *fake()], {}, "--restart-policy"),
     (["--nproc-per-node", "gpu", *fake()], {"CUDA_VISIBLE_DEVICES": ""}, "no GPU"),
+    # Values are consumed whole: these were read as 1-2, 0:1 and is_host=false.
+    (["--bind-core-list", "1-2-3", *fake()], {}, "--bind-core-list: '1-2-3'"),
+    (["-r", "0:1:2", *fake()], {}, "--redirects: '0:1:2'"),
+    (["--rdzv-conf", "is_host=maybe", *fake()], {}, "--rdzv-conf: is_host: 'maybe'"),
+    ([*fake()], {"MUSTER_TEE": "0:3:1"}, "MUSTER_TEE"),
+    ([*fake()], {"LOGLEVEL": "loud"}, "LOGLEVEL: 'loud' is not a log level"),
+    # The run id travels in proto3 strings (UTF-8 only): refused here, not by the server.
+    # "\udcff" is the byte 0xFF (os.fsencode), which is not UTF-8.
+    (["--rdzv-id", "job\udcff", *fake()], {}, "--rdzv-id: 'job\\xFF' is not valid UTF-8"),
+    ([*fake()], {"PET_RDZV_ID": "caf\udce9"}, "PET_RDZV_ID"),
+    (["--local-addr", "10.0.0.1:29400", *fake()], {}, "--local-addr"),
+    ([*fake()], {"POD_IP": "10.0.0.\udcb9"}, "POD_IP"),
 ])
 def test_bad_input_exits_2_naming_it(args, env, needle, tmp_path):
     stamps = tmp_path / "stamps"
@@ -69,3 +81,17 @@ def test_version_and_help():
     assert h.returncode == 0 and "--shutdown-timeout" in h.stdout and "default: 30s" in h.stdout
     u = subprocess.run([str(MUSTER), "frobnicate"], capture_output=True, text=True)
     assert u.returncode == 2 and "frobnicate" in u.stderr
+
+
+def test_command_path_that_is_not_utf8_keeps_its_exit_code_across_the_rendezvous():
+    """A command that cannot start is reported to the rendezvous server ("cannot execute
+    PATH" in proto3 strings, UTF-8 only). With a non-UTF-8 path the server could not parse the
+    report and dropped the stream: exit 138 'the server closed it' instead of 127."""
+    from multinode import free_port
+    bad = "/nonexistent/no\udcffsuch"  # the byte 0xFF in the path (os.fsencode)
+    r = run_muster(["--nnodes", "1:2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                    "--rdzv-id", "utf8", "--rdzv-conf", "last_call_timeout=1s",
+                    "--no-python", bad], timeout=60,
+                   errors="backslashreplace")  # the agent's own log shows the path as it is
+    assert r.returncode == 127, (r.returncode, r.stderr[-2000:])
+    assert "server closed" not in r.stderr, r.stderr[-2000:]

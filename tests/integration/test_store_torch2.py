@@ -266,9 +266,11 @@ def make_programs(seed):
 # Run by client 0: corner cases, ending with the requests that make torch's server close the
 # connection (non-numeric ADD/BARRIER counter). Client 1 runs EDGE_PROGRAM_2 (its own
 # non-numeric ADD) only once client 0 set edge/done, so client 0's num_keys/list_keys never
-# depend on how the two interleave; client 2 runs nothing.
+# depend on how the two interleave; client 2 runs nothing. Client 1 connects with world_size,
+# so its connect adds torch's internal "init/" key, which num_keys counts: client 0 first
+# waits for client 1's edge/c1, or num_keys would depend on whether client 1 had connected.
 EDGE_PROGRAM = [
-    ["queue_push", "q", "v1"], ["get", "q"], ["check", ["q"]], ["multi_get", ["q"]],
+    ["wait", ["edge/c1"]], ["queue_push", "q", "v1"], ["get", "q"], ["check", ["q"]], ["multi_get", ["q"]],
     ["num_keys"], ["list_keys"], ["queue_pop", "q", False], ["queue_pop_timeout", "q", 100],
     ["add", "alive", 1], ["compare_set", "q", "", "x"], ["queue_len", "q"], ["get", "q"],
     ["queue_push", "q", "v2"], ["queue_pop", "q", True], ["get", "q"], ["delete_key", "q"],
@@ -278,7 +280,8 @@ EDGE_PROGRAM = [
     ["list_keys"], ["set", "edge/done", "1"], ["set", "bb", "abc"],
     ["barrier_timeout", "bb", 100, 100], ["get", "bb"],
 ]
-EDGE_PROGRAM_2 = [["wait", ["edge/done"]], ["set", "s", "abc"], ["add", "s", 1], ["get", "s"]]
+EDGE_PROGRAM_2 = [["set", "edge/c1", "1"], ["wait", ["edge/done"]], ["set", "s", "abc"],
+                  ["add", "s", 1], ["get", "s"]]
 
 
 def strip_unordered(program, results):

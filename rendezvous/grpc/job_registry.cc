@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::grpc_internal {
@@ -37,8 +38,12 @@ bool IsRetryableEnd(const Job& job) {
 
 }  // namespace
 
-JobRegistry::JobRegistry(std::string required_run_id)
-    : required_run_id_(std::move(required_run_id)), timer_([this] { TimerLoop(); }) {}
+JobRegistry::JobRegistry(std::string required_run_id, absl::Duration liveness_interval,
+                         int liveness_misses)
+    : required_run_id_(std::move(required_run_id)),
+      liveness_interval_(liveness_interval),
+      liveness_misses_(liveness_misses),
+      timer_([this] { TimerLoop(); }) {}
 
 JobRegistry::~JobRegistry() {
   {
@@ -90,7 +95,23 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
       return joined;
     }
     it->second.version = ++versions_;
-    if (created) spdlog::info("rendezvous: job {} created by {}", spec.run_id, node.host);
+    if (created) {
+      spdlog::info("rendezvous: job {} created by {}", spec.run_id, node.host);
+      // The server's sockets, not the job, decide when a silent node is lost; an agent that
+      // gives up sooner than the server exits 138 while the server still counts it.
+      if (spec.heartbeat_interval != liveness_interval_ ||
+          spec.heartbeat_misses != liveness_misses_) {
+        spdlog::warn(
+            "rendezvous: job {} asks for heartbeat_interval={} x heartbeat_misses={} (--rdzv-conf "
+            "of {}), but this server checks its connections every {} x {}: a partitioned node "
+            "is noticed after {}; start the server with the job's values (muster serve "
+            "--heartbeat-interval/--heartbeat-misses, or the same --rdzv-conf on the hosting "
+            "agent)",
+            spec.run_id, absl::FormatDuration(spec.heartbeat_interval), spec.heartbeat_misses,
+            node.host, absl::FormatDuration(liveness_interval_), liveness_misses_,
+            absl::FormatDuration(liveness_interval_ * liveness_misses_));
+      }
+    }
     spdlog::debug("rendezvous: {} ({}) joined job {}", node.host, node.address, spec.run_id);
     RouteLocked(events, &touched);
     wake = TimerMustWakeLocked(it->second.job);

@@ -52,7 +52,11 @@ class StatusWatcher {
 class JobRegistry {
  public:
   // `required_run_id` empty: any run id is served; otherwise joins for others are refused.
-  explicit JobRegistry(std::string required_run_id);
+  // `liveness_interval` x `liveness_misses`: the TCP keepalive the server's sockets carry
+  // (RendezvousServer::Options); a job whose agents were told otherwise is warned about.
+  explicit JobRegistry(std::string required_run_id,
+                       absl::Duration liveness_interval = absl::Seconds(5),
+                       int liveness_misses = 3);
   ~JobRegistry();  // stops the timer thread
 
   JobRegistry(const JobRegistry&) = delete;
@@ -113,6 +117,8 @@ class JobRegistry {
   void NotifyWatchers();
 
   const std::string required_run_id_;
+  const absl::Duration liveness_interval_;
+  const int liveness_misses_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // a deadline may have moved, or stopping
   bool stopping_ = false;

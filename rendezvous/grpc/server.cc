@@ -297,7 +297,7 @@ grpc::ServerWriteReactor<v1::JobStatusReply>* JobStatusService::Watch(
 class RendezvousServer::Impl {
  public:
   explicit Impl(const Options& options)
-      : registry_(options.run_id),
+      : registry_(options.run_id, options.heartbeat_interval, options.heartbeat_misses),
         rendezvous_(&registry_, options.token),
         job_status_(&registry_, options.token) {}
 

@@ -222,7 +222,8 @@ class Chaos:
 
     def start_server(self):
         pod = self.pods[RDZV]
-        self.server = pod.run([MUSTER, "serve", "--port", "29400", "--rdzv-id", RUN_ID],
+        self.server = pod.run([MUSTER, "serve", "--port", "29400", "--rdzv-id", RUN_ID,
+                               "--heartbeat-interval", "1s", "--heartbeat-misses", "3"],
                               env=muster_env())
 
     def start_agent(self, i, dns_delay=0.0):

@@ -521,7 +521,9 @@ class Chaos:
         self.log(f"{self.pods[outage['pod']].name}: link up", outage["up"])
 
     # -- the run ----------------------------------------------------------------------------
-    def tick_until(self, deadline, done=lambda: False):
+    def tick_until(self, deadline, done=lambda: False, stop_when_over=True):
+        """Runs due actions and samples until `deadline` or `done()`; also returns early on a
+        violation, or (stop_when_over) when the job ended on its own."""
         next_sample = next_records = 0.0
         while time.time() < deadline:
             now = time.time()
@@ -535,7 +537,7 @@ class Chaos:
             if now >= next_records:
                 self.read_records()
                 next_records = now + 1.0
-            if self.violations or self.job_over or done():
+            if done() or self.violations or (stop_when_over and self.job_over):
                 return True
             time.sleep(0.05)
         return False
@@ -571,8 +573,10 @@ class Chaos:
         self.log(f"chaos for {self.seconds:.0f} s")
         self.tick_until(end)
         if self.job_over:
+            # Every agent must see the end and exit: wait for that, not just for job_over.
             self.tick_until(time.time() + 90, lambda: all(
-                self.current(i).ended_at is not None for i in range(len(NPROC))))
+                self.current(i).ended_at is not None for i in range(len(NPROC))),
+                stop_when_over=False)
             return
         # Links still down come up and withheld DNS entries appear; no new events.
         self.actions = [a for a in self.actions if a[2] == "repair"]

@@ -11,6 +11,10 @@ namespace muster::rdzv {
 namespace {
 
 constexpr int kProgressBroadcastLimit = 64;
+// Above that size a joiner hears how far the gathering is only if the round has not started
+// this long after its join: in a round that completes at once (thousands of agents joining
+// within a second) that write per agent would be a third of the server's work for nothing.
+constexpr absl::Duration kProgressDelay = absl::Seconds(1);
 // Workers one node may bring. The server keeps a record per worker and sums ranks in int,
 // so a bogus Join (local_world_size 2^31-1) must be refused, not allocated (found by
 // tests/fuzz/rendezvous_fuzz).
@@ -258,13 +262,14 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
       if (phase_ == Phase::kGathering) {
         // Everyone waiting hears how far the gathering is, up to a size where telling
         // all of them on every join would make a round O(n^2) in messages.
-        std::string text = ProgressText(now);
         if (LiveCount() <= kProgressBroadcastLimit) {
+          std::string text = ProgressText(now);
           for (const auto& [id, n] : nodes_) {
             out->push_back(MakeEvent(Event::Kind::kProgress, id, text));
           }
         } else {
-          out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id, text));
+          progress_owed_.push_back(info.node_id);
+          if (!progress_due_) progress_due_ = now + kProgressDelay;
         }
       }
       break;
@@ -513,6 +518,8 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   ++round_;
   phase_ = Phase::kRunning;
   last_call_.reset();
+  progress_owed_.clear();  // each of them hears RoundStarted or "waiting for a place" now
+  progress_due_.reset();
   participants_.clear();
   for (auto& [id, node] : nodes_) node.prev_group_rank = -1;
   int world_size = 0;
@@ -606,6 +613,19 @@ std::string Job::ProgressText(absl::Time now) const {
 
 void Job::Tick(absl::Time now, std::vector<Event>* out) {
   if (phase_ == Phase::kFinished) return;
+  if (progress_due_ && now >= *progress_due_) {
+    progress_due_.reset();
+    if (phase_ == Phase::kGathering) {
+      std::string text = ProgressText(now);
+      for (const std::string& id : progress_owed_) {
+        auto it = nodes_.find(id);
+        if (it != nodes_.end() && !it->second.left) {
+          out->push_back(MakeEvent(Event::Kind::kProgress, id, text));
+        }
+      }
+    }
+    progress_owed_.clear();
+  }
   // Heartbeats: the front of by_last_seen_ is the node heard from longest ago.
   absl::Duration silence = spec_.heartbeat_interval * spec_.heartbeat_misses;
   // Every node that missed its heartbeats goes in one batch: removed one by one, the first
@@ -674,6 +694,7 @@ std::optional<absl::Time> Job::NextDeadline() const {
     }
   }
   if (phase_ == Phase::kStopping) consider(stopping_since_ + spec_.stop_timeout);
+  if (progress_due_) consider(*progress_due_);
   return next;
 }
 

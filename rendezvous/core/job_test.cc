@@ -67,6 +67,35 @@ JobSpec Spec(int min, int max, int restarts = 0) {
   return s;
 }
 
+TEST(JobTest, LargeGatheringTellsJoinersHowFarAfterASecondOnly) {
+  JobSpec s = Spec(100, 100);
+  s.heartbeat_interval = absl::Seconds(100);  // no node is lost while the clock moves
+  JobHarness h(s);
+  for (int i = 1; i <= 70; ++i) ASSERT_TRUE(h.Join(std::to_string(i)).ok());
+  // Up to 64 nodes every join is broadcast; above, a joiner is told only if the round has
+  // not started a second after its join.
+  EXPECT_EQ(h.Last("64", Event::Kind::kProgress)->text.substr(0, 16), "joined 64/100 no");
+  for (int i = 65; i <= 70; ++i) EXPECT_TRUE(h.Take(std::to_string(i)).empty()) << i;
+  h.Advance(absl::Milliseconds(999));
+  for (int i = 65; i <= 70; ++i) EXPECT_TRUE(h.Take(std::to_string(i)).empty()) << i;
+  h.Advance(absl::Milliseconds(1));
+  for (int i = 65; i <= 70; ++i) {
+    std::vector<Event> got = h.Take(std::to_string(i));
+    ASSERT_EQ(got.size(), 1u) << i;
+    EXPECT_EQ(got[0].kind, Event::Kind::kProgress);
+    EXPECT_EQ(got[0].text.substr(0, 16), "joined 70/100 no");
+  }
+  // Joiners whose round starts within the second hear RoundStarted only.
+  for (int i = 71; i <= 100; ++i) ASSERT_TRUE(h.Join(std::to_string(i)).ok());
+  EXPECT_EQ(h.job().phase(), Job::Phase::kRunning);
+  h.Advance(absl::Seconds(2));
+  for (int i = 71; i <= 100; ++i) {
+    std::vector<Event> got = h.Take(std::to_string(i));
+    ASSERT_EQ(got.size(), 1u) << i;
+    EXPECT_EQ(got[0].kind, Event::Kind::kRoundStarted);
+  }
+}
+
 TEST(JobTest, RoundFormsAtMaxWithRanksInArrivalOrder) {
   JobHarness h(Spec(3, 3));
   ASSERT_TRUE(h.Join("1").ok());

@@ -330,8 +330,9 @@ class Load {
     for (const Agent& g : agents_) {
       const Assigned& s = g.assigned;
       std::string who = "agent b2-" + std::to_string(g.index) + ": ";
-      if (s.round != round)
+      if (s.round != round) {
         return who + "round " + std::to_string(s.round) + " vs " + std::to_string(round);
+      }
       if (s.group_world_size != m || s.world_size != m * l || s.nodes != nodes) {
         return who + "group_world_size " + std::to_string(s.group_world_size) + ", world_size " +
                std::to_string(s.world_size) + ", " + std::to_string(s.nodes) + " nodes";

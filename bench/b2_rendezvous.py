@@ -8,15 +8,15 @@ callback API, built as <build>/bin/rdzv_load), with --client python the older
 bench/helpers/rdzv_load.py (grpc.aio; its ~0.4 ms of CPU per agent competes with the server on
 2 vCPUs and inflates the slope), with --client h2 bench/helpers/rdzv_h2load.cc (built as
 <build>/bin/rdzv_h2load: one epoll thread speaking HTTP/2 + gRPC framing by hand, with gRPC's
-client SETTINGS; about a sixth of rdzv_load's CPU per round, so on 2 vCPUs the round measures
-the server more than the client; it sends no Heartbeat messages and no HTTP/2 pings, so its
-heartbeat window is --hb-mode none only, the streams held open). Each agent sends Join (min =
-max nodes = M) and waits for
-RoundStarted. Metric: first Join sent -> last RoundStarted received; server CPU (utime+stime
-from /proc/<pid>/stat over the round) and peak RSS (VmHWM). The client's own CPU is reported
-too. Also: server cost with --hb-agents joined agents for --hb-secs, sending Heartbeat every
-1 s (--hb-mode app) or staying joined without messages (--hb-mode none: liveness left to the
-transport), and optionally with HTTP/2 keepalive pings (--keepalive-ms).
+client SETTINGS; a fifth of rdzv_load's CPU per round at 1024-4096 agents, so on 2 vCPUs the
+round measures the server more than the client; it sends no Heartbeat messages and no HTTP/2
+pings, so its heartbeat window is --hb-mode none only, every stream held open and silent).
+Each agent sends Join (min = max nodes = M) and waits for RoundStarted. Metric: first Join
+sent -> last RoundStarted received; server CPU (utime+stime from /proc/<pid>/stat over the
+round) and peak RSS (VmHWM). The client's own CPU is reported too. Also: server cost with
+--hb-agents joined agents for --hb-secs, sending Heartbeat every 1 s (--hb-mode app) or staying
+joined without messages (--hb-mode none: liveness left to the transport), and optionally with
+HTTP/2 keepalive pings (--keepalive-ms).
 """
 import argparse
 import json

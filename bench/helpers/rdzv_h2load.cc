@@ -500,7 +500,8 @@ class Load {
             getsockopt(g->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
           return SysFail("getsockopt(SO_ERROR)");
         }
-        return AgentFail(*g, std::string("read: ") + std::strerror(err));
+        return AgentFail(*g, err == 0 ? std::string("read: an error event, SO_ERROR 0")
+                                      : std::string("read: ") + std::strerror(err));
       }
       if (n == 0) {
         if (g->phase == Phase::kDone) {  // the server closed after ending the stream

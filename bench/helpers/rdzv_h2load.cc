@@ -31,8 +31,9 @@
 // byte receive window (default 4194303, as gRPC: SETTINGS_INITIAL_WINDOW_SIZE and a
 // connection WINDOW_UPDATE); received bytes go back with WINDOW_UPDATE once half is used.
 //
-// --hold-secs S: after the round (and 1.5 s to settle, as rdzv_load), keep every stream open
-// S seconds without messages (the hb_window, as rdzv_load --no-app-heartbeats).
+// --hold-secs S: after the round (and 1.5 s to settle, as rdzv_load, after spreading the
+// keepalive probes: Load::StaggerKeepalive), keep every stream open S seconds without
+// messages (the hb_window, as rdzv_load --no-app-heartbeats).
 // --tcp-keepalive-ms T: TCP keepalive on each connection as an agent's channel has it
 // (rendezvous/grpc/tcp_keepalive.cc: probe after T ms of silence, give up after 3 T).
 //
@@ -296,6 +297,33 @@ class Load {
                                                std::chrono::duration<double>(secs));
     while (Clock::now() < end) {
       if (!Poll(end, nullptr)) return false;
+    }
+    return true;
+  }
+
+  // Spreads the agents' TCP keepalive probes evenly over one probe interval. This client
+  // reads every RoundStarted within a few hundred ms, so all connections go idle at once and
+  // their probes (with the server's) come in bursts of thousands per timer tick: at 4096
+  // agents that overflowed loopback's backlog (net.core.netdev_max_backlog 1000; drops in
+  // /proc/net/softnet_stat) and TCP_USER_TIMEOUT aborted connections. Real agents on
+  // separate hosts go idle at scattered times; rdzv_load's slower reads scatter them too.
+  // SO_KEEPALIVE off and on restarts an idle socket's probe timer from now.
+  bool StaggerKeepalive() {
+    if (a_.tcp_keepalive_ms <= 0) return true;
+    const Clock::duration interval = std::chrono::seconds((a_.tcp_keepalive_ms + 999) / 1000);
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < a_.m;) {
+      Clock::time_point due = start + interval * i / a_.m;
+      if (Clock::now() < due) {
+        if (!Poll(due, nullptr)) return false;
+        continue;
+      }
+      int fd = agents_[i++].fd;
+      for (int on : {0, 1}) {
+        if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0) {
+          return SysFail("setsockopt(SO_KEEPALIVE)");
+        }
+      }
     }
     return true;
   }
@@ -851,7 +879,7 @@ int Main(int argc, char** argv) {
   bool ok = formed;
   if (ok && a.hold_secs > 0) {
     // Settle as rdzv_load does, then the window with every stream open and silent.
-    ok = load->Hold(1.5);
+    ok = load->StaggerKeepalive() && load->Hold(1.5);
     double cpu2 = CpuSeconds();
     std::fprintf(stderr, "hb_window start %.6f\n", MonotonicSeconds());
     ok = ok && load->Hold(a.hold_secs);

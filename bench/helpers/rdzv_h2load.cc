@@ -6,12 +6,11 @@
 //                      [--window BYTES] [--timeout-secs D]
 //
 // Why: rdzv_load.cc (gRPC C++ callback API, one channel per agent) spends more CPU than the
-// server during a 4096-agent round (~1.0 s vs ~0.6 s), and on 2 vCPUs the client then dominates the
-// measured round. This twin does the minimum an agent's Session stream needs on the wire,
-// with the same output contract (one JSON line on stdout with connect_ms, round_ms,
-// leave_ms and client_cpu_{connect,round,leave}_s; "phase join/leave start/end" and
-// "hb_window start/end" on stderr where rdzv_load prints them), so bench/b2_rendezvous.py
-// can drive either.
+// server during a 4096-agent round (~1.0 s vs ~0.6 s), and on 2 vCPUs the client then
+// dominates the measured round. This twin does the minimum an agent's Session stream needs on the
+// wire, with the same output contract (one JSON line on stdout with connect_ms, round_ms, leave_ms
+// and client_cpu_{connect,round,leave}_s; "phase join/leave start/end" and "hb_window start/end" on
+// stderr where rdzv_load prints them), so bench/b2_rendezvous.py can drive either.
 //
 // Per agent: its own TCP connection, connected before the clock (preface + SETTINGS, up
 // when the server's SETTINGS arrived; at most 512 connects in flight so the listen backlog

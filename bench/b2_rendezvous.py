@@ -6,12 +6,17 @@ per M). Agents: M simulated agents in one client process, one channel (TCP conne
 agent, connected before the clock starts: by default bench/helpers/rdzv_load.cc (gRPC C++
 callback API, built as <build>/bin/rdzv_load), with --client python the older
 bench/helpers/rdzv_load.py (grpc.aio; its ~0.4 ms of CPU per agent competes with the server on
-2 vCPUs and inflates the slope). Each agent sends Join (min = max nodes = M) and waits for
-RoundStarted. Metric: first Join sent -> last RoundStarted received; server CPU (utime+stime
-from /proc/<pid>/stat over the round) and peak RSS (VmHWM). The client's own CPU is reported
-too. Also: server cost with --hb-agents joined agents for --hb-secs, sending Heartbeat every
-1 s (--hb-mode app) or staying joined without messages (--hb-mode none: liveness left to the
-transport), and optionally with HTTP/2 keepalive pings (--keepalive-ms).
+2 vCPUs and inflates the slope), with --client h2 bench/helpers/rdzv_h2load.cc (built as
+<build>/bin/rdzv_h2load: one epoll thread speaking HTTP/2 + gRPC framing by hand, with gRPC's
+client SETTINGS; a fifth of rdzv_load's CPU per round at 1024-4096 agents, so on 2 vCPUs the
+round measures the server more than the client; it sends no Heartbeat messages and no HTTP/2
+pings, so its heartbeat window is --hb-mode none only, every stream held open and silent).
+Each agent sends Join (min = max nodes = M) and waits for RoundStarted. Metric: first Join
+sent -> last RoundStarted received; server CPU (utime+stime from /proc/<pid>/stat over the
+round) and peak RSS (VmHWM). The client's own CPU is reported too. Also: server cost with
+--hb-agents joined agents for --hb-secs, sending Heartbeat every 1 s (--hb-mode app) or staying
+joined without messages (--hb-mode none: liveness left to the transport), and optionally with
+HTTP/2 keepalive pings (--keepalive-ms).
 """
 import argparse
 import json
@@ -25,6 +30,9 @@ import storebench as sb
 
 RDZV_LOAD_PY = str(c.BENCH / "helpers" / "rdzv_load.py")
 RDZV_LOAD_CC = str(c.BUILD / "bin" / "rdzv_load")
+RDZV_H2LOAD = str(c.BUILD / "bin" / "rdzv_h2load")
+H2_REFUSAL = ("--client h2 (helpers/rdzv_h2load.cc) sends neither Heartbeat messages nor HTTP/2 "
+              "keepalive pings: use --hb-mode none and --keepalive-ms 0")
 PL_US_PER_AGENT = 40.0  # perf.md B2: M x (connect 28 us + 1-2 req/resp) ~ M x 40 us
 
 
@@ -64,6 +72,13 @@ def load_argv(client, port, m, hb_secs, hb_mode="app", keepalive_ms=0):
         if hb_mode != "app" or keepalive_ms:
             sys.exit("--client python sends app heartbeats only, without keepalive pings")
         return [sys.executable, RDZV_LOAD_PY, str(port), str(m), "--heartbeat-secs", str(hb_secs)]
+    if client == "h2":
+        if keepalive_ms or (hb_secs and hb_mode != "none"):
+            sys.exit(H2_REFUSAL)
+        # The heartbeat window: every stream held open, silent (as rdzv_load
+        # --no-app-heartbeats); TCP keepalive as below.
+        argv = [RDZV_H2LOAD, str(port), str(m), "--tcp-keepalive-ms", "1000"]
+        return argv + (["--hold-secs", str(hb_secs)] if hb_secs else [])
     # Agents' connections carry TCP keepalive as real agents' do (1 s: Serve.LIVENESS).
     argv = [RDZV_LOAD_CC, str(port), str(m), "--heartbeat-secs", str(hb_secs),
             "--keepalive-ms", str(keepalive_ms), "--tcp-keepalive-ms", "1000"]
@@ -122,8 +137,9 @@ def main():
     ap.add_argument("--hb-secs", type=float, default=30)
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
-    ap.add_argument("--client", choices=["c++", "python"], default="c++",
-                    help="load generator: helpers/rdzv_load.cc (default) or rdzv_load.py")
+    ap.add_argument("--client", choices=["c++", "python", "h2"], default="c++",
+                    help="load generator: helpers/rdzv_load.cc (default), rdzv_load.py, or "
+                         "rdzv_h2load.cc (hand-written HTTP/2, single epoll thread)")
     ap.add_argument("--hb-mode", choices=["app", "none"], default="none",
                     help="heartbeat window: no messages (agents since TCP keepalive liveness), "
                          "or Heartbeat messages every 1 s (agents before it)")
@@ -134,6 +150,11 @@ def main():
         a.hb_mode = "app"  # rdzv_load.py always sends Heartbeat messages
     if a.client == "c++" and not os.path.exists(RDZV_LOAD_CC):
         sys.exit(f"{RDZV_LOAD_CC} missing: cmake --build <build> --target rdzv_load")
+    if a.client == "h2":
+        if a.hb_agents and (a.hb_mode != "none" or a.keepalive_ms):
+            sys.exit(H2_REFUSAL)
+        if not os.path.exists(RDZV_H2LOAD):
+            sys.exit(f"{RDZV_H2LOAD} missing: cmake --build <build> --target rdzv_h2load")
     sb.bound_quiet_wait(a.max_wait)
     c.print_header(f"B2 rendezvous round time vs M agents (gRPC server, {a.client} agents)")
     c.check_binaries()
@@ -163,8 +184,8 @@ def main():
                      (" *" if dist else "")])
     note = ("Median of the runs (1 run for M > 1024). * = a foreign build ran. PL = M x 40 us "
             "(perf.md B2). Server CPU (whole run): connect + round + leave (+ heartbeat window); "
-            "server CPU (round): between the C++ client's join markers (first Join written, last "
-            "RoundStarted read); client CPU: the round only.")
+            "server CPU (round): between the compiled clients' join markers (first Join written, "
+            "last RoundStarted read); client CPU: the round only.")
     if len(pts) >= 3:
         big = [(x, y) for x, y in pts if x >= 16]
         b, k = fit([x for x, _ in big], [y for _, y in big])

@@ -13,7 +13,7 @@
 // round starts when the last agent joins), wait for RoundStarted (optionally answer with
 // WorkersStarted), Heartbeat every I ms for S seconds, Leave. Reported: connect_ms,
 // round_ms (first Join written -> last RoundStarted read), leave_ms (first Leave written ->
-// last stream done) and this process's CPU per phase.
+// last stream done) and this process's CPU per phase (client_cpu_{connect,round,leave}_s).
 //
 // --keepalive-ms K: HTTP/2 keepalive pings every K ms, as a real agent sends them (client.cc
 // uses its heartbeat interval); 0 (the default, as rdzv_load.py) sends none.
@@ -395,18 +395,22 @@ int main(int argc, char** argv) {
   // Phase 3: Leave; the server ends each stream.
   if (formed) {
     std::fprintf(stderr, "phase leave start\n");
+    double cpu3 = CpuSeconds();
     Clock::time_point t_leave = Clock::now();
     for (auto& agent : agents) agent->Leave();
     std::unique_lock<std::mutex> lock(progress.mu);
     bool all_done =
         progress.cv.wait_for(lock, std::chrono::seconds(60), [&] { return progress.done == a.m; });
+    double cpu_leave = CpuSeconds() - cpu3;
     std::fprintf(stderr, "phase leave end\n");
-    char buf[80];
+    char buf[120];
     if (all_done) {
-      std::snprintf(buf, sizeof buf, ", \"leave_ms\": %.3f", Ms(progress.last_done - t_leave));
+      std::snprintf(buf, sizeof buf, ", \"leave_ms\": %.3f, \"client_cpu_leave_s\": %.6f",
+                    Ms(progress.last_done - t_leave), cpu_leave);
     } else {
-      std::snprintf(buf, sizeof buf, ", \"leave_ms\": null, \"leave_pending\": %d",
-                    a.m - progress.done);
+      std::snprintf(buf, sizeof buf,
+                    ", \"leave_ms\": null, \"leave_pending\": %d, \"client_cpu_leave_s\": %.6f",
+                    a.m - progress.done, cpu_leave);
     }
     extra += buf;
   }

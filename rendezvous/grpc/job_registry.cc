@@ -219,7 +219,10 @@ void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched
     auto member = members_.find(event.node_id);
     if (member == members_.end()) continue;  // its stream is already gone
     member->second.stream->Enqueue(event);
-    if (std::find(touched->begin(), touched->end(), member->second.stream) == touched->end()) {
+    // A stream listed twice is flushed twice, which is harmless (Flush does nothing while a
+    // write is under way or nothing is queued); searching the list for every event made a
+    // round's RoundStarted broadcast O(nodes^2).
+    if (touched->empty() || touched->back() != member->second.stream) {
       touched->push_back(member->second.stream);
     }
   }

@@ -34,7 +34,8 @@ class NodeStream {
   virtual ~NodeStream() = default;
   // Called with the registry's mutex held: only queue, never block or call back.
   virtual void Enqueue(const Event& event) = 0;
-  // Called without the registry's mutex: start sending what was queued.
+  // Called without the registry's mutex: start sending what was queued. May be called again
+  // with nothing new queued; it must then do nothing.
   virtual void Flush() = 0;
   // Called without the registry's mutex: the job dropped this node (it never stopped its
   // workers); tell it `why` and end the stream.

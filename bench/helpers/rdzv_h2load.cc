@@ -288,6 +288,7 @@ class Load {
       g.phase = Phase::kJoined;
       if (!Send(&g, std::move(joins[g.index]))) return false;
     }
+    all_joins_written_ = Clock::now();
     return RunUntil([&] { return round_started_ == a_.m; }, "round");
   }
 
@@ -377,6 +378,10 @@ class Load {
 
   const std::string& error() const { return error_; }
   Clock::time_point last_round_started() const { return last_round_started_; }
+  // When the client had written (not necessarily sent) every Join, and when the first
+  // RoundStarted arrived: where the round's time went (joins, server, broadcast).
+  Clock::time_point all_joins_written() const { return all_joins_written_; }
+  Clock::time_point first_round_started() const { return first_round_started_; }
   Clock::time_point last_done() const { return last_done_; }
   int round_started() const { return round_started_; }
   int done() const { return done_; }
@@ -688,6 +693,7 @@ class Load {
     if (g->phase != Phase::kJoined) return AgentFail(*g, "a second RoundStarted");
     g->assigned = s;
     g->phase = g->leave_sent ? Phase::kLeaving : Phase::kRoundStarted;
+    if (round_started_ == 0) first_round_started_ = Clock::now();
     if (++round_started_ == a_.m) last_round_started_ = Clock::now();
     return true;
   }
@@ -836,7 +842,7 @@ class Load {
   std::string preface_;
   int up_ = 0, round_started_ = 0, done_ = 0;
   uint64_t data_bytes_ = 0;
-  Clock::time_point last_round_started_, last_done_;
+  Clock::time_point last_round_started_, last_done_, all_joins_written_, first_round_started_;
   std::string error_;  // the first failure; it ends the phase
   epoll_event events_[kMaxEvents];
   uint8_t buf_[256 * 1024];
@@ -912,9 +918,12 @@ int Main(int argc, char** argv) {
 
   std::string error = !check.empty() ? "self-check: " + check : load->error();
   if (!error.empty()) std::fprintf(stderr, "rdzv_h2load: %s\n", error.c_str());
-  char round_ms[40] = "null";
+  char round_ms[120] = "null";
   if (formed) {
-    std::snprintf(round_ms, sizeof round_ms, "%.3f", Ms(load->last_round_started() - t_first));
+    std::snprintf(round_ms, sizeof round_ms,
+                  "%.3f, \"joins_written_ms\": %.3f, \"first_round_started_ms\": %.3f",
+                  Ms(load->last_round_started() - t_first), Ms(load->all_joins_written() - t_first),
+                  Ms(load->first_round_started() - t_first));
   }
   std::printf(
       "{\"m\": %d, \"client\": \"h2\", \"full_parse\": %s, \"connect_ms\": %.3f, "

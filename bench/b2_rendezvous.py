@@ -3,10 +3,10 @@
 
 Server: the real gRPC rendezvous server, `muster serve --port 0 --rdzv-id b2` (a fresh process
 per M). Agents: M simulated agents in one client process, one channel (TCP connection) per
-agent, connected before the clock starts: by default bench/helpers/rdzv_load.cc (gRPC C++
+agent, connected before the clock starts: with --client c++ bench/helpers/rdzv_load.cc (gRPC C++
 callback API, built as <build>/bin/rdzv_load), with --client python the older
 bench/helpers/rdzv_load.py (grpc.aio; its ~0.4 ms of CPU per agent competes with the server on
-2 vCPUs and inflates the slope), with --client h2 bench/helpers/rdzv_h2load.cc (built as
+2 vCPUs and inflates the slope), by default (--client h2) bench/helpers/rdzv_h2load.cc (built as
 <build>/bin/rdzv_h2load: one epoll thread speaking HTTP/2 + gRPC framing by hand, with gRPC's
 client SETTINGS; a fifth of rdzv_load's CPU per round at 1024-4096 agents, so on 2 vCPUs the
 round measures the server more than the client; it sends no Heartbeat messages and no HTTP/2
@@ -137,9 +137,9 @@ def main():
     ap.add_argument("--hb-secs", type=float, default=30)
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
-    ap.add_argument("--client", choices=["c++", "python", "h2"], default="c++",
-                    help="load generator: helpers/rdzv_load.cc (default), rdzv_load.py, or "
-                         "rdzv_h2load.cc (hand-written HTTP/2, single epoll thread)")
+    ap.add_argument("--client", choices=["c++", "python", "h2"], default="h2",
+                    help="load generator: helpers/rdzv_h2load.cc (default: hand-written HTTP/2, "
+                         "single epoll thread), rdzv_load.cc (gRPC C++), or rdzv_load.py")
     ap.add_argument("--hb-mode", choices=["app", "none"], default="none",
                     help="heartbeat window: no messages (agents since TCP keepalive liveness), "
                          "or Heartbeat messages every 1 s (agents before it)")
@@ -160,7 +160,7 @@ def main():
     c.check_binaries()
     rows, pts = [], []
     for m in [int(x) for x in a.ms.split(",")]:
-        runs = a.runs if m <= 1024 else 1
+        runs = a.runs
 
         def measure():
             return [run(m, client=a.client) for _ in range(runs)]

@@ -11,9 +11,10 @@ namespace muster::rdzv {
 namespace {
 
 constexpr int kProgressBroadcastLimit = 64;
-// Above that size a joiner hears how far the gathering is only if the round has not started
-// this long after its join: in a round that completes at once (thousands of agents joining
-// within a second) that write per agent would be a third of the server's work for nothing.
+// Up to that size every waiting node hears how far the gathering is at most this often; above
+// it a joiner hears it only if the round has not started this long after its join: in a round
+// that completes at once (thousands of agents joining within a second) that write per agent
+// would be a third of the server's work for nothing.
 constexpr absl::Duration kProgressDelay = absl::Seconds(1);
 // Workers one node may bring. The server keeps a record per worker and sums ranks in int,
 // so a bogus Join (local_world_size 2^31-1) must be refused, not allocated (found by
@@ -260,13 +261,14 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
       }
       MaybeCompleteRound(now, out);
       if (phase_ == Phase::kGathering) {
-        // Everyone waiting hears how far the gathering is, up to a size where telling
-        // all of them on every join would make a round O(n^2) in messages.
+        // How far the gathering is: a joiner of a small job hears it at once, every waiting
+        // node at most once a second (telling all of them on every join made a round
+        // O(n^2) in messages), and above kProgressBroadcastLimit nodes only joiners still
+        // waiting a second after their join.
         if (LiveCount() <= kProgressBroadcastLimit) {
-          std::string text = ProgressText(now);
-          for (const auto& [id, n] : nodes_) {
-            out->push_back(MakeEvent(Event::Kind::kProgress, id, text));
-          }
+          out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id, ProgressText(now)));
+          progress_to_all_ = true;
+          if (!progress_due_) progress_due_ = now + kProgressDelay;
         } else {
           progress_owed_.push_back(info.node_id);
           if (!progress_due_) progress_due_ = now + kProgressDelay;
@@ -519,6 +521,7 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   phase_ = Phase::kRunning;
   last_call_.reset();
   progress_owed_.clear();  // each of them hears RoundStarted or "waiting for a place" now
+  progress_to_all_ = false;
   progress_due_.reset();
   participants_.clear();
   for (auto& [id, node] : nodes_) node.prev_group_rank = -1;
@@ -617,14 +620,21 @@ void Job::Tick(absl::Time now, std::vector<Event>* out) {
     progress_due_.reset();
     if (phase_ == Phase::kGathering) {
       std::string text = ProgressText(now);
-      for (const std::string& id : progress_owed_) {
-        auto it = nodes_.find(id);
-        if (it != nodes_.end() && !it->second.left) {
-          out->push_back(MakeEvent(Event::Kind::kProgress, id, text));
+      if (progress_to_all_) {
+        for (const auto& [id, node] : nodes_) {
+          if (!node.left) out->push_back(MakeEvent(Event::Kind::kProgress, id, text));
+        }
+      } else {
+        for (const std::string& id : progress_owed_) {
+          auto it = nodes_.find(id);
+          if (it != nodes_.end() && !it->second.left) {
+            out->push_back(MakeEvent(Event::Kind::kProgress, id, text));
+          }
         }
       }
     }
     progress_owed_.clear();
+    progress_to_all_ = false;
   }
   // Heartbeats: the front of by_last_seen_ is the node heard from longest ago.
   absl::Duration silence = spec_.heartbeat_interval * spec_.heartbeat_misses;

@@ -161,9 +161,11 @@ class Job {
   std::list<std::string> by_last_seen_;
   std::map<int, std::string> hinted_;  // rank hint -> node id, for the nodes_ that gave one
   bool removing_batch_ = false;
-  // Joiners of a gathering above kProgressBroadcastLimit nodes that have not yet heard how
-  // far it is: Tick tells them at progress_due_, unless a round started before.
+  // Progress that Tick sends at progress_due_ unless a round started before: to every node
+  // (progress_to_all_: a small gathering changed since they last heard) or to the joiners of
+  // a gathering above kProgressBroadcastLimit nodes that have not heard how far it is.
   std::vector<std::string> progress_owed_;
+  bool progress_to_all_ = false;
   std::optional<absl::Time> progress_due_;
   bool expire_silent_nodes_ = true;     // Tick is removing silent nodes: no round starts yet
   std::vector<NodeInfo> participants_;  // current round, group-rank order

@@ -72,8 +72,8 @@ TEST(JobTest, LargeGatheringTellsJoinersHowFarAfterASecondOnly) {
   s.heartbeat_interval = absl::Seconds(100);  // no node is lost while the clock moves
   JobHarness h(s);
   for (int i = 1; i <= 70; ++i) ASSERT_TRUE(h.Join(std::to_string(i)).ok());
-  // Up to 64 nodes every join is broadcast; above, a joiner is told only if the round has
-  // not started a second after its join.
+  // Up to 64 nodes a joiner is told at once (and everyone within a second); above, a joiner
+  // is told only if the round has not started a second after its join.
   EXPECT_EQ(h.Last("64", Event::Kind::kProgress)->text.substr(0, 16), "joined 64/100 no");
   for (int i = 65; i <= 70; ++i) EXPECT_TRUE(h.Take(std::to_string(i)).empty()) << i;
   h.Advance(absl::Milliseconds(999));
@@ -99,8 +99,14 @@ TEST(JobTest, LargeGatheringTellsJoinersHowFarAfterASecondOnly) {
 TEST(JobTest, RoundFormsAtMaxWithRanksInArrivalOrder) {
   JobHarness h(Spec(3, 3));
   ASSERT_TRUE(h.Join("1").ok());
+  EXPECT_EQ(h.Last("1", Event::Kind::kProgress)->text.substr(0, 14), "joined 1/3 nod");
   ASSERT_TRUE(h.Join("2").ok());
-  // Every waiting node hears each join, not only the joiner.
+  // The joiner hears how far the gathering is at once, the others within a second.
+  EXPECT_EQ(h.Last("2", Event::Kind::kProgress)->text.substr(0, 14), "joined 2/3 nod");
+  EXPECT_FALSE(h.Last("1", Event::Kind::kProgress).has_value());
+  h.Advance(absl::Milliseconds(999));
+  EXPECT_FALSE(h.Last("1", Event::Kind::kProgress).has_value());
+  h.Advance(absl::Milliseconds(1));
   EXPECT_EQ(h.Last("1", Event::Kind::kProgress)->text.substr(0, 14), "joined 2/3 nod");
   EXPECT_EQ(h.Last("2", Event::Kind::kProgress)->text.substr(0, 14), "joined 2/3 nod");
   EXPECT_EQ(h.job().phase(), Job::Phase::kGathering);
@@ -332,9 +338,11 @@ TEST(JobTest, NodesSilentAtTheSameTickLeaveTogetherWithoutAWastedRound) {
 TEST(JobTest, NextDeadlineIsTheEarliestPendingOne) {
   JobHarness h(Spec(2, 2));
   ASSERT_TRUE(h.Join("1").ok());
-  EXPECT_EQ(*h.job().NextDeadline(), h.now() + absl::Seconds(3));  // heartbeat
-  h.job().Heartbeat("1", h.now() + absl::Seconds(2));
-  EXPECT_EQ(*h.job().NextDeadline(), h.now() + absl::Seconds(5));
+  EXPECT_EQ(*h.job().NextDeadline(), h.now() + absl::Seconds(1));  // the waiting nodes' progress
+  h.Advance(absl::Seconds(1));
+  EXPECT_EQ(*h.job().NextDeadline(), h.now() + absl::Seconds(2));  // heartbeat
+  h.job().Heartbeat("1", h.now() + absl::Seconds(1));
+  EXPECT_EQ(*h.job().NextDeadline(), h.now() + absl::Seconds(4));
 }
 
 TEST(JobTest, JoinTimeoutFails138) {

@@ -182,7 +182,7 @@ def main():
                      f"{o['server_hwm_mb']:.1f}",
                      f"{o['connect_ms']:.0f} ms; {len(ok)}/{len(outs)} runs" +
                      (" *" if dist else "")])
-    note = ("Median of the runs (1 run for M > 1024). * = a foreign build ran. PL = M x 40 us "
+    note = ("Median of the runs. * = a foreign build ran. PL = M x 40 us "
             "(perf.md B2). Server CPU (whole run): connect + round + leave (+ heartbeat window); "
             "server CPU (round): between the compiled clients' join markers (first Join written, "
             "last RoundStarted read); client CPU: the round only.")

@@ -179,6 +179,7 @@ absl::Status Agent::Setup() {
   node_.host = hostname_;
   node_.local_world_size = config_.nproc_per_node;
   node_.rank_hint = config_.node_rank;
+  node_.wants_node_list = !config_.hostfile.empty() || config_.debug;  // writes a hostfile
   node_.probe = ProbeLine(config_.probe_summary);
   if (config_.rdzv_host_name.empty()) {
     node_.address = config_.master_addr;

@@ -2,7 +2,7 @@
 // §7), speaking gRPC's HTTP/2 framing by hand from one thread with epoll.
 //
 //   rdzv_h2load PORT M [--host H] [--run-id ID] [--local-world-size L]
-//                      [--tcp-keepalive-ms T] [--hold-secs S] [--full-parse]
+//                      [--tcp-keepalive-ms T] [--hold-secs S] [--full-parse] [--node-list]
 //                      [--window BYTES] [--timeout-secs D]
 //
 // Why: rdzv_load.cc (gRPC C++ callback API, one channel per agent) spends more CPU than the
@@ -20,8 +20,9 @@
 // HPACK's dynamic table does not matter). Leave: DATA with Leave and END_STREAM (as
 // WritesDone), done when the server's trailers or RST_STREAM arrive.
 //
-// RoundStarted lists every node of rounds of up to 256 nodes (Assignment::kMaxNodesListed in
-// rendezvous/core/types.h; none above), so up to ~12 KB per agent. By default its fields are
+// RoundStarted lists every node only for an agent that asked (NodeInfo.wants_node_list, as an
+// agent writing a hostfile does; --node-list asks for every simulated agent: ~47 bytes per node
+// per agent, O(M^2) for the round). By default its fields are
 // read as the bytes arrive (RoundStartedScan) and the node list is only counted;
 // --full-parse buffers each message and parses it as v1::ServerMessage, as a real agent does.
 // Other ServerMessages are always parsed with the generated class.
@@ -80,17 +81,19 @@ struct Args {
   int tcp_keepalive_ms = 0;
   double hold_secs = 0;
   bool full_parse = false;
+  bool node_list = false;
   uint32_t window = 4194303;
   double timeout_secs = 60;
   int max_connecting = 512;
 };
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rdzv_h2load: %s\nusage: rdzv_h2load PORT M [--host H] [--run-id ID] "
-               "[--local-world-size L] [--tcp-keepalive-ms T] [--hold-secs S] [--full-parse] "
-               "[--window BYTES] [--timeout-secs D]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "rdzv_h2load: %s\nusage: rdzv_h2load PORT M [--host H] [--run-id ID] "
+      "[--local-world-size L] [--tcp-keepalive-ms T] [--hold-secs S] [--full-parse] [--node-list] "
+      "[--window BYTES] [--timeout-secs D]\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -116,6 +119,8 @@ Args Parse(int argc, char** argv) {
         a.hold_secs = std::stod(value());
       } else if (arg == "--full-parse") {
         a.full_parse = true;
+      } else if (arg == "--node-list") {
+        a.node_list = true;
       } else if (arg == "--window") {
         a.window = static_cast<uint32_t>(std::stoul(value()));
       } else if (arg == "--timeout-secs") {
@@ -187,9 +192,6 @@ std::string JsonString(const std::string& s) {
   }
   return out + "\"";
 }
-
-// rendezvous/core/types.h: assignments list the nodes of rounds up to this size only.
-constexpr int kMaxNodesListed = 256;
 
 // ---- one agent's connection ----
 
@@ -352,7 +354,7 @@ class Load {
   // The self-check; returns "" when the assignments form one valid round.
   std::string Check() const {
     const int64_t m = a_.m, l = a_.local_world_size;
-    const int64_t nodes = m <= kMaxNodesListed ? m : 0;
+    const int64_t nodes = a_.node_list ? m : 0;
     std::vector<char> group_seen(m), base_seen(m);
     int64_t round = agents_[0].assigned.round;
     for (const Agent& g : agents_) {
@@ -414,6 +416,7 @@ class Load {
     node->set_rank_hint(-1);
     node->set_local_world_size(a_.local_world_size);
     node->set_store_port(0);
+    node->set_wants_node_list(a_.node_list);
     return join;
   }
 

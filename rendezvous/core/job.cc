@@ -564,7 +564,7 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
     a.world_size = world_size;
     a.master_addr = participants_[0].address;
     a.master_port = participants_[0].store_port;
-    if (a.group_world_size <= Assignment::kMaxNodesListed) a.nodes = participants_;
+    if (participants_[i].wants_node_list) a.nodes = participants_;
     rank_base += participants_[i].local_world_size;
     out->push_back(std::move(e));
   }

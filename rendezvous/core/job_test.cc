@@ -14,6 +14,7 @@ class JobHarness {
 
   absl::Status Join(const std::string& id, int hint = -1, int local = 2, int port = 0) {
     NodeInfo n{id, "host-" + id, "10.0.0." + id, hint, local, port ? port : 1000 + Num(id)};
+    n.wants_node_list = wants_node_list_;
     return job_.Join(n, spec_, now_, &events_);
   }
   void Advance(absl::Duration d) {
@@ -44,6 +45,7 @@ class JobHarness {
     }
     return found;
   }
+  void set_wants_node_list(bool v) { wants_node_list_ = v; }
   Job& job() { return job_; }
   absl::Time now() const { return now_; }
   const JobSpec& spec() const { return spec_; }
@@ -54,6 +56,7 @@ class JobHarness {
   JobSpec spec_;
   Job job_;
   std::vector<Event> events_;
+  bool wants_node_list_ = true;
 };
 
 JobSpec Spec(int min, int max, int restarts = 0) {
@@ -94,6 +97,21 @@ TEST(JobTest, LargeGatheringTellsJoinersHowFarAfterASecondOnly) {
     ASSERT_EQ(got.size(), 1u) << i;
     EXPECT_EQ(got[0].kind, Event::Kind::kRoundStarted);
   }
+}
+
+TEST(JobTest, OnlyNodesThatAskGetTheNodeList) {
+  JobHarness h(Spec(3, 3));
+  ASSERT_TRUE(h.Join("1").ok());
+  h.set_wants_node_list(false);
+  ASSERT_TRUE(h.Join("2").ok());
+  ASSERT_TRUE(h.Join("3").ok());
+  auto asked = h.Last("1", Event::Kind::kRoundStarted);
+  ASSERT_TRUE(asked.has_value());
+  ASSERT_EQ(asked->assignment.nodes.size(), 3u);
+  EXPECT_EQ(asked->assignment.nodes[2].node_id, "3");
+  auto other = h.Last("2", Event::Kind::kRoundStarted);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_TRUE(other->assignment.nodes.empty());
 }
 
 TEST(JobTest, RoundFormsAtMaxWithRanksInArrivalOrder) {

@@ -35,6 +35,8 @@ struct NodeInfo {
   int rank_hint = -1;   // --node-rank / operator env; -1: none
   int local_world_size = 1;
   int store_port = 0;  // this node's fresh c10d store for the next round
+  // The agent writes a hostfile (--hostfile, debug mode): its assignments list every node.
+  bool wants_node_list = false;
   // The agent's GPU probe in one line, for the job status ("" when it did not probe).
   // Sent with Join only; round assignments leave it out.
   std::string probe;
@@ -62,10 +64,9 @@ struct Assignment {
   int world_size = 1;
   std::string master_addr;  // group rank 0's address
   int master_port = 0;      // group rank 0's store port of this round
-  // All participants ordered by group rank (for hostfiles). Filled only for rounds of up
-  // to kMaxNodesListed nodes, so that a round costs O(n) bytes, not O(n^2), at scale.
+  // All participants ordered by group rank (for hostfiles), for a node that asked
+  // (NodeInfo::wants_node_list) only: a round costs O(n) bytes, not O(n^2).
   std::vector<NodeInfo> nodes;
-  static constexpr int kMaxNodesListed = 256;
 };
 
 struct Outcome {

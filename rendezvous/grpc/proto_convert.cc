@@ -19,6 +19,7 @@ void ToProto(const NodeInfo& node, v1::NodeInfo* out) {
   out->set_rank_hint(node.rank_hint);
   out->set_local_world_size(node.local_world_size);
   out->set_store_port(node.store_port);
+  out->set_wants_node_list(node.wants_node_list);
 }
 
 NodeInfo FromProto(const v1::NodeInfo& in) {
@@ -29,6 +30,7 @@ NodeInfo FromProto(const v1::NodeInfo& in) {
   node.rank_hint = in.rank_hint();
   node.local_world_size = in.local_world_size();
   node.store_port = in.store_port();
+  node.wants_node_list = in.wants_node_list();
   return node;
 }
 

@@ -96,6 +96,7 @@ NodeInfo TestNode(const std::string& name, int store_port, int rank_hint, int lo
   n.rank_hint = rank_hint;
   n.local_world_size = local_world_size;
   n.store_port = store_port;
+  n.wants_node_list = true;
   return n;
 }
 

@@ -302,6 +302,7 @@ class Session {
         break;
     }
     NodeInfo node;
+    node.wants_node_list = true;  // CheckRound checks every node's list
     uint8_t id = d_.Byte();
     if (id % 8 == 0) {  // another slot's id: a second stream for the same node
       node.node_id = slots_[id / 8 % slots_.size()].node_id;
@@ -432,6 +433,7 @@ class Session {
     NodeInfo node;
     JobSpec spec;
     FromProto(join, &node, &spec);
+    node.wants_node_list = true;                           // CheckRound checks every node's list
     if (node.address.empty()) node.address = "192.0.2.1";  // the peer's address
     if (node.node_id.empty()) return;
     for (const Slot& s : slots_) {

@@ -32,7 +32,9 @@ def test_debug_mode_exec_ranks_by_hand(tmp_path):
         assert p.poll() is None
         p.send_signal(signal.SIGTERM)
     for rc, _, err in agents.wait(30):
-        assert rc == 143, err[-2000:]
+        # 143: stopped by its own SIGTERM. An agent that hears the job end before its own
+        # signal arrives exits with the job's code: 138, the other node left on its SIGTERM.
+        assert rc == 143 or (rc == 138 and "left: agent received SIGTERM" in err), err[-2000:]
 
 
 def test_exec_without_debug_files_names_the_fix(tmp_path):

@@ -24,11 +24,12 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# Binaries are whatever build/bin holds after the build: muster always, muster-probe when
-# this tree defines it. They are stripped (the runtime image carries no debug info), and
-# the build tree is removed so the cached build layer stays small.
+# Binaries are whatever build/bin holds after the build (tests and the bench load generators
+# off): muster always, muster-probe when this tree defines it. They are stripped (the runtime
+# image carries no debug info), and the build tree is removed so the cached build layer
+# stays small.
 RUN rm -rf build \
- && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMUSTER_BUILD_TESTS=OFF \
+ && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMUSTER_BUILD_TESTS=OFF -DMUSTER_BUILD_BENCH=OFF \
  && cmake --build build -j"$(nproc)" \
  && mkdir -p /out \
  && for b in build/bin/*; do install -m 0755 -s "$b" /out/; done \

@@ -38,14 +38,14 @@
 // (rendezvous/grpc/tcp_keepalive.cc: probe after T ms of silence, give up after 3 T).
 //
 // Self-check after the round: one round number, group ranks a permutation of 0..M-1, rank
-// bases {0, L, ..., (M-1) L}, world sizes M and M x L, M nodes listed (none above 256).
+// bases {0, L, ..., (M-1) L}, world sizes M and M x L, M nodes listed (none without
+// --node-list).
 // Exit: 0 ok, 1 the round or a check failed, 2 usage or setup, 3 connect failed.
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -65,6 +65,7 @@
 
 #include "h2_wire.h"
 #include "muster/v1/rendezvous.pb.h"
+#include "rdzv_load_common.h"
 
 namespace muster::bench {
 namespace {
@@ -147,50 +148,6 @@ Args Parse(int argc, char** argv) {
   // 65535..2^31-1 (RFC 9113 §6.9.2); below 65535 the connection window would need shrinking.
   if (a.window < 65535 || a.window > 0x7fffffffu) Usage("--window must be in [65535, 2^31-1]");
   return a;
-}
-
-double CpuSeconds() {
-  rusage ru{};
-  if (getrusage(RUSAGE_SELF, &ru) != 0) {
-    std::perror("rdzv_h2load: getrusage");
-    std::exit(2);
-  }
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-double MonotonicSeconds() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-void RaiseFdLimit() {
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) {
-    std::perror("rdzv_h2load: getrlimit");
-    std::exit(2);
-  }
-  lim.rlim_cur = lim.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-    std::perror("rdzv_h2load: setrlimit");
-    std::exit(2);
-  }
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 // ---- one agent's connection ----
@@ -396,28 +353,8 @@ class Load {
   }
 
   v1::AgentMessage JoinMessage(int index) const {
-    // Exactly rdzv_load.cc's Join (Agent::Begin), its heartbeat interval at the default 1 s.
-    v1::AgentMessage join;
-    v1::Join* j = join.mutable_join();
-    j->set_run_id(a_.run_id);
-    v1::JobSpec* spec = j->mutable_spec();
-    spec->set_min_nodes(a_.m);
-    spec->set_max_nodes(a_.m);
-    spec->set_max_restarts(0);
-    spec->set_join_timeout_ms(600000);
-    spec->set_last_call_timeout_ms(1000);
-    spec->set_heartbeat_interval_ms(1000);
-    spec->set_heartbeat_misses(30);
-    spec->set_stop_timeout_ms(10000);
-    v1::NodeInfo* node = j->mutable_node();
-    node->set_node_id("b2-" + std::to_string(index));
-    node->set_host("127.0.0.1");
-    node->set_address("127.0.0.1");
-    node->set_rank_hint(-1);
-    node->set_local_world_size(a_.local_world_size);
-    node->set_store_port(0);
-    node->set_wants_node_list(a_.node_list);
-    return join;
+    // rdzv_load.cc's Join, its heartbeat interval at the default 1 s.
+    return B2Join(a_.run_id, a_.m, index, a_.local_world_size, 1000, a_.node_list);
   }
 
   bool StartConnect(Agent* g) {

@@ -25,7 +25,6 @@
 // Threads: gRPC's callback threads run the reactors; the main thread connects, writes the
 // heartbeats on a fixed schedule (agent i at offset i x I / M) and waits with deadlines.
 #include <grpcpp/grpcpp.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -41,11 +40,17 @@
 #include <vector>
 
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "rdzv_load_common.h"
 #include "rendezvous/grpc/tcp_keepalive.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using muster::bench::CpuSeconds;
+using muster::bench::JsonString;
+using muster::bench::MonotonicSeconds;
+using muster::bench::Ms;
+using muster::bench::RaiseFdLimit;
 namespace v1 = muster::v1;
 
 struct Args {
@@ -61,20 +66,6 @@ struct Args {
   int tcp_keepalive_ms = 0;
   bool app_heartbeats = true;
 };
-
-double CpuSeconds() {
-  rusage ru{};
-  if (getrusage(RUSAGE_SELF, &ru) != 0) {
-    std::perror("getrusage");
-    std::exit(2);
-  }
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-double MonotonicSeconds() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
 
 // Shared progress of all agents; the main thread waits on it.
 struct Progress {
@@ -102,27 +93,9 @@ class Agent : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage
 
   void Begin(v1::Rendezvous::Stub* stub) {
     stub->async()->Session(&context_, this);
-    v1::AgentMessage join;
-    v1::Join* j = join.mutable_join();
-    j->set_run_id(args_.run_id);
-    v1::JobSpec* spec = j->mutable_spec();
-    spec->set_min_nodes(args_.m);
-    spec->set_max_nodes(args_.m);
-    spec->set_max_restarts(0);
-    spec->set_join_timeout_ms(600000);
-    spec->set_last_call_timeout_ms(1000);
-    spec->set_heartbeat_interval_ms(args_.hb_interval_ms);
-    spec->set_heartbeat_misses(30);
-    spec->set_stop_timeout_ms(10000);
-    v1::NodeInfo* node = j->mutable_node();
-    node->set_node_id("b2-" + std::to_string(index_));
-    node->set_host("127.0.0.1");
-    node->set_address("127.0.0.1");
-    node->set_rank_hint(-1);
-    node->set_local_world_size(args_.local_world_size);
-    node->set_store_port(0);
     StartRead(&in_);
-    Send(std::move(join));
+    Send(muster::bench::B2Join(args_.run_id, args_.m, index_, args_.local_world_size,
+                               args_.hb_interval_ms, /*wants_node_list=*/false));
     StartCall();
   }
 
@@ -265,36 +238,6 @@ Args Parse(int argc, char** argv) {
   if (a.m < 1 || a.hb_interval_ms < 1) Usage("M and the heartbeat interval must be >= 1");
   return a;
 }
-
-void RaiseFdLimit() {
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) {
-    std::perror("getrlimit");
-    std::exit(2);
-  }
-  lim.rlim_cur = lim.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-    std::perror("setrlimit");
-    std::exit(2);
-  }
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 }  // namespace
 

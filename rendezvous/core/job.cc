@@ -268,11 +268,10 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
         if (LiveCount() <= kProgressBroadcastLimit) {
           out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id, ProgressText(now)));
           progress_to_all_ = true;
-          if (!progress_due_) progress_due_ = now + kProgressDelay;
         } else {
           progress_owed_.push_back(info.node_id);
-          if (!progress_due_) progress_due_ = now + kProgressDelay;
         }
+        if (!progress_due_) progress_due_ = now + kProgressDelay;
       }
       break;
     case Phase::kRunning:

@@ -3,107 +3,120 @@
 // One thread, one EventLoop: a signalfd carries child exits (SIGCHLD) and the signals the
 // agent handles; worker output, timers and rendezvous events (posted from other threads)
 // are loop events too, so a worker's death is seen within a millisecond and an idle agent
-// never wakes. The agent is a child subreaper and reaps every orphan.
+// never wakes.
 //
 // Decisions that concern the whole job (restart or not, restart budget, outcome) belong to
 // the rendezvous (rendezvous/core's Job, in-process for one node, over gRPC for many); the
 // agent classifies its own workers' exits with the restart policy, reports them, and does
 // what the job says: start a round's workers, stop them, or exit with the job's code.
-// Not thread-safe; Run() is called once, from main.
+//
+// Its collaborators come in as AgentParts (agent/wiring.h builds the real ones), so the
+// agent names no transport. Not thread-safe; Run() is called once, from main.
 #ifndef MUSTER_AGENT_AGENT_H_
 #define MUSTER_AGENT_AGENT_H_
 
 #include <signal.h>
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "agent/agent_parts.h"
 #include "agent/config.h"
 #include "agent/event_log.h"
 #include "agent/status_file.h"
-#include "agent/worker_group.h"
-#include "base/event_loop.h"
-#include "base/unique_fd.h"
-#include "launch/console_writer.h"
-#include "launch/watchdog.h"
-#include "rendezvous/c10d/store_server.h"
-#include "rendezvous/client.h"
+#include "agent/worker_specs.h"
 #include "rendezvous/core/types.h"
-#include "rendezvous/grpc/health_server.h"
-#include "rendezvous/grpc/server.h"
 
 namespace muster {
 
 class Agent {
  public:
-  explicit Agent(Config config);
+  // Where the agent is in its lifecycle (DESIGN §3).
+  enum class Phase {
+    kInit,        // before the rendezvous starts
+    kRendezvous,  // joined, or stopped and reported: waiting for the next round
+    kRunning,     // the round's workers run
+    kDebug,       // debug mode: the debug command runs instead of the workers
+    kCleaningUp,  // every local worker exited 0: stopping whatever they left behind
+    kAtBarrier,   // ... done; waiting for the rest of the job (the exit barrier)
+    kRestarting,  // stopping the workers because the job goes to a next round
+    kExiting,     // stopping the workers, then exiting as the exit plan says
+    kSucceeded,   // done: Run() returns 0
+    kFailed,      // done: Run() returns the exit plan's code
+  };
+
+  Agent(Config config, AgentParts parts);
   ~Agent();
 
   // Runs the job; returns the agent's exit code (DESIGN §4.4).
   int Run();
 
+  Phase phase() const { return phase_; }
+
  private:
-  // Why the local workers are being stopped, which decides what follows.
-  enum class StopCause { kNone, kSucceeded, kFailed, kJobRequest, kExiting };
+  // How the agent ends: the first reason to exit is the one that counts.
+  struct ExitPlan {
+    int code = 0;
+    std::string summary;  // the agent's last log line (and the termination log)
+    bool is_error = false;
+  };
 
   absl::Status Setup();
-  // --rdzv-endpoint given: a gRPC client, plus the embedded server when this node hosts it.
-  absl::Status SetupGrpcRendezvous();
   absl::Status PrepareRunDir();
   // A fresh c10d store for the next round (--store agent); returns its port, 0 otherwise.
   absl::StatusOr<int> OpenFreshStore();
   void OnSignalFd();
-  void ReapChildren();
+  void OnAgentSignal(int sig);
   void OnWorkerExit(const WorkerExit& exit);
+  void ReportFailure(const WorkerExit& exit, bool restartable);
   void OnWorkersStopped();
   void OnRendezvousEvent(const rdzv::Event& event);
+  void OnStopRequested(const rdzv::Event& event);
+  void OnFinished(const rdzv::Outcome& outcome);
   void OnRendezvousError(const absl::Status& error);
   void StartRound(const rdzv::Assignment& a);
-  void StartDebugCommand(const rdzv::Assignment& a, RoundInfo round);
-  void StopWorkers(StopCause cause, int sig);
+  void StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs);
+  void StartDebugCommand(const rdzv::Assignment& a, const std::vector<WorkerSpec>& specs);
+  void LogRestart(const rdzv::Assignment& a);
+  // Stops the workers; `next` is the phase whose end decides what follows. A stop already
+  // under way keeps its phase unless the agent is now exiting.
+  void StopWorkers(Phase next, int sig);
   // Opens a fresh store and tells the job this node's workers are stopped.
   void ReportStopped();
-  // Stops what runs (with `sig`), then exits with `code`, logging `summary` last.
-  void ExitAfterStop(int code, std::string summary, bool error, int sig = SIGTERM);
-  void Finish(int code);
-  // Rewrites --status-file and the health service's state for `phase`.
-  void Publish(const std::string& phase);
+  // Stops what runs (with `sig`), then exits as `plan` says.
+  void ExitAfterStop(ExitPlan plan, int sig = SIGTERM);
+  void Finish();
+  bool done() const { return phase_ == Phase::kSucceeded || phase_ == Phase::kFailed; }
+  // Rewrites --status-file and the health service's state for the current phase.
+  void Publish();
+  void Teardown();
 
   Config config_;
+  AgentParts parts_;
+  // Shorthands for parts_ members.
+  EventLoop* loop_;
+  WorkerLauncher* launcher_;
+  rdzv::RendezvousClient* rdzv_;
+
   std::string hostname_;
-  std::unique_ptr<EventLoop> loop_;
-  UniqueFd signal_fd_;
-  std::unique_ptr<Watchdog> watchdog_;
-  std::unique_ptr<ConsoleWriter> console_;
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<StatusFile> status_file_;
-  std::unique_ptr<rdzv::HealthServer> health_;
   std::optional<rdzv::Assignment> assignment_;  // the current round's
   std::unique_ptr<c10d::StoreServer> store_;
-  std::unique_ptr<WorkerGroup> group_;
-  std::unique_ptr<rdzv::RendezvousServer> server_;  // when this node hosts the rendezvous
-  std::unique_ptr<rdzv::RendezvousClient> rdzv_;
 
   std::string log_root_, run_dir_;
   bool remove_log_root_ = false;
-  std::string run_id_;
   rdzv::NodeInfo node_;
 
+  Phase phase_ = Phase::kInit;
+  std::optional<ExitPlan> exit_plan_;
   int round_ = 0;
   int restart_count_ = 0;
-  bool job_asked_stop_ = false;  // the job sent kStopWorkers for the current round
-  StopCause stop_cause_ = StopCause::kNone;
-  bool stop_pending_ = false;  // a WorkerGroup::Stop() whose on_stopped has not run yet
-  int agent_signal_ = 0;
-  std::optional<int> pending_exit_;
-  std::string summary_;
-  bool summary_is_error_ = false;
+  int agent_signal_ = 0;  // the first signal the agent received, 0 before
   std::optional<rdzv::Outcome> outcome_;
   std::optional<rdzv::Event> last_stop_;  // the job's last kStopWorkers, for the event log
-  std::optional<int> exit_code_;
 };
 
 }  // namespace muster

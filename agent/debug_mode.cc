@@ -16,7 +16,9 @@
 #include "agent/flag_table.h"
 #include "agent/status_file.h"
 #include "base/errno_status.h"
+#include "base/log_format.h"
 #include "launch/spawner.h"
+#include "spdlog/spdlog.h"
 
 extern char** environ;
 
@@ -104,6 +106,36 @@ absl::Status WriteRankFiles(const std::string& dir, int rank, const std::string&
     return s;
   }
   return WriteFileAtomically(absl::StrCat(dir, "/rank-", rank, ".argv"), joined);
+}
+
+absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const rdzv::Assignment& a,
+                                              const std::vector<WorkerSpec>& specs) {
+  for (const WorkerSpec& spec : specs) {
+    absl::Status st = WriteRankFiles(
+        config.debug_dir, spec.placement.rank, EnvFileText(config.worker_env_base, spec.spawn.env),
+        config.command.empty() ? std::vector<std::string>{} : spec.spawn.argv);
+    if (!st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--debug-dir ", config.debug_dir, ": ", st.message()));
+    }
+  }
+  absl::Status hs =
+      WriteFileAtomically(absl::StrCat(config.debug_dir, "/hostfile"), HostfileText(a));
+  if (!hs.ok()) spdlog::warn("cannot write the debug hostfile: {}", hs.message());
+  std::string command = config.debug_command;
+  if (command.empty()) {
+    // sshd refuses to start without its privilege-separation directory, which only an init
+    // system creates; -e sends its log to stderr (a pod has no syslog).
+    command = access("/usr/sbin/sshd", X_OK) == 0
+                  ? "mkdir -p -m 755 /run/sshd && exec /usr/sbin/sshd -D -e"
+                  : "sleep infinity";
+  }
+  spdlog::info(
+      "debug mode: ranks {}..{} prepared in {} (source rank-N.env, or `muster exec --rank N "
+      "--debug-dir {} [-- CMD]`); running: {}",
+      a.rank_base, a.rank_base + config.nproc_per_node - 1, config.debug_dir, config.debug_dir,
+      command);
+  return command;
 }
 
 int ExecCommand(const std::vector<std::string>& args,

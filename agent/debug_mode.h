@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/config.h"
+#include "launch/worker_spec.h"
 #include "rendezvous/core/types.h"
 
 namespace muster {
@@ -27,6 +29,14 @@ std::string HostfileText(const rdzv::Assignment& assignment);
 
 absl::Status WriteRankFiles(const std::string& dir, int rank, const std::string& env_text,
                             const std::vector<std::string>& argv);
+
+// One round of debug mode: writes every local rank's files (from the same specs its
+// workers would run with) and the hostfile into --debug-dir, and returns the shell command
+// to run instead of the workers (--debug-command, or sshd / sleep infinity). The error
+// names --debug-dir.
+absl::StatusOr<std::string> PrepareDebugRound(const Config& config,
+                                              const rdzv::Assignment& assignment,
+                                              const std::vector<WorkerSpec>& specs);
 
 // `muster exec --rank N [--debug-dir D] [--] [CMD...]`: runs rank N by hand with its env.
 int ExecCommand(const std::vector<std::string>& args,

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
 #include "agent/debug_mode.h"
 #include "agent/dry_run.h"
 #include "agent/flags.h"
 #include "agent/gpu_probe.h"
 #include "agent/subcommands.h"
+#include "agent/wiring.h"
 #include "base/logging.h"
 
 extern char** environ;
@@ -64,8 +64,7 @@ int RunCommand(const std::vector<std::string>& args) {
   InitLogging(config->log_level);
   if (int stop = ApplyProbe(env, &*config); stop != 0) return stop;
   config->worker_env_base = std::move(env);
-  Agent agent(*std::move(config));
-  return agent.Run();
+  return RunAgent(*std::move(config));
 }
 
 }  // namespace

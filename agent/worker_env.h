@@ -9,20 +9,9 @@
 #include <vector>
 
 #include "agent/config.h"
+#include "launch/worker_spec.h"
 
 namespace muster {
-
-// Where one worker sits in the job, for one round.
-struct WorkerPlacement {
-  int local_rank = 0;
-  int rank = 0;
-  int group_rank = 0;  // node rank
-  int group_world_size = 1;
-  int local_world_size = 1;
-  int world_size = 1;
-  int role_rank = 0;
-  int role_world_size = 1;
-};
 
 // What the round gives every worker.
 struct RoundInfo {

@@ -1,0 +1,59 @@
+// AgentParts: the collaborators an Agent works with, built by the wiring (agent/wiring.h:
+// the rendezvous client and, when this node hosts it, the gRPC server; the real worker
+// launcher; the c10d store; the health service) or by a test (LocalRendezvous, a fake
+// launcher). The Agent owns them once handed over. Plain data plus two small interfaces,
+// so that agent.h names no transport.
+#ifndef MUSTER_AGENT_AGENT_PARTS_H_
+#define MUSTER_AGENT_AGENT_PARTS_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/event_loop.h"
+#include "base/unique_fd.h"
+#include "launch/worker_launcher.h"
+#include "rendezvous/c10d/store_server.h"
+#include "rendezvous/client.h"
+
+namespace muster {
+
+// Where the agent reports whether its workers run (grpc.health.v1 on --health-port).
+class HealthReporter {
+ public:
+  virtual ~HealthReporter() = default;
+  virtual void SetServing(bool serving) = 0;
+};
+
+// The rendezvous server this agent hosts for the whole job. The agent keeps it until the
+// other agents have heard the outcome.
+class HostedRendezvous {
+ public:
+  virtual ~HostedRendezvous() = default;
+  // Blocks until every agent but `except_node_id` has hung up, or `timeout`; false on
+  // timeout.
+  virtual bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) = 0;
+};
+
+// A fresh c10d store listening on `bind_address` (a new key space and port per round).
+using StoreFactory = std::function<absl::StatusOr<std::unique_ptr<c10d::StoreServer>>(
+    const std::string& bind_address)>;
+
+struct AgentParts {
+  // The loop everything runs on; the other parts may hold pointers to it.
+  std::unique_ptr<EventLoop> loop;
+  // A signalfd for the signals the agent handles plus SIGCHLD, blocked in every thread
+  // (launch/signals.h: BlockAndOpenSignalFd, called before any thread or fork).
+  UniqueFd signal_fd;
+  std::unique_ptr<WorkerLauncher> launcher;
+  std::unique_ptr<rdzv::RendezvousClient> rendezvous;
+  std::unique_ptr<HostedRendezvous> hosted_rendezvous;  // null unless this node serves it
+  StoreFactory store_factory;                           // used with --store agent
+  std::unique_ptr<HealthReporter> health;               // null without --health-port
+};
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_AGENT_PARTS_H_

@@ -1,0 +1,128 @@
+#include "agent/wiring.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "agent/agent.h"
+#include "agent/this_host.h"
+#include "base/errno_status.h"
+#include "base/exit_codes.h"
+#include "base/log_format.h"
+#include "base/random_id.h"
+#include "base/status_macros.h"
+#include "launch/process_tree.h"
+#include "launch/signals.h"
+#include "launch/worker_group.h"
+#include "rendezvous/grpc/client.h"
+#include "rendezvous/grpc/health_server.h"
+#include "rendezvous/grpc/server.h"
+#include "rendezvous/local_client.h"
+#include "spdlog/spdlog.h"
+
+namespace muster {
+namespace {
+
+class GrpcHealthReporter : public HealthReporter {
+ public:
+  explicit GrpcHealthReporter(std::unique_ptr<rdzv::HealthServer> server)
+      : server_(std::move(server)) {}
+  void SetServing(bool serving) override { server_->SetServing(serving); }
+
+ private:
+  std::unique_ptr<rdzv::HealthServer> server_;
+};
+
+class HostedGrpcRendezvous : public HostedRendezvous {
+ public:
+  explicit HostedGrpcRendezvous(std::unique_ptr<rdzv::RendezvousServer> server)
+      : server_(std::move(server)) {}
+  bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) override {
+    return server_->WaitForAgentsToLeave(except_node_id, timeout);
+  }
+
+ private:
+  std::unique_ptr<rdzv::RendezvousServer> server_;
+};
+
+// --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
+// the rendezvous.
+absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
+  const std::string& host = config.rdzv_host_name;
+  std::string endpoint = host.find(':') != std::string::npos
+                             ? absl::StrCat("[", host, "]:", config.rdzv_port)
+                             : absl::StrCat(host, ":", config.rdzv_port);
+  bool host_here =
+      config.rdzv_hosting == "true" || (config.rdzv_hosting == "auto" && IsThisHost(host));
+  if (host_here) {
+    absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start({
+        .listen_address = absl::StrCat("[::]:", config.rdzv_port),
+        .token = config.token,
+        .tls_cert_file = config.tls_cert,
+        .tls_key_file = config.tls_key,
+        .run_id = config.run_id,
+        .heartbeat_interval = config.heartbeat_interval,
+        .heartbeat_misses = config.heartbeat_misses,
+    });
+    if (server.ok()) {
+      parts.hosted_rendezvous = std::make_unique<HostedGrpcRendezvous>(*std::move(server));
+    } else if (config.rdzv_hosting == "true") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--rdzv-host true: cannot serve the rendezvous on port ", config.rdzv_port,
+                       ": ", server.status().message()));
+    } else {
+      // Another agent on this host already serves it (the usual case when several agents
+      // share a machine): join that one.
+      spdlog::info("rendezvous at {} is served by another process; joining it", endpoint);
+    }
+  }
+  ASSIGN_OR_RETURN(parts.rendezvous, rdzv::GrpcRendezvousClient::Create({
+                                         .endpoint = endpoint,
+                                         .token = config.token,
+                                         .tls_ca_file = config.tls_ca,
+                                         .loop = parts.loop.get(),
+                                         .join_timeout = config.join_timeout,
+                                     }));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AgentParts> Wire(const Config& config) {
+  AgentParts parts;
+  // Order matters: signals are blocked before the watchdog forks and before any thread
+  // starts (the console writer's, gRPC's), so none of them ever receives the job's signals.
+  ASSIGN_OR_RETURN(parts.signal_fd, BlockAndOpenSignalFd(config.signals_to_handle));
+  RETURN_IF_ERROR(BecomeSubreaper());
+  ASSIGN_OR_RETURN(parts.loop, EventLoop::Create());
+  ASSIGN_OR_RETURN(parts.launcher, WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout));
+  if (config.rdzv_host_name.empty()) {
+    parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
+  } else {
+    RETURN_IF_ERROR(WireGrpcRendezvous(config, parts));
+  }
+  parts.store_factory = [](const std::string& bind_address) {
+    return c10d::StoreServer::Start({.bind_address = bind_address});
+  };
+  if (config.health_port >= 0) {
+    ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,
+                     rdzv::HealthServer::Start(absl::StrCat("[::]:", config.health_port)));
+    parts.health = std::make_unique<GrpcHealthReporter>(std::move(health));
+  }
+  return parts;
+}
+
+}  // namespace
+
+int RunAgent(Config config) {
+  if (config.standalone && config.run_id == "none") config.run_id = Uuid4();  // like torchrun
+  absl::StatusOr<AgentParts> parts = Wire(config);
+  if (!parts.ok()) {
+    spdlog::error("agent setup failed: {}", parts.status().message());
+    return exit_code::kAgentFailure;
+  }
+  Agent agent(std::move(config), *std::move(parts));
+  return agent.Run();
+}
+
+}  // namespace muster

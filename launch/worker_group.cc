@@ -1,0 +1,195 @@
+#include "launch/worker_group.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "base/errno_status.h"
+#include "base/log_format.h"
+#include "base/status_macros.h"
+#include "launch/reaper.h"
+#include "spdlog/spdlog.h"
+
+namespace muster {
+namespace {
+
+absl::Status MakeDirs(const std::string& path) {
+  // The leaf first: a rank's directory under an existing attempt directory is one mkdir,
+  // not one per component of the path (B7: this runs once per worker spawned).
+  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+  if (errno != ENOENT) return ErrnoStatus("mkdir " + path, errno);
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    std::string partial = path.substr(0, pos);
+    if (partial.empty()) continue;
+    if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoStatus("mkdir " + partial, errno);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(EventLoop* loop,
+                                                                 absl::Duration shutdown_timeout) {
+  // The watchdog forks: before the console writer's thread exists.
+  ASSIGN_OR_RETURN(std::unique_ptr<Watchdog> watchdog, Watchdog::Start());
+  ASSIGN_OR_RETURN(std::unique_ptr<ConsoleWriter> console, ConsoleWriter::Start());
+  std::unique_ptr<WorkerGroup> group(
+      new WorkerGroup(loop, std::move(watchdog), std::move(console), shutdown_timeout));
+  WorkerGroup* g = group.get();
+  RETURN_IF_ERROR(loop->Add(g->console_->space_fd(), EPOLLIN, [g](uint32_t) {
+    uint64_t n;
+    // EAGAIN: another wake-up already consumed the counter; nothing to do.
+    [[maybe_unused]] ssize_t r = read(g->console_->space_fd(), &n, sizeof(n));
+    for (Worker& w : g->workers_) {
+      if (w.output) w.output->ResumeIfRoom();
+    }
+  }));
+  return group;
+}
+
+WorkerGroup::WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
+                         std::unique_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout)
+    : loop_(loop), watchdog_(std::move(watchdog)), console_(std::move(console)) {
+  processes_ = std::make_unique<ProcessGroup>(
+      loop_, watchdog_.get(), shutdown_timeout,
+      [this](const std::vector<pid_t>& abandoned) { OnProcessesStopped(abandoned); });
+}
+
+WorkerGroup::~WorkerGroup() {
+  if (console_) loop_->Remove(console_->space_fd());
+}
+
+absl::Status WorkerGroup::Start(int attempt, std::vector<WorkerSpec> specs) {
+  (void)attempt;  // the specs' directories carry it
+  processes_->Begin();
+  workers_.clear();
+  workers_.resize(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    WorkerSpec& spec = specs[i];
+    Worker& w = workers_[i];
+    w.placement = spec.placement;
+    RETURN_IF_ERROR(MakeDirs(spec.dir));
+    w.error_file = spec.error_file;
+    unlink(w.error_file.c_str());  // ENOENT expected: a stale file would fake a root cause
+    ASSIGN_OR_RETURN(w.output,
+                     WorkerOutput::Create(loop_, console_.get(), std::move(spec.output_prefix),
+                                          spec.out, spec.err));
+    if (!SpawnWorker(w, std::move(spec.spawn))) {
+      workers_.resize(i + 1);  // the rest were never started
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerGroup::StartCommand(std::vector<std::string> argv,
+                                       std::vector<std::string> env) {
+  processes_->Begin();
+  workers_.clear();
+  workers_.resize(1);
+  Worker& w = workers_[0];
+  ASSIGN_OR_RETURN(w.output, WorkerOutput::Create(loop_, console_.get(),
+                                                  "[debug]:", StreamOptions{}, StreamOptions{}));
+  SpawnSpec spec{.argv = std::move(argv), .env = std::move(env)};
+  SpawnWorker(w, std::move(spec));
+  return absl::OkStatus();
+}
+
+bool WorkerGroup::SpawnWorker(Worker& w, SpawnSpec spec) {
+  spec.fds = {{w.output->child_stdout(), 1}, {w.output->child_stderr(), 2}};
+  absl::StatusOr<pid_t> pid = processes_->Spawn(spec);
+  w.output->CloseChildEnds();
+  if (!pid.ok()) {
+    // Not executable / not found: reported like an exit with 126/127, fatal by policy.
+    int code = ExecFailureExitCode(pid.status());
+    w.status = ExitStatus{code, 0};
+    ReportExit(
+        w,
+        WorkerExit{.code = code, .exec_failed = true, .what = std::string(pid.status().message())});
+    return false;
+  }
+  w.pid = *pid;
+  return true;
+}
+
+void WorkerGroup::OnChildSignal() {
+  ReapExitedChildren([this](pid_t pid, int wstatus) { OnChildExited(pid, wstatus); });
+  processes_->OnReaped();
+}
+
+void WorkerGroup::OnChildExited(pid_t pid, int wstatus) {
+  if (processes_->OnChildExited(pid)) {
+    auto it = std::find_if(workers_.begin(), workers_.end(),
+                           [pid](const Worker& w) { return w.pid == pid; });
+    it->status = ExitStatus::FromWaitStatus(wstatus);
+    ReportExit(*it, WorkerExit{.code = it->status->code(), .what = it->status->Describe()});
+  } else if (pid == watchdog_->pid()) {
+    spdlog::warn("watchdog (pid {}) exited unexpectedly", pid);
+  } else {
+    spdlog::debug("reaped orphan pid {} ({})", pid, ExitStatus::FromWaitStatus(wstatus).Describe());
+  }
+}
+
+void WorkerGroup::ReportExit(const Worker& w, WorkerExit exit) {
+  exit.placement = w.placement;
+  exit.pid = w.pid;
+  exit.signal = w.status ? w.status->signal : 0;
+  exit.while_stopping = processes_->stopping();
+  if (!exit.while_stopping && exit.code != 0) {
+    absl::StatusOr<std::optional<WorkerError>> error = ReadErrorFile(w.error_file);
+    if (!error.ok()) {
+      spdlog::warn("rank {}: {}", w.placement.rank, error.status().message());
+    } else {
+      exit.error = *error;
+    }
+  }
+  // Posted, so the agent never reacts from inside Start() or a reap loop.
+  loop_->Post([cb = callbacks_.on_exit, exit = std::move(exit)] { cb(exit); });
+}
+
+void WorkerGroup::OnProcessesStopped(const std::vector<pid_t>& abandoned) {
+  for (Worker& w : workers_) {
+    if (w.pid != 0 && !w.status &&
+        std::find(abandoned.begin(), abandoned.end(), w.pid) != abandoned.end()) {
+      w.status = ExitStatus{0, SIGKILL};
+    }
+    if (w.output) w.output->Finish();
+  }
+  callbacks_.on_stopped();
+}
+
+std::vector<WorkerView> WorkerGroup::Workers() const {
+  std::vector<WorkerView> out;
+  out.reserve(workers_.size());
+  for (const Worker& w : workers_) out.push_back(WorkerView{w.placement, w.pid, w.status});
+  return out;
+}
+
+bool WorkerGroup::AllSucceeded() const {
+  return !workers_.empty() && std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) {
+    return w.status && w.status->success();
+  });
+}
+
+void WorkerGroup::BeginShutdown() {
+  watchdog_->Disarm();
+  console_->Close();
+}
+
+void WorkerGroup::FinishShutdown() {
+  loop_->Remove(console_->space_fd());
+  console_.reset();  // the workers' last output: the agent's summary must follow it
+  // Reaped when it is gone already. Not waited for: the disarmed watchdog exits as soon as
+  // it runs, and its exit (a forked copy of this process's mappings) costs ~0.5 ms that the
+  // agent's exit need not include (B8); whoever inherits it (init, a subreaper) reaps it.
+  watchdog_->ReapIfGone();
+}
+
+}  // namespace muster

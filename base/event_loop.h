@@ -18,6 +18,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -65,7 +66,7 @@ class EventLoop {
   UniqueFd epoll_fd_;
   UniqueFd post_fd_;  // eventfd: readable while posted work is queued
   std::mutex post_mu_;
-  std::deque<std::function<void()>> posted_;  // guarded by post_mu_
+  std::deque<std::function<void()>> posted_ ABSL_GUARDED_BY(post_mu_);
   // shared_ptr so a callback that removes its own fd keeps itself alive while
   // it runs.
   std::unordered_map<int, std::shared_ptr<FdCallback>> callbacks_;

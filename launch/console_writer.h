@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/unique_fd.h"
@@ -63,9 +64,9 @@ class ConsoleWriter {
   UniqueFd space_fd_;
   std::mutex mu_;
   std::condition_variable work_cv_, drained_cv_;
-  std::vector<Source> sources_;  // guarded by mu_
-  size_t pending_ = 0;           // bytes queued in all sources, guarded by mu_
-  bool stop_ = false;            // guarded by mu_
+  std::vector<Source> sources_ ABSL_GUARDED_BY(mu_);
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // bytes queued in all sources
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "base/exit_codes.h"
 
 namespace muster {
 
@@ -19,7 +20,7 @@ struct ExitStatus {
   static ExitStatus FromWaitStatus(int wstatus);
 
   // exit_code, or 128+signal.
-  int code() const { return signal != 0 ? 128 + signal : exit_code; }
+  int code() const { return signal != 0 ? exit_code::ForSignal(signal) : exit_code; }
   bool success() const { return signal == 0 && exit_code == 0; }
   // "exit 1" or "signal 9 (SIGKILL)".
   std::string Describe() const;

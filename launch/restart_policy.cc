@@ -1,5 +1,7 @@
 #include "launch/restart_policy.h"
 
+#include <signal.h>
+
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -7,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/exit_codes.h"
 
 namespace muster {
 
@@ -35,7 +38,12 @@ const char* RestartPolicyName(RestartPolicy policy) {
   return "?";
 }
 
-std::set<int> DefaultRestartableExitCodes() { return {130, 137, 138, 143}; }
+std::set<int> DefaultRestartableExitCodes() {
+  // SIGINT, SIGKILL (the OOM killer, a preemption), SIGTERM, and 138: a signal number's
+  // 128+N, and the agents' own transient code (seeds/000).
+  return {exit_code::ForSignal(SIGINT), exit_code::ForSignal(SIGKILL), exit_code::kTransient,
+          exit_code::ForSignal(SIGTERM)};
+}
 
 absl::StatusOr<std::set<int>> ParseExitCodeList(std::string_view text) {
   std::set<int> codes;

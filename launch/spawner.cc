@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/errno_status.h"
+#include "base/exit_codes.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "base/unique_fd.h"
@@ -62,7 +63,7 @@ int ChildMain(void* arg) {
     if (prctl(PR_SET_PDEATHSIG, a->parent_death_signal) != 0) ChildFail(a, errno);
     // The agent may have died between clone() and prctl(): then nobody would
     // ever send the death signal, so exit now rather than run unsupervised.
-    if (getppid() != a->parent_pid) _exit(128 + a->parent_death_signal);
+    if (getppid() != a->parent_pid) _exit(exit_code::ForSignal(a->parent_death_signal));
   }
   for (size_t i = 0; i < a->fd_count; ++i) {
     int from = a->fds[i].first, to = a->fds[i].second;
@@ -129,7 +130,9 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& command,
   return absl::NotFoundError(absl::StrCat(command, ": command not found in PATH"));
 }
 
-int ExecFailureExitCode(const absl::Status& status) { return absl::IsNotFound(status) ? 127 : 126; }
+int ExecFailureExitCode(const absl::Status& status) {
+  return absl::IsNotFound(status) ? exit_code::kNotFound : exit_code::kNotExecutable;
+}
 
 absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   if (spec.argv.empty()) return absl::InvalidArgumentError("Spawn: empty argv");

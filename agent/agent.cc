@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/debug_mode.h"
+#include "agent/endpoint.h"
 #include "agent/gpu_probe.h"
 #include "agent/remove_tree.h"
 #include "agent/wire_values.h"
@@ -203,11 +204,9 @@ absl::Status Agent::Setup() {
 
 absl::Status Agent::SetupGrpcRendezvous() {
   const std::string& host = config_.rdzv_host_name;
-  std::string endpoint = host.find(':') != std::string::npos
-                             ? absl::StrCat("[", host, "]:", config_.rdzv_port)
-                             : absl::StrCat(host, ":", config_.rdzv_port);
-  bool host_here = config_.rdzv_hosting == "true" ||
-                   (config_.rdzv_hosting == "auto" && IsThisHost(host, hostname_));
+  std::string endpoint = JoinHostPort(host, config_.rdzv_port);
+  bool host_here = config_.rdzv_hosting == RdzvHosting::kAlways ||
+                   (config_.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(host, hostname_));
   if (host_here) {
     rdzv::RendezvousServer::Options options;
     options.listen_address = absl::StrCat("[::]:", config_.rdzv_port);
@@ -221,7 +220,7 @@ absl::Status Agent::SetupGrpcRendezvous() {
         rdzv::RendezvousServer::Start(options);
     if (server.ok()) {
       server_ = *std::move(server);
-    } else if (config_.rdzv_hosting == "true") {
+    } else if (config_.rdzv_hosting == RdzvHosting::kAlways) {
       return absl::FailedPreconditionError(
           absl::StrCat("--rdzv-host true: cannot serve the rendezvous on port ", config_.rdzv_port,
                        ": ", server.status().message()));
@@ -267,7 +266,7 @@ absl::Status Agent::PrepareRunDir() {
 
 absl::StatusOr<int> Agent::OpenFreshStore() {
   store_.reset();  // the previous round's key space ends here
-  if (config_.store != "agent") return 0;
+  if (config_.store != StoreOwner::kAgent) return 0;
   c10d::StoreServer::Options options;
   options.bind_address = StoreBindAddress(node_.address);
   ASSIGN_OR_RETURN(store_, c10d::StoreServer::Start(options));
@@ -464,7 +463,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   round.run_id = run_id_;
   round.master_addr = a.master_addr;
   round.master_port = a.master_port;
-  round.use_agent_store = config_.store == "agent";
+  round.use_agent_store = config_.store == StoreOwner::kAgent;
   if (!round.use_agent_store) {
     round.master_addr = config_.max_nodes == 1 ? config_.master_addr : a.master_addr;
     round.master_port = config_.master_port;

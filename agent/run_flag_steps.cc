@@ -1,6 +1,5 @@
 #include "agent/run_flag_steps.h"
 
-#include <set>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -10,7 +9,6 @@
 #include "base/duration.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"
-#include "launch/signals.h"
 
 namespace muster {
 
@@ -77,33 +75,6 @@ absl::Status ApplyRestartPolicy(const FlagValue& v, Config* c) {
                                            "ExitCode"));
   }
   c->restart_policy = *p;
-  return absl::OkStatus();
-}
-
-absl::Status ApplyRestartableExitCodes(const FlagValue& v, Config* c) {
-  absl::StatusOr<std::set<int>> codes = ParseExitCodeList(v.text);
-  if (!codes.ok()) return FlagError(v.where, codes.status().message());
-  c->restartable_exit_codes = *codes;
-  return absl::OkStatus();
-}
-
-absl::Status ApplyShutdownTimeout(const FlagValue& v, Config* c) {
-  absl::StatusOr<absl::Duration> d = ParseDuration(v.text);
-  if (!d.ok()) return FlagError(v.where, d.status().message());
-  c->shutdown_timeout = *d;
-  return absl::OkStatus();
-}
-
-absl::Status CheckMonitorInterval(const FlagValue& v, Config*) {
-  absl::StatusOr<absl::Duration> d = ParseDuration(v.text);
-  if (!d.ok()) return FlagError(v.where, d.status().message());
-  return absl::OkStatus();
-}
-
-absl::Status ApplySignals(const FlagValue& v, Config* c) {
-  absl::StatusOr<std::vector<int>> parsed = ParseSignalList(v.text);
-  if (!parsed.ok()) return FlagError(v.where, parsed.status().message());
-  c->signals_to_handle = *parsed;
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #define MUSTER_AGENT_RUN_FLAG_STEPS_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "agent/config.h"
@@ -16,7 +17,7 @@
 namespace muster {
 
 // Apply steps many flags share: the value as it is, a non-empty value, a switch, a mode,
-// a stream selection.
+// a stream selection, the value parsed by kParse (whose error message follows `where`).
 template <std::string Config::*kField>
 absl::Status SetText(const FlagValue& v, Config* c) {
   c->*kField = v.text;
@@ -43,6 +44,20 @@ absl::Status SetStreams(const FlagValue& v, Config* c) {
   ASSIGN_OR_RETURN(c->*kField, ParseStreams(v.where, v.text));
   return absl::OkStatus();
 }
+template <auto kField, auto kParse>
+absl::Status SetParsed(const FlagValue& v, Config* c) {
+  auto parsed = kParse(v.text);
+  if (!parsed.ok()) return FlagError(v.where, parsed.status().message());
+  c->*kField = *std::move(parsed);
+  return absl::OkStatus();
+}
+// For flags torchrun has and muster does not use: the value is checked, then dropped.
+template <auto kParse>
+absl::Status CheckParses(const FlagValue& v, Config*) {
+  auto parsed = kParse(v.text);
+  if (!parsed.ok()) return FlagError(v.where, parsed.status().message());
+  return absl::OkStatus();
+}
 
 // --nnodes N or MIN:MAX.
 absl::Status ApplyNnodes(const FlagValue& value, Config* config);
@@ -58,14 +73,6 @@ absl::Status ApplyBindCoreList(const FlagValue& value, Config* config);
 absl::Status ApplyMaxRestarts(const FlagValue& value, Config* config);
 // --restart-policy: Never, OnFailure, Always or ExitCode.
 absl::Status ApplyRestartPolicy(const FlagValue& value, Config* config);
-// --restartable-exit-codes: exit codes 1..255 ("" for none).
-absl::Status ApplyRestartableExitCodes(const FlagValue& value, Config* config);
-// --shutdown-timeout: a duration.
-absl::Status ApplyShutdownTimeout(const FlagValue& value, Config* config);
-// --monitor-interval: a duration, checked and otherwise unused (muster never polls).
-absl::Status CheckMonitorInterval(const FlagValue& value, Config* config);
-// --signals-to-handle: signal names or numbers that can be handled.
-absl::Status ApplySignals(const FlagValue& value, Config* config);
 // --local-ranks-filter: comma-separated local ranks.
 absl::Status ApplyLocalRanksFilter(const FlagValue& value, Config* config);
 // --log-level: see ParseLogLevel.

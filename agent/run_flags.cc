@@ -9,6 +9,7 @@
 #include "agent/flag_parsers.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/run_flag_steps.h"
+#include "base/duration.h"
 #include "base/status_macros.h"
 #include "launch/restart_policy.h"
 #include "launch/signals.h"
@@ -179,22 +180,22 @@ constexpr FlagSpec kRunFlags[] = {
      .group = "Failures",
      .default_text = "130,137,138,143",
      .help = "codes that restart the job under ExitCode",
-     .apply = ApplyRestartableExitCodes},
+     .apply = SetParsed<&Config::restartable_exit_codes, ParseExitCodeList>},
     {.name = "shutdown-timeout",
      .group = "Failures",
      .default_text = "30s",
      .help = "grace period between SIGTERM and SIGKILL",
-     .apply = ApplyShutdownTimeout},
+     .apply = SetParsed<&Config::shutdown_timeout, ParseDuration>},
     {.name = "signals-to-handle",
      .group = "Failures",
      .default_text = kDefaultSignals,
      .help = "signals forwarded to workers before the agent exits 128+N",
-     .apply = ApplySignals},
+     .apply = SetParsed<&Config::signals_to_handle, ParseSignalList>},
     {.name = "monitor-interval",
      .group = "Failures",
      .default_text = "-",
      .help = "accepted for torchrun compatibility; muster is event driven and never polls",
-     .apply = CheckMonitorInterval},
+     .apply = CheckParses<ParseDuration>},
     {.name = "log-dir",
      .group = "Output",
      .default_text = "temporary",

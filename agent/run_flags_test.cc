@@ -300,6 +300,10 @@ TEST(ConventionsTest, MalformedOperatorVariablesAreNamed) {
               "MASTER_ADDR: 'm:23456'");
   ExpectError(parse({{"PET_NNODES", "2"}, {"PET_MASTER_ADDR", "m"}, {"PET_MASTER_PORT", "99x"}}),
               "PET_MASTER_PORT");
+  // PET_MASTER_PORT is also --master-port's PET_ spelling: the convention, which reads it as
+  // the rendezvous port, speaks first.
+  ExpectError(parse({{"PET_NNODES", "2"}, {"PET_MASTER_ADDR", "m"}, {"PET_MASTER_PORT", "0"}}),
+              "PET_MASTER_PORT: '0' in the environment is not a port (1..65535)");
 }
 
 TEST(ConventionsTest, IndexedJobGivesRankAndRankOutsideNodesIsNamed) {

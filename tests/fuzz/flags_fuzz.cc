@@ -81,7 +81,7 @@ std::vector<Flag> FlagsFromHelp() {
     size_t name_end = line.find(' ', dash);
     std::string name(line.substr(dash + 2, name_end - dash - 2));
     bool takes_value = line.substr(name_end, 2) == " V";
-    out.push_back({name, takes_value});
+    out.push_back({.name = name, .takes_value = takes_value});
   }
   return out;
 }

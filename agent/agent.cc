@@ -143,7 +143,7 @@ absl::Status Agent::PrepareRunDir() {
 
 absl::StatusOr<int> Agent::OpenFreshStore() {
   store_.reset();  // the previous round's key space ends here
-  if (config_.store != "agent") return 0;
+  if (config_.store != StoreOwner::kAgent) return 0;
   ASSIGN_OR_RETURN(store_, parts_.store_factory(StoreBindAddress(node_.address)));
   return static_cast<int>(store_->port());
 }

@@ -1,12 +1,14 @@
 // Config: everything `muster run` resolved from flags, MUSTER_* / PET_*
 // variables and defaults (DESIGN §1 precedence). Plain data; built once by
-// ParseRunFlags.
+// ParseRunFlags (agent/run_flags.h), checked against the host by CheckRunConfig.
 #ifndef MUSTER_AGENT_CONFIG_H_
 #define MUSTER_AGENT_CONFIG_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -22,6 +24,42 @@ struct StreamSelection {
   std::map<int, int> by_rank;  // local rank (or kAllRanks) -> bitmask 0..3
   int For(int local_rank) const;
 };
+
+// --probe: whether the agent runs muster-probe before the first rendezvous (DESIGN §4.9).
+enum class ProbeMode {
+  kOff,
+  kAuto,  // inventory when a GPU driver may be present, else nothing
+  kInventory,
+  kNccl,  // inventory and an all-reduce over the node's GPUs
+};
+
+// --stale-gpu-policy: what to do about GPUs that processes outside the job hold at start.
+enum class StaleGpuPolicy { kFail, kWait, kKill };
+
+// --store: who serves the c10d store.
+enum class StoreOwner {
+  kAgent,  // this agent, a fresh port each attempt (TORCHELASTIC_USE_AGENT_STORE=True)
+  kRank0,  // worker rank 0 binds --master-port (torchrun's static behaviour)
+};
+
+// --rdzv-host (or --rdzv-conf is_host): whether this agent serves the rendezvous.
+enum class RdzvHosting {
+  kAuto,    // when the endpoint names this node
+  kAlways,  // "true"
+  kNever,   // "false"
+};
+
+// Each mode's name as flags spell it (and --dry-run and the logs print it), and back.
+// Parse returns nullopt for a name that is not one of them; ModeNames lists them for an
+// error message ("off, auto, inventory or nccl").
+const char* ModeName(ProbeMode mode);
+const char* ModeName(StaleGpuPolicy policy);
+const char* ModeName(StoreOwner store);
+const char* ModeName(RdzvHosting hosting);
+template <typename Mode>
+std::optional<Mode> ParseMode(std::string_view name);
+template <typename Mode>
+std::string ModeNames();
 
 struct Config {
   // What each worker runs.
@@ -42,21 +80,17 @@ struct Config {
   std::string role = "default";
   bool standalone = false;
   std::string run_id = "none";
-  // Who serves the c10d store: "agent" (this agent, a fresh port each attempt,
-  // TORCHELASTIC_USE_AGENT_STORE=True) or "rank0" (torchrun's static behaviour: worker rank 0
-  // binds --master-port).
-  std::string store = "agent";
+  StoreOwner store = StoreOwner::kAgent;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool master_port_given = false;
 
-  // Failure handling.
   // Multi-node rendezvous (DESIGN §4.3).
   std::string rdzv_host_name;  // --rdzv-endpoint host; empty: in-process (one node)
   int rdzv_port = 29400;
-  std::string rdzv_hosting = "auto";  // --rdzv-host auto|true|false: embed the server here
-  int node_rank = -1;                 // --node-rank hint; -1: assigned by arrival
-  std::string local_addr;             // --local-addr / POD_IP: the address other nodes reach
+  RdzvHosting rdzv_hosting = RdzvHosting::kAuto;  // embed the rendezvous server here
+  int node_rank = -1;                             // --node-rank hint; -1: assigned by arrival
+  std::string local_addr;  // --local-addr / POD_IP: the address other nodes reach
   absl::Duration join_timeout = absl::Seconds(600);
   absl::Duration last_call_timeout = absl::Seconds(30);
   absl::Duration heartbeat_interval = absl::Seconds(5);
@@ -65,6 +99,7 @@ struct Config {
   std::string convention;  // operator convention detected in the environment, if any
   std::string tls_cert, tls_key, tls_ca;
 
+  // Failure handling.
   int max_restarts = 0;
   RestartPolicy restart_policy = RestartPolicy::kExitCode;
   std::set<int> restartable_exit_codes;
@@ -86,8 +121,8 @@ struct Config {
   std::map<std::string, std::string> worker_env_base;
 
   // GPU probe (DESIGN §4.9).
-  std::string probe = "auto";  // off | auto (inventory when a driver may be present) | ...
-  std::string stale_gpu_policy = "fail";  // fail | wait | kill
+  ProbeMode probe = ProbeMode::kAuto;
+  StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;
   absl::Duration probe_timeout = absl::Seconds(30);
   nlohmann::json probe_summary;  // the last probe report, for the status file
 

@@ -1,7 +1,5 @@
 #include "agent/conventions.h"
 
-#include <unistd.h>
-
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -30,15 +28,15 @@ int Int(const std::string& s) {
 // while the Pod's own hostname is only the first label (Indexed Job, JobSet, StatefulSet,
 // the hostfiles built from those names). An endpoint of that form names this Pod: its
 // agent serves the rendezvous, as it would for its bare hostname.
-void HostWhenEndpointNamesThisPod(Config* c) {
-  if (c->rdzv_hosting != "auto" || c->sources.count("rdzv-host") || c->rdzv_host_name.empty()) {
+void HostWhenEndpointNamesThisPod(const std::string& host, Config* c) {
+  if (c->rdzv_hosting != RdzvHosting::kAuto || c->sources.count("rdzv-host") ||
+      c->rdzv_host_name.empty()) {
     return;
   }
-  char host[256] = {};
   // No hostname: nothing to compare; the agent's own check (addresses) still applies.
-  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return;
+  if (host.empty()) return;
   if (!absl::StartsWithIgnoreCase(c->rdzv_host_name, absl::StrCat(host, "."))) return;
-  c->rdzv_hosting = "true";
+  c->rdzv_hosting = RdzvHosting::kAlways;
   c->sources["rdzv-host"] =
       absl::StrCat("the endpoint ", c->rdzv_host_name, " names this Pod (hostname ", host, ")");
 }
@@ -118,7 +116,7 @@ absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Co
       used.push_back(absl::StrCat("rendezvous at ", *addr, ":", c->rdzv_port, " (", from, ")"));
       // The master Pod knows itself by rank 0 even when its hostname differs from the
       // service name in MASTER_ADDR.
-      if (c->node_rank == 0 && unset("rdzv-host")) c->rdzv_hosting = "true";
+      if (c->node_rank == 0 && unset("rdzv-host")) c->rdzv_hosting = RdzvHosting::kAlways;
     }
   }
   if (c->node_rank >= c->max_nodes && c->max_nodes > 0 && c->node_rank >= 0) {
@@ -133,9 +131,10 @@ absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Co
 
 }  // namespace
 
-absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env, Config* c) {
+absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env,
+                                      const std::string& hostname, Config* c) {
   RETURN_IF_ERROR(ApplyPodVariables(env, c));
-  HostWhenEndpointNamesThisPod(c);
+  HostWhenEndpointNamesThisPod(hostname, c);
   return absl::OkStatus();
 }
 

@@ -30,8 +30,9 @@ namespace muster {
 
 // Updates `config` (fields whose `config->sources` entry is absent) and sets
 // config->convention to a one-line description for --dry-run ("" when none applies).
+// `hostname` is this host's (HostInfo), "" when unknown.
 absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env,
-                                      Config* config);
+                                      const std::string& hostname, Config* config);
 
 }  // namespace muster
 

@@ -13,9 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "agent/flag_table.h"
 #include "agent/status_file.h"
+#include "agent/subcommand.h"
 #include "base/errno_status.h"
+#include "base/exit_codes.h"
 #include "base/log_format.h"
 #include "launch/spawner.h"
 #include "spdlog/spdlog.h"
@@ -38,8 +39,20 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 constexpr FlagSpec kExecFlags[] = {
-    {"rank", 0, true, "Exec", "required", "the global rank to start"},
-    {"debug-dir", 0, true, "Exec", "/run/muster", "where `muster run --debug` wrote its files"},
+    {.name = "rank",
+     .group = "Exec",
+     .default_text = "required",
+     .help = "the global rank to start"},
+    {.name = "debug-dir",
+     .group = "Exec",
+     .default_text = "/run/muster",
+     .help = "where `muster run --debug` wrote its files"},
+};
+
+constexpr Subcommand kExec = {
+    .name = "exec",
+    .usage = "Usage: muster exec --rank N [--debug-dir D] [--] [CMD...]\n",
+    .flags = kExecFlags,
 };
 
 }  // namespace
@@ -140,38 +153,32 @@ absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const rdzv::
 
 int ExecCommand(const std::vector<std::string>& args,
                 const std::map<std::string, std::string>& env) {
-  auto usage = [](const std::string& m) {
-    std::fprintf(stderr, "muster exec: %s\n", m.c_str());
-    return 2;
-  };
-  if (HelpRequested(args, kExecFlags)) {
-    std::printf("Usage: muster exec --rank N [--debug-dir D] [--] [CMD...]\n%s",
-                FlagHelp(kExecFlags).c_str());
-    return 0;
-  }
-  absl::StatusOr<SplitArgs> split = SplitFlags(args, kExecFlags, "muster exec");
-  if (!split.ok()) return usage(std::string(split.status().message()));
-  FlagValues values(*std::move(split), env);
+  int code = exit_code::kSuccess;
+  std::optional<FlagValues> values = StartSubcommand(kExec, args, env, &code);
+  if (!values) return code;
   int rank = -1;
-  auto r = values.Get("rank");
-  if (!r || !absl::SimpleAtoi(r->first, &rank) || rank < 0) {
-    return usage("--rank: give the global rank to start, e.g. --rank 0");
+  auto r = values->Get("rank");
+  if (!r || !absl::SimpleAtoi(r->text, &rank) || rank < 0) {
+    return UsageError(kExec, "--rank: give the global rank to start, e.g. --rank 0");
   }
-  std::string dir = values.Get("debug-dir") ? values.Get("debug-dir")->first : "/run/muster";
+  std::string dir = values->TextOr("debug-dir", "/run/muster");
   std::string env_path = absl::StrCat(dir, "/rank-", rank, ".env");
   absl::StatusOr<std::string> text = ReadFile(env_path);
   if (!text.ok()) {
-    return usage(absl::StrCat("no environment for rank ", rank, " (", text.status().message(),
-                              "); is `muster run --debug` running on this node with --debug-dir ",
-                              dir, "?"));
+    return UsageError(
+        kExec, absl::StrCat("no environment for rank ", rank, " (", text.status().message(),
+                            "); is `muster run --debug` running on this node with --debug-dir ",
+                            dir, "?"));
   }
   absl::StatusOr<std::map<std::string, std::string>> rank_env = ParseEnvFile(*text);
-  if (!rank_env.ok()) return usage(absl::StrCat(env_path, ": ", rank_env.status().message()));
-  std::vector<std::string> argv = values.rest();
+  if (!rank_env.ok()) {
+    return UsageError(kExec, absl::StrCat(env_path, ": ", rank_env.status().message()));
+  }
+  std::vector<std::string> argv = values->rest();
   if (argv.empty()) {
     absl::StatusOr<std::string> recorded = ReadFile(absl::StrCat(dir, "/rank-", rank, ".argv"));
     if (recorded.ok()) argv = absl::StrSplit(*recorded, '\0', absl::SkipEmpty());
-    if (argv.empty()) return usage("no command given and none recorded; add -- CMD...");
+    if (argv.empty()) return UsageError(kExec, "no command given and none recorded; add -- CMD...");
   }
   for (const auto& [k, v] : *rank_env) setenv(k.c_str(), v.c_str(), 1);
   const char* path_env = getenv("PATH");
@@ -185,7 +192,7 @@ int ExecCommand(const std::vector<std::string>& args,
   cargv.push_back(nullptr);
   execv(exe->c_str(), cargv.data());
   std::fprintf(stderr, "muster exec: cannot execute %s: %s\n", exe->c_str(), strerror(errno));
-  return errno == ENOENT ? 127 : 126;
+  return errno == ENOENT ? exit_code::kNotFound : exit_code::kNotExecutable;
 }
 
 }  // namespace muster

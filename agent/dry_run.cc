@@ -30,11 +30,11 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   line("run id",
        (c.standalone && c.run_id == "none" ? std::string("random (standalone)") : c.run_id) +
            source("rdzv-id"));
-  if (c.store == "agent" && !c.rdzv_host_name.empty()) {
+  if (c.store == StoreOwner::kAgent && !c.rdzv_host_name.empty()) {
     line("store", absl::StrCat("served by the group rank 0 agent at the address it advertises",
                                ", a fresh port per round (TORCHELASTIC_USE_AGENT_STORE=True)",
                                source("store")));
-  } else if (c.store == "agent") {
+  } else if (c.store == StoreOwner::kAgent) {
     line("store", absl::StrCat("served by this agent at ", c.master_addr,
                                ", a fresh port per attempt (TORCHELASTIC_USE_AGENT_STORE=True)",
                                source("store")));
@@ -62,11 +62,11 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   }
   line("operator convention", c.convention.empty() ? std::string("none") : c.convention);
   if (!c.rdzv_host_name.empty()) {
-    line("rendezvous",
-         absl::StrCat(c.rdzv_host_name, ":", c.rdzv_port, ", hosted here: ", c.rdzv_hosting,
-                      c.node_rank >= 0 ? absl::StrCat(", node rank ", c.node_rank)
-                                       : std::string(", node rank by arrival"),
-                      c.token.empty() ? "" : ", token required"));
+    line("rendezvous", absl::StrCat(c.rdzv_host_name, ":", c.rdzv_port,
+                                    ", hosted here: ", ModeName(c.rdzv_hosting),
+                                    c.node_rank >= 0 ? absl::StrCat(", node rank ", c.node_rank)
+                                                     : std::string(", node rank by arrival"),
+                                    c.token.empty() ? "" : ", token required"));
   }
   line("env sources detected",
        detected.empty() ? std::string("none") : absl::StrJoin(detected, " "));

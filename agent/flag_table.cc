@@ -1,16 +1,8 @@
 #include "agent/flag_table.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/strip.h"
-#include "agent/wire_values.h"
-#include "base/status_macros.h"
 
 namespace muster {
 namespace {
@@ -105,36 +97,23 @@ std::string FlagHelp(absl::Span<const FlagSpec> specs) {
   return out;
 }
 
-absl::StatusOr<std::string> ResolveToken(
-    const std::optional<std::pair<std::string, std::string>>& token_file,
-    const std::map<std::string, std::string>& env) {
-  if (!token_file) {
-    auto it = env.find("MUSTER_TOKEN");
-    if (it == env.end()) return std::string();
-    RETURN_IF_ERROR(CheckToken("MUSTER_TOKEN", it->second));
-    return it->second;
-  }
-  const auto& [path, where] = *token_file;
-  std::ifstream in(path);
-  if (!in) return Invalid(where, absl::StrCat("cannot read '", path, "': ", strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string token(absl::StripTrailingAsciiWhitespace(text.str()));
-  if (token.empty()) return Invalid(where, absl::StrCat("'", path, "' is empty"));
-  RETURN_IF_ERROR(CheckToken(where, token));
-  return token;
-}
-
-std::optional<std::pair<std::string, std::string>> FlagValues::Get(const char* name) const {
+std::optional<FlagValue> FlagValues::Get(const char* name) const {
   auto g = args_.given.find(name);
-  if (g != args_.given.end()) return std::make_pair(g->second, absl::StrCat("--", name));
+  if (g != args_.given.end()) {
+    return FlagValue{.text = g->second, .where = absl::StrCat("--", name)};
+  }
   std::string suffix = absl::AsciiStrToUpper(absl::StrReplaceAll(name, {{"-", "_"}}));
   for (const char* prefix : {"MUSTER_", "PET_"}) {
     std::string var = absl::StrCat(prefix, suffix);
     auto e = env_.find(var);
-    if (e != env_.end()) return std::make_pair(e->second, var);
+    if (e != env_.end()) return FlagValue{.text = e->second, .where = var};
   }
   return std::nullopt;
+}
+
+std::string FlagValues::TextOr(const char* name, std::string fallback) const {
+  std::optional<FlagValue> value = Get(name);
+  return value ? value->text : fallback;
 }
 
 }  // namespace muster

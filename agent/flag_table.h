@@ -11,21 +11,34 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace muster {
 
+struct Config;
+
+// One resolved flag: its text and where it came from ("--nnodes", "MUSTER_NNODES",
+// "PET_NNODES"), which every error about it names.
+struct FlagValue {
+  std::string text;
+  std::string where;
+};
+
 struct FlagSpec {
-  const char* name;  // dash spelling without "--"
-  char short_name;   // 0: none
-  bool takes_value;
-  const char* group;
-  const char* default_text;
+  const char* name;          // dash spelling without "--"
+  char short_name = 0;       // 0: none
+  bool takes_value = true;   // false: a switch
+  const char* group;         // --help's heading
+  const char* default_text;  // --help's "(default: ...)"
   const char* help;
+  // `muster run`'s flags: sets the value into Config (InvalidArgument naming value.where
+  // when it is not one). The other subcommands' flags have none: they read their few
+  // values themselves.
+  absl::Status (*apply)(const FlagValue& value, Config* config) = nullptr;
 };
 
 // What a command line gave, before environment and defaults.
@@ -44,26 +57,24 @@ bool HelpRequested(const std::vector<std::string>& args, absl::Span<const FlagSp
 // The grouped flag table with defaults, for --help.
 std::string FlagHelp(absl::Span<const FlagSpec> specs);
 
-// Resolves a flag: its value and where it came from ("--nnodes", "MUSTER_NNODES",
-// "PET_NNODES"), or nullopt when unset everywhere.
+// A subcommand's flags resolved against the environment. Holds a reference to `env`,
+// which must outlive it.
 class FlagValues {
  public:
   FlagValues(SplitArgs args, const std::map<std::string, std::string>& env)
       : args_(std::move(args)), env_(env) {}
-  std::optional<std::pair<std::string, std::string>> Get(const char* name) const;
+  // The flag's value (command line, else MUSTER_<FLAG>, else PET_<FLAG>), or nullopt when
+  // unset everywhere.
+  std::optional<FlagValue> Get(const char* name) const;
+  // Get(name)'s text, or `fallback` when unset.
+  std::string TextOr(const char* name, std::string fallback) const;
   const std::vector<std::string>& rest() const { return args_.rest; }
+  const std::map<std::string, std::string>& env() const { return env_; }
 
  private:
   SplitArgs args_;
   const std::map<std::string, std::string>& env_;
 };
-
-// The job's shared secret: the contents of the --token-file value `token_file` (trailing
-// whitespace dropped; unreadable or empty is InvalidArgument naming where it came from),
-// else MUSTER_TOKEN, else "". Never logged.
-absl::StatusOr<std::string> ResolveToken(
-    const std::optional<std::pair<std::string, std::string>>& token_file,
-    const std::map<std::string, std::string>& env);
 
 }  // namespace muster
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "base/duration.h"
 #include "base/errno_status.h"
+#include "base/exit_codes.h"
 #include "base/log_format.h"
 #include "base/status_macros.h"
 #include "base/unique_fd.h"
@@ -78,7 +79,7 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
   char buf[65536];
   for (;;) {
     int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-    pollfd p{read_end.get(), POLLIN, 0};
+    pollfd p{.fd = read_end.get(), .events = POLLIN, .revents = 0};
     int r = left > 0 ? poll(&p, 1, left) : 0;
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
@@ -96,7 +97,8 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   ProbeResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.exit_code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : exit_code::ForSignal(WTERMSIG(status));
   result.report = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
   if (result.report.is_discarded() || !result.report.is_object()) {
     return absl::InternalError(
@@ -111,9 +113,11 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
     for (const auto& proc : ArrayField(gpu, "processes")) {
       if (!proc.is_object()) continue;
       auto alive = proc.find("alive");
-      result.holders.push_back(GpuHolder{IntField(gpu, "index"), IntField(proc, "pid"),
-                                         StringField(proc, "name"),
-                                         alive != proc.end() && alive->is_boolean() && *alive});
+      result.holders.push_back(
+          GpuHolder{.gpu = IntField(gpu, "index"),
+                    .pid = IntField(proc, "pid"),
+                    .name = StringField(proc, "name"),
+                    .alive = alive != proc.end() && alive->is_boolean() && *alive});
     }
   }
   return result;
@@ -125,32 +129,35 @@ int ApplyProbe(const std::map<std::string, std::string>& env, Config* c) {
     spdlog::error(
         "--nproc-per-node gpu: no GPU found (no working NVIDIA driver); give a number "
         "or 'cpu'");
-    return 2;
+    return exit_code::kUsage;
   };
-  if (c->probe == "off") return unresolved_gpu();
+  if (c->probe == ProbeMode::kOff) return unresolved_gpu();
   std::string binary = FindProbeBinary();
   if (binary.empty()) {
-    if (c->probe == "auto") return unresolved_gpu();
-    spdlog::error("--probe {}: muster-probe is neither next to muster nor in PATH", c->probe);
-    return 2;
+    if (c->probe == ProbeMode::kAuto) return unresolved_gpu();
+    spdlog::error("--probe {}: muster-probe is neither next to muster nor in PATH",
+                  ModeName(c->probe));
+    return exit_code::kUsage;
   }
-  if (c->probe == "auto" && !DriverMayBePresent(env)) return unresolved_gpu();
-  std::string mode = c->probe == "nccl" ? "nccl" : "inventory";
+  if (c->probe == ProbeMode::kAuto && !DriverMayBePresent(env)) return unresolved_gpu();
+  std::string mode = c->probe == ProbeMode::kNccl ? "nccl" : "inventory";
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<ProbeResult> r = RunProbe(binary, mode, c->probe_timeout, env);
     if (!r.ok()) {
       spdlog::error("GPU probe failed: {}; this node is not usable", r.status().message());
-      return 138;
+      return exit_code::kTransient;
     }
     c->probe_summary = r->report;
     if (r->exit_code == 3) {  // no driver
-      if (c->probe != "auto") spdlog::warn("--probe {}: no NVIDIA driver found", c->probe);
+      if (c->probe != ProbeMode::kAuto) {
+        spdlog::warn("--probe {}: no NVIDIA driver found", ModeName(c->probe));
+      }
       return unresolved_gpu();
     }
     if (c->nproc_spec == "gpu" || c->nproc_spec == "auto") {
       if (r->gpu_count == 0 && c->nproc_spec == "gpu") {
         spdlog::error("--nproc-per-node gpu: the GPU probe found no GPU");
-        return 2;
+        return exit_code::kUsage;
       }
       if (r->gpu_count > 0) c->nproc_per_node = r->gpu_count;
     }
@@ -167,21 +174,21 @@ int ApplyProbe(const std::map<std::string, std::string>& env, Config* c) {
       if (!healthy) {
         spdlog::error("GPU probe: this node is unhealthy (exit {}): {}", r->exit_code,
                       absl::StrJoin(r->problems, "; "));
-        return 138;
+        return exit_code::kTransient;
       }
       spdlog::info("GPU probe: {} GPU{} healthy", r->gpu_count, r->gpu_count == 1 ? "" : "s");
       return 0;
     }
     std::string what = absl::StrJoin(held, ", ");
-    bool killed_already = c->stale_gpu_policy == "kill" && attempt > 0;
-    if (c->stale_gpu_policy == "fail" || killed_already || attempt >= 30) {
+    bool killed_already = c->stale_gpu_policy == StaleGpuPolicy::kKill && attempt > 0;
+    if (c->stale_gpu_policy == StaleGpuPolicy::kFail || killed_already || attempt >= 30) {
       spdlog::error(
           "GPUs are held by processes that are not this job's: {}; refusing to start "
           "(--stale-gpu-policy {})",
-          what, c->stale_gpu_policy);
-      return 138;
+          what, ModeName(c->stale_gpu_policy));
+      return exit_code::kTransient;
     }
-    if (c->stale_gpu_policy == "kill") {
+    if (c->stale_gpu_policy == StaleGpuPolicy::kKill) {
       for (int pid : alive) {
         spdlog::warn("--stale-gpu-policy kill: SIGKILL to pid {} holding a GPU", pid);
         kill(pid, SIGKILL);  // ESRCH: gone meanwhile; EPERM: not ours to kill, re-probe says
@@ -190,7 +197,7 @@ int ApplyProbe(const std::map<std::string, std::string>& env, Config* c) {
       spdlog::info("--stale-gpu-policy wait: {}; probing again in 10 s", what);
     }
     // NVML offers no event for a process releasing a GPU: re-probing is the only way.
-    sleep(c->stale_gpu_policy == "kill" ? 1 : 10);
+    sleep(c->stale_gpu_policy == StaleGpuPolicy::kKill ? 1 : 10);
   }
 }
 

@@ -7,20 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "agent/config_check.h"
 #include "agent/debug_mode.h"
 #include "agent/dry_run.h"
-#include "agent/flags.h"
 #include "agent/gpu_probe.h"
+#include "agent/host_info.h"
+#include "agent/run_flags.h"
+#include "agent/subcommand.h"
 #include "agent/subcommands.h"
 #include "agent/wiring.h"
+#include "base/exit_codes.h"
 #include "base/logging.h"
 
 extern char** environ;
 
 namespace muster {
 namespace {
-
-constexpr int kExitUsage = 2;
 
 std::map<std::string, std::string> ReadEnvironment() {
   std::map<std::string, std::string> env;
@@ -47,19 +49,19 @@ void PrintUsage(FILE* out) {
 }
 
 int RunCommand(const std::vector<std::string>& args) {
-  if (RunHelpRequested(args)) {
-    std::fputs(RunHelp().c_str(), stdout);
-    return 0;
-  }
   std::map<std::string, std::string> env = ReadEnvironment();
-  absl::StatusOr<Config> config = ParseRunFlags(args, env, HostInfo::Detect(env));
-  if (!config.ok()) {
-    std::fprintf(stderr, "muster run: %s\n", std::string(config.status().message()).c_str());
-    return kExitUsage;
+  const Subcommand& run = RunSubcommand();
+  int code = exit_code::kSuccess;
+  std::optional<FlagValues> flags = StartSubcommand(run, args, env, &code);
+  if (!flags) return code;
+  absl::StatusOr<Config> config = ParseRunFlags(*flags, HostInfo::Detect(env));
+  if (!config.ok()) return UsageError(run, config.status().message());
+  if (absl::Status checked = CheckRunConfig(&*config); !checked.ok()) {
+    return UsageError(run, checked.message());
   }
   if (config->dry_run) {
     std::fputs(DescribeConfig(*config, env).c_str(), stdout);
-    return 0;
+    return exit_code::kSuccess;
   }
   InitLogging(config->log_level);
   if (int stop = ApplyProbe(env, &*config); stop != 0) return stop;
@@ -71,19 +73,20 @@ int RunCommand(const std::vector<std::string>& args) {
 }  // namespace muster
 
 int main(int argc, char** argv) {
+  namespace exit_code = muster::exit_code;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     muster::PrintUsage(stderr);
-    return muster::kExitUsage;
+    return exit_code::kUsage;
   }
   const std::string& cmd = args[0];
   if (cmd == "--version" || cmd == "-V" || cmd == "version") {
     std::printf("muster %s\n", MUSTER_VERSION);
-    return 0;
+    return exit_code::kSuccess;
   }
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     muster::PrintUsage(stdout);
-    return 0;
+    return exit_code::kSuccess;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (cmd == "run") return muster::RunCommand(rest);
@@ -92,5 +95,5 @@ int main(int argc, char** argv) {
   if (cmd == "exec") return muster::ExecCommand(rest, muster::ReadEnvironment());
   std::fprintf(stderr, "muster: unknown command '%s'\n", cmd.c_str());
   muster::PrintUsage(stderr);
-  return muster::kExitUsage;
+  return exit_code::kUsage;
 }

@@ -10,10 +10,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "agent/flag_table.h"
+#include "agent/endpoint.h"
+#include "agent/rendezvous_flags.h"
 #include "agent/status_file.h"
+#include "agent/subcommand.h"
 #include "agent/subcommands.h"
-#include "agent/wire_values.h"
+#include "base/exit_codes.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "rendezvous/grpc/job_status_client.h"
 
@@ -21,13 +24,42 @@ namespace muster {
 namespace {
 
 constexpr FlagSpec kStatusFlags[] = {
-    {"rdzv-endpoint", 0, true, "Status", "required", "HOST[:PORT] of the rendezvous server"},
-    {"rdzv-id", 0, true, "Status", "none", "the job's run id"},
-    {"json", 0, false, "Status", "off", "print JSON instead of a table"},
-    {"watch", 0, false, "Status", "off", "follow the job: print each change until it ends"},
-    {"token-file", 0, true, "Security", "MUSTER_TOKEN", "file with the shared secret"},
-    {"tls-ca", 0, true, "Security", "none", "PEM CA of the server's certificate"},
-    {"timeout", 0, true, "Status", "10", "seconds to wait for the server"},
+    {.name = "rdzv-endpoint",
+     .group = "Status",
+     .default_text = "required",
+     .help = "HOST[:PORT] of the rendezvous server"},
+    {.name = "rdzv-id", .group = "Status", .default_text = "none", .help = "the job's run id"},
+    {.name = "json",
+     .takes_value = false,
+     .group = "Status",
+     .default_text = "off",
+     .help = "print JSON instead of a table"},
+    {.name = "watch",
+     .takes_value = false,
+     .group = "Status",
+     .default_text = "off",
+     .help = "follow the job: print each change until it ends"},
+    {.name = "token-file",
+     .group = "Security",
+     .default_text = "MUSTER_TOKEN",
+     .help = "file with the shared secret"},
+    {.name = "tls-ca",
+     .group = "Security",
+     .default_text = "none",
+     .help = "PEM CA of the server's certificate"},
+    {.name = "timeout",
+     .group = "Status",
+     .default_text = "10",
+     .help = "seconds to wait for the server"},
+};
+
+// The server answered that it has no such job (a permanent answer, unlike 138's).
+constexpr int kNoSuchJob = 1;
+
+constexpr Subcommand kStatus = {
+    .name = "status",
+    .usage = "Usage: muster status --rdzv-endpoint H[:P] --rdzv-id ID [--json]\n",
+    .flags = kStatusFlags,
 };
 
 nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
@@ -176,48 +208,47 @@ void PrintTable(const nlohmann::json& j, bool color) {
   }
 }
 
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "muster status: %s\n", message.c_str());
-  return 2;
+// The query from the flags, or a usage error's message.
+absl::StatusOr<rdzv::JobStatusQuery> StatusQuery(const FlagValues& values) {
+  rdzv::JobStatusQuery query;
+  std::optional<FlagValue> endpoint = values.Get("rdzv-endpoint");
+  if (!endpoint) {
+    return absl::InvalidArgumentError(
+        "--rdzv-endpoint: missing; give HOST[:PORT] of the rendezvous");
+  }
+  ASSIGN_OR_RETURN(Endpoint parsed,
+                   ParseEndpoint(endpoint->where, endpoint->text, kDefaultRendezvousPort));
+  query.endpoint = parsed.ToString();
+  query.run_id = "none";
+  if (auto id = values.Get("rdzv-id")) {
+    ASSIGN_OR_RETURN(query.run_id, ParseRunId(*id));
+  }
+  ASSIGN_OR_RETURN(query.token, ResolveToken(values.Get("token-file"), values.env()));
+  if (auto ca = values.Get("tls-ca")) query.tls_ca_file = ca->text;
+  if (auto t = values.Get("timeout")) {
+    double seconds = 0;
+    // "inf" and "nan" parse as doubles: a wait without a deadline is no answer either.
+    if (!absl::SimpleAtod(t->text, &seconds) || !std::isfinite(seconds) || seconds <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t->where, ": '", t->text, "' is not a positive number"));
+    }
+    query.timeout = absl::Seconds(seconds);
+  }
+  return query;
 }
 
 }  // namespace
 
 int StatusCommand(const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env) {
-  if (HelpRequested(args, kStatusFlags)) {
-    std::printf("Usage: muster status --rdzv-endpoint H[:P] --rdzv-id ID [--json]\n%s",
-                FlagHelp(kStatusFlags).c_str());
-    return 0;
-  }
-  absl::StatusOr<SplitArgs> split = SplitFlags(args, kStatusFlags, "muster status");
-  if (!split.ok()) return Usage(std::string(split.status().message()));
-  FlagValues values(*std::move(split), env);
-  auto endpoint = values.Get("rdzv-endpoint");
-  if (!endpoint) return Usage("--rdzv-endpoint: missing; give HOST[:PORT] of the rendezvous");
-  rdzv::JobStatusQuery query;
-  query.endpoint = endpoint->first;
-  if (query.endpoint.find(':') == std::string::npos) query.endpoint += ":29400";
-  query.run_id = values.Get("rdzv-id") ? values.Get("rdzv-id")->first : "none";
-  if (auto id = values.Get("rdzv-id")) {
-    if (absl::Status st = CheckRunId(id->second, id->first); !st.ok()) {
-      return Usage(std::string(st.message()));
-    }
-  }
-  absl::StatusOr<std::string> token = ResolveToken(values.Get("token-file"), env);
-  if (!token.ok()) return Usage(std::string(token.status().message()));
-  query.token = *token;
-  if (auto ca = values.Get("tls-ca")) query.tls_ca_file = ca->first;
-  if (auto t = values.Get("timeout")) {
-    double seconds = 0;
-    // "inf" and "nan" parse as doubles: a wait without a deadline is no answer either.
-    if (!absl::SimpleAtod(t->first, &seconds) || !std::isfinite(seconds) || seconds <= 0) {
-      return Usage(absl::StrCat(t->second, ": '", t->first, "' is not a positive number"));
-    }
-    query.timeout = absl::Seconds(seconds);
-  }
-  bool json = values.Get("json").has_value();
-  if (values.Get("watch")) {
+  int code = exit_code::kSuccess;
+  std::optional<FlagValues> values = StartSubcommand(kStatus, args, env, &code);
+  if (!values) return code;
+  absl::StatusOr<rdzv::JobStatusQuery> parsed = StatusQuery(*values);
+  if (!parsed.ok()) return UsageError(kStatus, parsed.status().message());
+  const rdzv::JobStatusQuery& query = *parsed;
+  bool json = values->Get("json").has_value();
+  if (values->Get("watch")) {
     bool color = isatty(STDOUT_FILENO);
     absl::Status watched = rdzv::WatchJobStatus(query, [&](const rdzv::JobStatusSnapshot& s) {
       nlohmann::json j = ToJson(s);
@@ -233,7 +264,7 @@ int StatusCommand(const std::vector<std::string>& args,
     if (!watched.ok()) {
       std::fprintf(stderr, "muster status: watching job %s at %s: %s\n", query.run_id.c_str(),
                    query.endpoint.c_str(), std::string(watched.message()).c_str());
-      return watched.code() == absl::StatusCode::kNotFound ? 1 : 138;
+      return watched.code() == absl::StatusCode::kNotFound ? kNoSuchJob : exit_code::kTransient;
     }
     return 0;
   }
@@ -241,7 +272,8 @@ int StatusCommand(const std::vector<std::string>& args,
   if (!status.ok()) {
     std::fprintf(stderr, "muster status: cannot get job %s from %s: %s\n", query.run_id.c_str(),
                  query.endpoint.c_str(), std::string(status.status().message()).c_str());
-    return status.status().code() == absl::StatusCode::kNotFound ? 1 : 138;
+    return status.status().code() == absl::StatusCode::kNotFound ? kNoSuchJob
+                                                                 : exit_code::kTransient;
   }
   nlohmann::json j = ToJson(*status);
   if (json) {

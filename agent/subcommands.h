@@ -1,5 +1,6 @@
 // The subcommands besides `run`: `muster serve` (a standalone rendezvous server) and
-// `muster status` (a job's status from the rendezvous server). Each returns the process
+// `muster status` (a job's status from the rendezvous server); `muster exec` is in
+// debug_mode.h. Each starts with the shared preamble (subcommand.h) and returns the process
 // exit code; flag errors print a message naming the flag and return 2.
 #ifndef MUSTER_AGENT_SUBCOMMANDS_H_
 #define MUSTER_AGENT_SUBCOMMANDS_H_

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/endpoint.h"
 #include "agent/this_host.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
@@ -51,11 +52,9 @@ class HostedGrpcRendezvous : public HostedRendezvous {
 // the rendezvous.
 absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
   const std::string& host = config.rdzv_host_name;
-  std::string endpoint = host.find(':') != std::string::npos
-                             ? absl::StrCat("[", host, "]:", config.rdzv_port)
-                             : absl::StrCat(host, ":", config.rdzv_port);
+  std::string endpoint = JoinHostPort(host, config.rdzv_port);
   bool host_here =
-      config.rdzv_hosting == "true" || (config.rdzv_hosting == "auto" && IsThisHost(host));
+      config.rdzv_hosting == RdzvHosting::kAlways || (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(host));
   if (host_here) {
     absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start({
         .listen_address = absl::StrCat("[::]:", config.rdzv_port),
@@ -68,7 +67,7 @@ absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
     });
     if (server.ok()) {
       parts.hosted_rendezvous = std::make_unique<HostedGrpcRendezvous>(*std::move(server));
-    } else if (config.rdzv_hosting == "true") {
+    } else if (config.rdzv_hosting == RdzvHosting::kAlways) {
       return absl::FailedPreconditionError(
           absl::StrCat("--rdzv-host true: cannot serve the rendezvous on port ", config.rdzv_port,
                        ": ", server.status().message()));

@@ -24,7 +24,7 @@ void ChooseStreams(const Config& config, int local_rank, WorkerSpec& spec) {
 }  // namespace
 
 bool NeedsFreeMasterPort(const Config& config) {
-  return config.store != "agent" && config.standalone && !config.master_port_given;
+  return config.store != StoreOwner::kAgent && config.standalone && !config.master_port_given;
 }
 
 NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& a, const std::string& run_id,
@@ -36,7 +36,7 @@ NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& a, const s
   RoundInfo& info = round.info;
   info.restart_count = a.restart_count;
   info.run_id = run_id;
-  info.use_agent_store = config.store == "agent";
+  info.use_agent_store = config.store == StoreOwner::kAgent;
   if (info.use_agent_store) {
     // The store of the agent of group rank 0, as the rendezvous announced it.
     info.master_addr = a.master_addr;

@@ -64,7 +64,7 @@ TEST(WorkerSpecsTest, PlacementEnvAndFilesPerLocalRank) {
 
 TEST(WorkerSpecsTest, StaticStoreUsesMasterFlagsOrTheFreePort) {
   Config c = TwoWorkers();
-  c.store = "rank0";
+  c.store = StoreOwner::kRank0;
   c.max_nodes = 2;
   c.master_port = 29501;
   NodeRound fixed = PlanNodeRound(c, TwoNodeRound(), "job", 0);

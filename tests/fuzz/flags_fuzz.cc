@@ -1,11 +1,13 @@
-// libFuzzer target for `muster run`'s flag and environment parsing (agent/flags.cc,
-// flag_table.cc, conventions.cc and the value parsers they call). The input is decoded
-// into an argv and an environment; ParseRunFlags must never crash, and what it accepts
-// must be a usable configuration (Check below lists the invariants). Dash and underscore
-// spellings must give the same result.
+// libFuzzer target for `muster run`'s flag and environment parsing (agent/run_flags.cc,
+// rendezvous_flags.cc, flag_table.cc, conventions.cc and the value parsers they call) and
+// the check against the filesystem after it (config_check.cc). The input is decoded into
+// an argv, an environment and the host's facts; ParseRunFlags and CheckRunConfig must never
+// crash, and what they accept must be a usable configuration (Check below lists the
+// invariants). Dash and underscore spellings must give the same result.
 //
-// Input: byte 0 and 1 are the host's CPU and GPU counts, then records, each starting with
-// an opcode byte (op % 8):
+// Input: byte 0 and 1 are the host's CPU and GPU counts (the GPU byte's high bits: a driver
+// may be present, /dev/termination-log is writable, the hostname is "job-0"), then
+// records, each starting with an opcode byte (op % 8):
 //   0-2  a known flag (next byte picks it from RunHelp's table; the byte after chooses
 //        the spelling: underscore, inline "=", a stray "=value" on a switch), then a value
 //   3    MUSTER_<FLAG> or PET_<FLAG> for a known flag, then a value
@@ -13,10 +15,11 @@
 //   5    a raw argv word
 //   6    "--", then a command word from the values
 //   7    a raw environment variable (name, value)
-// A value is one byte: < 0xC0 picks a dictionary entry, else 0..63 raw bytes follow.
+// A value is one byte: < 0xC0 picks a dictionary entry (flags_fuzz_values.h), else 0..63
+// raw bytes follow.
 //
-// Paths that the parser reads or creates (--log-dir is mkdir -p'd, --token-file read) are
-// mapped into a scratch directory, so fuzzing never touches the rest of the filesystem.
+// Paths that are read or created (--log-dir is mkdir -p'd, --token-file read) are mapped
+// into a scratch directory, so fuzzing never touches the rest of the filesystem.
 #include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -34,13 +37,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/flags.h"
-#include "agent/gpu_probe.h"
+#include "agent/config_check.h"
+#include "agent/host_info.h"
+#include "agent/run_flags.h"
 #include "agent/wire_values.h"
 #include "base/duration.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"
 #include "launch/signals.h"
+#include "tests/fuzz/flags_fuzz_values.h"
 
 namespace muster {
 namespace {
@@ -76,7 +81,7 @@ std::vector<Flag> FlagsFromHelp() {
     size_t name_end = line.find(' ', dash);
     std::string name(line.substr(dash + 2, name_end - dash - 2));
     bool takes_value = line.substr(name_end, 2) == " V";
-    out.push_back({name, takes_value});
+    out.push_back({.name = name, .takes_value = takes_value});
   }
   return out;
 }
@@ -129,155 +134,7 @@ Fixture* MakeFixture() {
     f->path_env.insert("MUSTER_" + var);
     f->path_env.insert("PET_" + var);
   }
-  f->values = {"",
-               "0",
-               "1",
-               "2",
-               "3",
-               "4",
-               "8",
-               "-1",
-               "-0",
-               "+3",
-               " 2",
-               "2 ",
-               "007",
-               "65535",
-               "65536",
-               "2147483647",
-               "2147483648",
-               "-2147483648",
-               "99999999999999999999",
-               "0x10",
-               "1e3",
-               "1:1",
-               "1:4",
-               "2:2",
-               "4:2",
-               "0:2",
-               "1:",
-               ":3",
-               "1:2:3",
-               "2:65536",
-               "cpu",
-               "gpu",
-               "auto",
-               "GPU",
-               "true",
-               "false",
-               "yes",
-               "no",
-               "TRUE",
-               "on",
-               "30s",
-               "500ms",
-               "10m",
-               "1h",
-               "1.5s",
-               "2us",
-               "-1s",
-               "1e300h",
-               "1e18",
-               "nan",
-               "inf",
-               "s",
-               "ms",
-               "0s",
-               "1e-9ms",
-               "9223372036s",
-               "0-3,8",
-               "0-1023",
-               "0-1024",
-               "3-1",
-               "1-2-3",
-               "-1",
-               ",,",
-               " 0 , 2 ",
-               "1024",
-               "130,137,143",
-               "0",
-               "256",
-               "1,,2",
-               "SIGTERM,SIGINT",
-               "SIGKILL",
-               "TERM",
-               "15",
-               "64",
-               "65",
-               "SIGCHLD",
-               "sigusr1",
-               "Never",
-               "OnFailure",
-               "always",
-               "ExitCode",
-               "bogus",
-               "0:1,1:2",
-               "0:3",
-               "1:4",
-               "x:1",
-               "0:",
-               ":1",
-               "0:1:2",
-               "-1:1",
-               "host",
-               "host:29400",
-               "host:0",
-               "host:65536",
-               "host:",
-               ":29400",
-               "[::1]:29400",
-               "[::1]",
-               "[::1",
-               "[::1]x",
-               "::1",
-               "a:b:c",
-               "10.0.0.1:1",
-               "[]:1",
-               "join_timeout=10s,last_call_timeout=1s",
-               "heartbeat_interval=0s",
-               "heartbeat_misses=0",
-               "heartbeat_misses=2,heartbeat_interval=100ms",
-               "is_host=1",
-               "is_host=maybe",
-               "timeout=1e300h",
-               "read_timeout=5",
-               "bogus=1",
-               "join_timeout",
-               "=",
-               ",,join_timeout=1s,",
-               "static",
-               "c10d",
-               "etcd",
-               "etcd-v2",
-               "agent",
-               "rank0",
-               "off",
-               "inventory",
-               "nccl",
-               "fail",
-               "wait",
-               "kill",
-               "info",
-               "DEBUG",
-               "[${role_name}${local_rank}]:",
-               "${rank}",
-               "default",
-               "trainer",
-               "job-7",
-               "none",
-               "python3",
-               "/bin/true",
-               f->root + "/train.py",
-               f->root + "/dir",
-               f->root + "/token",
-               "train.py",
-               "-m",
-               "--",
-               "-",
-               "--nnodes",
-               "-h",
-               "--help",
-               "--nproc-per-node=2"};
+  f->values = FlagsFuzzValues(f->root);
   return f;
 }
 
@@ -370,7 +227,11 @@ Case Decode(const uint8_t* data, size_t size) {
   Decoder d(data, size);
   Case c;
   c.host.cpus = 1 + d.Byte() % 128;
-  c.host.gpus = d.Byte() % 17;
+  uint8_t gpu = d.Byte();
+  c.host.gpus = (gpu & 0x1F) % 17;
+  c.host.driver_may_be_present = gpu & 0x20;
+  c.host.termination_log_writable = gpu & 0x40;
+  if (gpu & 0x80) c.host.hostname = "job-0";
   const std::vector<Flag>& flags = fixture->flags;
   while (!d.done() && c.args.size() < 64) {
     uint8_t op = d.Byte() % 8;
@@ -421,7 +282,9 @@ Case Decode(const uint8_t* data, size_t size) {
   for (const std::string& a : c.args) fprintf(stderr, " '%s'", a.c_str());
   fprintf(stderr, "\n  env:");
   for (const auto& [k, v] : c.env) fprintf(stderr, " %s='%s'", k.c_str(), v.c_str());
-  fprintf(stderr, "\n  host: cpus=%d gpus=%d\n", c.host.cpus, c.host.gpus);
+  fprintf(stderr, "\n  host: cpus=%d gpus=%d driver=%d termination-log=%d hostname='%s'\n",
+          c.host.cpus, c.host.gpus, c.host.driver_may_be_present, c.host.termination_log_writable,
+          c.host.hostname.c_str());
   abort();
 }
 
@@ -446,13 +309,10 @@ void Check(const Case& c, const Config& cfg) {
   CHECK_OR_FAIL(cfg.health_port >= -1 && cfg.health_port <= 65535,
                 absl::StrCat("health_port ", cfg.health_port));
   CHECK_OR_FAIL(cfg.max_nodes == 1 || !cfg.rdzv_host_name.empty(), "multi-node needs endpoint");
-  CHECK_OR_FAIL(
-      cfg.rdzv_hosting == "auto" || cfg.rdzv_hosting == "true" || cfg.rdzv_hosting == "false",
-      cfg.rdzv_hosting);
   // 0 workers: only `gpu` with no GPU seen yet, left for the GPU probe to resolve.
   CHECK_OR_FAIL(
       cfg.nproc_per_node >= 1 || (cfg.nproc_per_node == 0 && cfg.nproc_spec == "gpu" &&
-                                  cfg.probe != "off" && DriverMayBePresent(c.env)),
+                                  cfg.probe != ProbeMode::kOff && c.host.driver_may_be_present),
       absl::StrCat("nproc_per_node ", cfg.nproc_per_node, " from '", cfg.nproc_spec, "'"));
   if (cfg.nproc_spec == "cpu") CHECK_OR_FAIL(cfg.nproc_per_node == c.host.cpus, "cpu count");
   if (cfg.nproc_spec == "gpu") CHECK_OR_FAIL(cfg.nproc_per_node == c.host.gpus, "gpu count");
@@ -470,7 +330,6 @@ void Check(const Case& c, const Config& cfg) {
   CHECK_OR_FAIL(!cfg.command.empty() || cfg.debug, "no command");
   CHECK_OR_FAIL(!cfg.role.empty() && !cfg.master_addr.empty() && !cfg.debug_dir.empty(),
                 "empty role/master_addr/debug_dir");
-  CHECK_OR_FAIL(cfg.store == "agent" || cfg.store == "rank0", cfg.store);
   // What goes to other processes: proto3 strings (UTF-8 only) and gRPC metadata.
   CHECK_OR_FAIL(CheckRunId("run id", cfg.run_id).ok(), EscapeForMessage(cfg.run_id));
   CHECK_OR_FAIL(CheckHostOrAddress("master addr", cfg.master_addr).ok(),
@@ -518,16 +377,17 @@ std::string Fingerprint(const absl::StatusOr<Config>& r) {
       absl::StrJoin(c.command, "\x1f"), "|", c.module, c.no_python, c.local_rank_arg,
       c.bind_cores_to_rank, absl::StrJoin(c.bind_core_list, ","), "|", c.save_pid, "|", c.hostfile,
       "|", c.python_exec, "|", c.min_nodes, ":", c.max_nodes, "|", c.nproc_spec, "|",
-      c.nproc_per_node, "|", c.role, c.standalone, c.run_id, "|", c.store, "|", c.master_addr, ":",
-      c.master_port, c.master_port_given, "|", c.rdzv_host_name, ":", c.rdzv_port, c.rdzv_hosting,
-      c.node_rank, "|", c.local_addr, "|", absl::FormatDuration(c.join_timeout),
-      absl::FormatDuration(c.last_call_timeout), absl::FormatDuration(c.heartbeat_interval),
-      c.heartbeat_misses, "|", c.token, "|", c.convention, "|", c.tls_cert, c.tls_key, c.tls_ca,
-      "|", c.max_restarts, static_cast<int>(c.restart_policy),
-      absl::StrJoin(c.restartable_exit_codes, ","), absl::FormatDuration(c.shutdown_timeout),
-      absl::StrJoin(c.signals_to_handle, ","), "|", c.log_dir, "|", streams,
-      absl::StrJoin(c.local_ranks_filter, ","), "|", c.log_line_prefix_template, "|", c.log_level,
-      c.event_log, c.status_file, c.termination_log, c.health_port, c.probe, c.stale_gpu_policy,
+      c.nproc_per_node, "|", c.role, c.standalone, c.run_id, "|", ModeName(c.store), "|",
+      c.master_addr, ":", c.master_port, c.master_port_given, "|", c.rdzv_host_name, ":",
+      c.rdzv_port, ModeName(c.rdzv_hosting), c.node_rank, "|", c.local_addr, "|",
+      absl::FormatDuration(c.join_timeout), absl::FormatDuration(c.last_call_timeout),
+      absl::FormatDuration(c.heartbeat_interval), c.heartbeat_misses, "|", c.token, "|",
+      c.convention, "|", c.tls_cert, c.tls_key, c.tls_ca, "|", c.max_restarts,
+      static_cast<int>(c.restart_policy), absl::StrJoin(c.restartable_exit_codes, ","),
+      absl::FormatDuration(c.shutdown_timeout), absl::StrJoin(c.signals_to_handle, ","), "|",
+      c.log_dir, "|", streams, absl::StrJoin(c.local_ranks_filter, ","), "|",
+      c.log_line_prefix_template, "|", c.log_level, c.event_log, c.status_file, c.termination_log,
+      c.health_port, ModeName(c.probe), ModeName(c.stale_gpu_policy),
       absl::FormatDuration(c.probe_timeout), c.debug, c.debug_command, c.debug_dir, c.dry_run, "|",
       sources);
 }
@@ -576,6 +436,14 @@ void CheckValueParsers(const Case& c, const std::string& v) {
   (void)ParseRestartPolicy(v);
 }
 
+// What `muster run` does with the words: parse, then check against the (scratch) filesystem.
+absl::StatusOr<Config> ParseAndCheck(const Case& c, const std::vector<std::string>& args) {
+  absl::StatusOr<Config> parsed = ParseRunFlags(args, c.env, c.host);
+  if (!parsed.ok()) return parsed;
+  if (absl::Status checked = CheckRunConfig(&*parsed); !checked.ok()) return checked;
+  return parsed;
+}
+
 }  // namespace
 }  // namespace muster
 
@@ -595,7 +463,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)RunHelpRequested(c.args);
 
-  absl::StatusOr<Config> parsed = ParseRunFlags(c.args, c.env, c.host);
+  absl::StatusOr<Config> parsed = ParseAndCheck(c, c.args);
   if (parsed.ok()) {
     Check(c, *parsed);
   } else {
@@ -606,7 +474,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Case other = c;
   other.args = OtherSpelling(c.args);
   if (other.args != c.args) {
-    absl::StatusOr<Config> again = ParseRunFlags(other.args, other.env, other.host);
+    absl::StatusOr<Config> again = ParseAndCheck(c, other.args);
     std::string a = Fingerprint(parsed), b = Fingerprint(again);
     // Sources name the flag as "--<dash name>" whatever the spelling, so they match too.
     if (a != b) {

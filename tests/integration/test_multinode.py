@@ -263,3 +263,21 @@ def test_serve_and_status_read_the_token_file(tmp_path):
                              env=muster_env())
         assert bad.returncode == 138 and "token" in bad.stderr, bad.stderr
         assert "s3cret" not in ok.stderr + bad.stderr
+
+
+def test_serve_and_status_on_ipv6_loopback():
+    """`muster serve --host ::1` listens on the IPv6 loopback and `muster status` reaches it
+    at [::1]:PORT. A bare IPv6 address (or one in brackets without a port) is a host on the
+    default port 29400, as for `muster run --rdzv-endpoint`, never host ':' with port 1."""
+    with serve("--host", "::1") as port:
+        r = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"[::1]:{port}",
+                            "--rdzv-id", "none", "--timeout", "5"], capture_output=True,
+                           text=True, timeout=30, env=muster_env())
+        assert r.returncode == 1 and "no job" in r.stderr, r.stderr
+    for endpoint in ("::1", "[::1]"):
+        r = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", endpoint, "--rdzv-id",
+                            "ipv6-nobody", "--timeout", "1"], capture_output=True, text=True,
+                           timeout=30, env=muster_env())
+        # Whether or not something serves port 29400 here, the query went to [::1]:29400.
+        assert r.returncode in (1, 138), r.stderr
+        assert "job ipv6-nobody from [::1]:29400: " in r.stderr, r.stderr

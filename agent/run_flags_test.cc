@@ -1,22 +1,35 @@
-#include "agent/flags.h"
+#include "agent/run_flags.h"
 
+#include <unistd.h>
+
+#include "agent/config_check.h"
 #include "gtest/gtest.h"
 
 namespace muster {
 namespace {
 
-const HostInfo kHost{/*cpus=*/6, /*gpus=*/0};
+// No driver, no hostname, no /dev/termination-log: whatever machine runs the test.
+const HostInfo kHost{.cpus = 6, .gpus = 0};
 
 absl::StatusOr<Config> Parse(std::vector<std::string> args,
                              std::map<std::string, std::string> env = {}) {
   return ParseRunFlags(args, env, kHost);
 }
 
+void ExpectError(const absl::Status& status, const std::string& needle) {
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find(needle), std::string::npos) << status.message();
+}
 void ExpectError(const absl::StatusOr<Config>& c, const std::string& needle) {
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(c.status().message()).find(needle), std::string::npos)
-      << c.status().message();
+  ExpectError(c.status(), needle);
+}
+
+// Parsing, then the check against this host's filesystem, as `muster run` does.
+absl::Status ParseAndCheck(std::vector<std::string> args) {
+  absl::StatusOr<Config> c = Parse(std::move(args));
+  if (!c.ok()) return c.status();
+  return CheckRunConfig(&*c);
 }
 
 TEST(FlagsTest, DashAndUnderscoreSpellingsAndCommandRemainder) {
@@ -44,9 +57,14 @@ TEST(FlagsTest, NprocKinds) {
   EXPECT_EQ(Parse({"--nproc-per-node", "cpu", "--no-python", "true"})->nproc_per_node, 6);
   EXPECT_EQ(Parse({"--nproc-per-node", "auto", "--no-python", "true"})->nproc_per_node, 6);
   ExpectError(Parse({"--nproc-per-node", "gpu", "--no-python", "true"}), "no GPU");
-  EXPECT_EQ(
-      ParseRunFlags({"--nproc-per-node", "gpu", "--no-python", "true"}, {}, {6, 8})->nproc_per_node,
-      8);
+  std::vector<std::string> gpu = {"--nproc-per-node", "gpu", "--no-python", "true"};
+  EXPECT_EQ(ParseRunFlags(gpu, {}, {.cpus = 6, .gpus = 8})->nproc_per_node, 8);
+  // No GPU seen but a driver may be here: 0 for now, the GPU probe counts them at start.
+  auto later = ParseRunFlags(gpu, {}, {.cpus = 6, .driver_may_be_present = true});
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->nproc_per_node, 0);
+  gpu.insert(gpu.begin(), {"--probe", "off"});
+  ExpectError(ParseRunFlags(gpu, {}, {.cpus = 6, .driver_may_be_present = true}), "no GPU");
 }
 
 TEST(FlagsTest, BadInputNamesTheFlagOrVariable) {
@@ -54,7 +72,7 @@ TEST(FlagsTest, BadInputNamesTheFlagOrVariable) {
   ExpectError(Parse({"--nnodes", "3:2", "--no-python", "true"}), "--nnodes");
   ExpectError(Parse({"--max-restarts", "-1", "--no-python", "true"}), "--max-restarts");
   ExpectError(Parse({"--bogus", "--no-python", "true"}), "--bogus");
-  ExpectError(Parse({"missing_script.py"}), "missing_script.py");
+  ExpectError(ParseAndCheck({"missing_script.py"}), "missing_script.py");
   ExpectError(Parse({"--no-python", "true"}, {{"WORLD_SIZE", "abc"}}), "WORLD_SIZE");
   ExpectError(Parse({"--no-python", "true"}, {{"MUSTER_MAX_RESTARTS", "x"}}),
               "MUSTER_MAX_RESTARTS");
@@ -100,10 +118,10 @@ TEST(FlagsTest, ValuesAreConsumedWhole) {
   ExpectError(with({"--rdzv-conf", "join_timeout=5s,,is_host=1"}), "an item has no key");
   ExpectError(with({"--rdzv-conf", "read_timeout=soon"}), "read_timeout");
   for (auto [text, hosting] :
-       std::vector<std::pair<std::string, std::string>>{{"is_host=1", "true"},
-                                                        {"is_host=Y", "true"},
-                                                        {"is_host=false", "false"},
-                                                        {"is_host=n", "false"}}) {
+       std::vector<std::pair<std::string, RdzvHosting>>{{"is_host=1", RdzvHosting::kAlways},
+                                                        {"is_host=Y", RdzvHosting::kAlways},
+                                                        {"is_host=false", RdzvHosting::kNever},
+                                                        {"is_host=n", RdzvHosting::kNever}}) {
     auto c = with({"--rdzv-conf", text});
     ASSERT_TRUE(c.ok()) << text << ": " << c.status();
     EXPECT_EQ(c->rdzv_hosting, hosting) << text;
@@ -159,6 +177,65 @@ TEST(FlagsTest, ValuesSentToOtherNodesAreText) {
   ExpectError(with({}, {{"MUSTER_TOKEN", "abc\n"}}), "MUSTER_TOKEN");
 }
 
+// Parsing looks at nothing but its arguments and HostInfo, so the same words give the same
+// Config on any machine; the filesystem is CheckRunConfig's (config_check_test.cc).
+TEST(FlagsTest, ParsingLeavesTheFilesystemAlone) {
+  std::string dir = testing::TempDir() + "/run_flags_test_never_made/logs";
+  auto c = Parse({"--log-dir", dir, "--tls-cert", "/no/such.pem", "--tls-key", "/no/such.key",
+                  "missing_script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(access(dir.c_str(), F_OK), 0) << dir << " was made while parsing";
+  EXPECT_EQ(c->log_dir, dir);
+  EXPECT_EQ(c->tls_cert, "/no/such.pem");
+}
+
+TEST(FlagsTest, HostFactsComeFromHostInfo) {
+  EXPECT_EQ(Parse({"--no-python", "true"})->termination_log, "");
+  EXPECT_EQ(ParseRunFlags({"--no-python", "true"}, {}, {.termination_log_writable = true})
+                ->termination_log,
+            "/dev/termination-log");
+  EXPECT_EQ(ParseRunFlags({"--termination-log", "/t", "--no-python", "true"}, {},
+                          {.termination_log_writable = true})
+                ->termination_log,
+            "/t");
+  // An endpoint that names this Pod behind its headless Service: this agent hosts.
+  std::vector<std::string> args = {"--nnodes",      "2",           "--rdzv-endpoint",
+                                   "job-0.job-svc", "--no-python", "true"};
+  auto pod = ParseRunFlags(args, {}, {.hostname = "job-0"});
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->rdzv_hosting, RdzvHosting::kAlways);
+  EXPECT_EQ(ParseRunFlags(args, {}, {.hostname = "job-1"})->rdzv_hosting, RdzvHosting::kAuto);
+  EXPECT_EQ(Parse(args)->rdzv_hosting, RdzvHosting::kAuto);
+}
+
+// Config's modes are enums; each flag spelling maps to one, and the error lists them all.
+TEST(FlagsTest, ModesParseToEnums) {
+  auto with = [](std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--no-python", "true"});
+    return Parse(flags);
+  };
+  auto c = with({"--probe", "nccl", "--stale-gpu-policy", "kill", "--store", "rank0", "--rdzv-host",
+                 "false"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->probe, ProbeMode::kNccl);
+  EXPECT_EQ(c->stale_gpu_policy, StaleGpuPolicy::kKill);
+  EXPECT_EQ(c->store, StoreOwner::kRank0);
+  EXPECT_EQ(c->rdzv_hosting, RdzvHosting::kNever);
+  c = with({});
+  EXPECT_EQ(c->probe, ProbeMode::kAuto);
+  EXPECT_EQ(c->stale_gpu_policy, StaleGpuPolicy::kFail);
+  EXPECT_EQ(c->store, StoreOwner::kAgent);
+  EXPECT_EQ(c->rdzv_hosting, RdzvHosting::kAuto);
+  ExpectError(with({"--probe", "on"}), "--probe: 'on' must be off, auto, inventory or nccl");
+  ExpectError(with({"--stale-gpu-policy", "x"}),
+              "--stale-gpu-policy: 'x' must be fail, wait or kill");
+  ExpectError(with({"--store", "rank1"}), "--store: 'rank1' must be agent or rank0");
+  ExpectError(with({"--rdzv-host", "yes"}), "--rdzv-host: 'yes' must be auto, true or false");
+  for (ProbeMode m : {ProbeMode::kOff, ProbeMode::kAuto, ProbeMode::kInventory, ProbeMode::kNccl}) {
+    EXPECT_EQ(ParseMode<ProbeMode>(ModeName(m)), m) << ModeName(m);
+  }
+}
+
 TEST(FlagsTest, HelpMentionsEveryGroupAndDefaults) {
   std::string help = RunHelp();
   for (const char* s : {"Job:", "Failures:", "Output:", "--nproc-per-node", "(default: 30s)"}) {
@@ -179,25 +256,25 @@ TEST(ConventionsTest, KubeflowPetVariables) {
       {"PET_NNODES", "3"},          {"PET_NODE_RANK", "0"},       {"PET_NPROC_PER_NODE", "2"},
       {"PET_MASTER_ADDR", "job-m"}, {"PET_MASTER_PORT", "23456"}, {"MASTER_ADDR", "job-m"},
       {"MASTER_PORT", "23456"},     {"WORLD_SIZE", "6"},          {"RANK", "0"}};
-  auto c = ParseRunFlags({"--no-python", "true"}, env, {4, 0});
+  auto c = ParseRunFlags({"--no-python", "true"}, env, {.cpus = 4});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_nodes, 3);  // PET_NNODES, not the pod-level WORLD_SIZE of 6
   EXPECT_EQ(c->nproc_per_node, 2);
   EXPECT_EQ(c->node_rank, 0);
   EXPECT_EQ(c->rdzv_host_name, "job-m");
   EXPECT_EQ(c->rdzv_port, 23456);
-  EXPECT_EQ(c->rdzv_hosting, "true");  // rank 0 hosts the rendezvous
+  EXPECT_EQ(c->rdzv_hosting, RdzvHosting::kAlways);  // rank 0 hosts the rendezvous
   EXPECT_NE(c->convention.find("Kubeflow"), std::string::npos);
 }
 
 TEST(ConventionsTest, VolcanoAndT9kWorldSizeIsNodeCount) {
   std::map<std::string, std::string> env = {
       {"MASTER_ADDR", "m"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "4"}, {"RANK", "2"}};
-  auto c = ParseRunFlags({"--nproc-per-node", "8", "--no-python", "true"}, env, {4, 0});
+  auto c = ParseRunFlags({"--nproc-per-node", "8", "--no-python", "true"}, env, {.cpus = 4});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_nodes, 4);
   EXPECT_EQ(c->node_rank, 2);
-  EXPECT_EQ(c->rdzv_hosting, "auto");
+  EXPECT_EQ(c->rdzv_hosting, RdzvHosting::kAuto);
   EXPECT_EQ(c->nproc_per_node, 8);
 }
 
@@ -206,7 +283,7 @@ TEST(ConventionsTest, FlagsWinOverConventions) {
       {"MASTER_ADDR", "m"}, {"WORLD_SIZE", "4"}, {"RANK", "2"}, {"JOB_COMPLETION_INDEX", "3"}};
   auto c = ParseRunFlags(
       {"--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "x:1", "--no-python", "true"}, env,
-      {4, 0});
+      {.cpus = 4});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_nodes, 2);
   EXPECT_EQ(c->node_rank, 1);
@@ -215,7 +292,7 @@ TEST(ConventionsTest, FlagsWinOverConventions) {
 
 TEST(ConventionsTest, MalformedOperatorVariablesAreNamed) {
   auto parse = [](std::map<std::string, std::string> env) {
-    return ParseRunFlags({"--no-python", "true"}, env, {4, 0});
+    return ParseRunFlags({"--no-python", "true"}, env, {.cpus = 4});
   };
   ExpectError(parse({{"VK_TASK_INDEX", "abc"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}}),
               "VK_TASK_INDEX");
@@ -223,15 +300,19 @@ TEST(ConventionsTest, MalformedOperatorVariablesAreNamed) {
               "MASTER_ADDR: 'm:23456'");
   ExpectError(parse({{"PET_NNODES", "2"}, {"PET_MASTER_ADDR", "m"}, {"PET_MASTER_PORT", "99x"}}),
               "PET_MASTER_PORT");
+  // PET_MASTER_PORT is also --master-port's PET_ spelling: the convention, which reads it as
+  // the rendezvous port, speaks first.
+  ExpectError(parse({{"PET_NNODES", "2"}, {"PET_MASTER_ADDR", "m"}, {"PET_MASTER_PORT", "0"}}),
+              "PET_MASTER_PORT: '0' in the environment is not a port (1..65535)");
 }
 
 TEST(ConventionsTest, IndexedJobGivesRankAndRankOutsideNodesIsNamed) {
   auto c = ParseRunFlags({"--nnodes", "4", "--rdzv-endpoint", "job-0.svc", "--no-python", "true"},
-                         {{"JOB_COMPLETION_INDEX", "3"}}, {4, 0});
+                         {{"JOB_COMPLETION_INDEX", "3"}}, {.cpus = 4});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->node_rank, 3);
   auto bad = ParseRunFlags({"--no-python", "true"},
-                           {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "2"}, {"RANK", "5"}}, {4, 0});
+                           {{"MASTER_ADDR", "m"}, {"WORLD_SIZE", "2"}, {"RANK", "5"}}, {.cpus = 4});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.status().message()).find("RANK"), std::string::npos);
 }

@@ -1,0 +1,189 @@
+#include "agent/rendezvous_flags.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "agent/conventions.h"
+#include "agent/endpoint.h"
+#include "agent/flag_parsers.h"
+#include "agent/wire_values.h"
+#include "base/duration.h"
+#include "base/status_macros.h"
+
+namespace muster {
+namespace {
+
+// One KEY=VALUE item of --rdzv-conf (`where`), both stripped and non-empty.
+absl::Status ApplyRdzvConfItem(const std::string& where, const std::string& key,
+                               const std::string& value, Config* c) {
+  auto duration = [&](absl::Duration* out) -> absl::Status {
+    absl::StatusOr<absl::Duration> d = ParseDuration(value);
+    if (!d.ok()) return FlagError(where, absl::StrCat(key, ": ", d.status().message()));
+    *out = *d;
+    return absl::OkStatus();
+  };
+  if (key == "join_timeout" || key == "timeout") return duration(&c->join_timeout);
+  if (key == "last_call_timeout") return duration(&c->last_call_timeout);
+  if (key == "heartbeat_interval") {
+    RETURN_IF_ERROR(duration(&c->heartbeat_interval));
+    if (c->heartbeat_interval <= absl::ZeroDuration()) {
+      return FlagError(where, "heartbeat_interval must be positive");
+    }
+    return absl::OkStatus();
+  }
+  if (key == "heartbeat_misses") {
+    if (!absl::SimpleAtoi(value, &c->heartbeat_misses) || c->heartbeat_misses < 1) {
+      return FlagError(where,
+                       absl::StrCat("heartbeat_misses: '", value, "' must be a positive integer"));
+    }
+    return absl::OkStatus();
+  }
+  if (key == "is_host") {
+    std::optional<bool> is_host = ParseTorchBool(value);
+    if (!is_host) {
+      return FlagError(where, absl::StrCat("is_host: '", EscapeForMessage(value),
+                                           "' is not a boolean; use true or false "
+                                           "(also 1/0, yes/no, t/f, y/n, as torch)"));
+    }
+    c->rdzv_hosting = *is_host ? RdzvHosting::kAlways : RdzvHosting::kNever;
+    return absl::OkStatus();
+  }
+  if (key == "read_timeout" || key == "close_timeout" || key == "exit_barrier_timeout") {
+    // torch's keys without a meaning here: accepted so torchrun command lines work, but
+    // checked as torch would (a number of seconds).
+    absl::Duration unused;
+    return duration(&unused);
+  }
+  return FlagError(where, absl::StrCat("unknown key '", EscapeForMessage(key),
+                                       "'; known: join_timeout, last_call_timeout, "
+                                       "heartbeat_interval, heartbeat_misses, is_host"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveToken(const std::optional<FlagValue>& token_file,
+                                         const std::map<std::string, std::string>& env) {
+  if (!token_file) {
+    auto it = env.find("MUSTER_TOKEN");
+    if (it == env.end()) return std::string();
+    RETURN_IF_ERROR(CheckToken("MUSTER_TOKEN", it->second));
+    return it->second;
+  }
+  const auto& [path, where] = *token_file;
+  std::ifstream in(path);
+  if (!in) return FlagError(where, absl::StrCat("cannot read '", path, "': ", strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token(absl::StripTrailingAsciiWhitespace(text.str()));
+  if (token.empty()) return FlagError(where, absl::StrCat("'", path, "' is empty"));
+  RETURN_IF_ERROR(CheckToken(where, token));
+  return token;
+}
+
+absl::StatusOr<std::string> ParseRunId(const FlagValue& value) {
+  RETURN_IF_ERROR(CheckRunId(value.where, value.text));
+  return value.text;
+}
+
+absl::Status ApplyRdzvEndpoint(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(v.where, v.text, c->rdzv_port));
+  c->rdzv_host_name = endpoint.host;
+  c->rdzv_port = endpoint.port;
+  return absl::OkStatus();
+}
+
+// As torch's _parse_rendezvous_config: KEY=VALUE items separated by ',', blanks around
+// keys and values ignored, an empty key or value an error.
+absl::Status ApplyRdzvConf(const FlagValue& v, Config* c) {
+  absl::string_view conf = absl::StripAsciiWhitespace(v.text);
+  std::vector<absl::string_view> items;
+  if (!conf.empty()) items = absl::StrSplit(conf, ',');
+  for (absl::string_view item : items) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
+    std::string key(absl::StripAsciiWhitespace(kv.first));
+    std::string value(absl::StripAsciiWhitespace(kv.second));
+    if (key.empty()) {
+      return FlagError(v.where, absl::StrCat("'", EscapeForMessage(v.text),
+                                             "' must be KEY=VALUE,...: an item has no key"));
+    }
+    if (value.empty()) {
+      return FlagError(v.where, absl::StrCat(key, " has no value; write ", key, "=VALUE"));
+    }
+    RETURN_IF_ERROR(ApplyRdzvConfItem(v.where, key, value, c));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyRdzvHost(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(c->rdzv_hosting, ParseModeFlag<RdzvHosting>(v));
+  return absl::OkStatus();
+}
+
+absl::Status ApplyNodeRank(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(c->node_rank, ParseNonNegative(v.where, v.text));
+  if (c->node_rank >= c->max_nodes) {
+    return FlagError(v.where, absl::StrCat(c->node_rank, " is outside 0..", c->max_nodes - 1,
+                                           " (--nnodes allows ", c->max_nodes, " nodes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyLocalAddr(const FlagValue& v, Config* c) {
+  RETURN_IF_ERROR(CheckHostOrAddress(v.where, v.text));
+  c->local_addr = v.text;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyTokenFile(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(c->token, ResolveToken(v, {}));
+  c->sources["token"] = v.where;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyRdzvId(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(c->run_id, ParseRunId(v));
+  return absl::OkStatus();
+}
+
+absl::Status ApplyRunId(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(std::string id, ParseRunId(v));
+  if (c->sources.count("rdzv-id") == 0) c->run_id = id;
+  return absl::OkStatus();
+}
+
+absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env,
+                                   const std::string& hostname, Config* c) {
+  if (auto e = env.find("POD_IP");
+      c->sources.count("local-addr") == 0 && e != env.end() && !e->second.empty()) {
+    c->sources["local-addr"] = "POD_IP";
+    RETURN_IF_ERROR(CheckHostOrAddress("POD_IP", e->second));
+    c->local_addr = e->second;
+  }
+  if (c->sources.count("token-file") == 0) {
+    ASSIGN_OR_RETURN(c->token, ResolveToken(std::nullopt, env));
+    if (!c->token.empty()) c->sources["token"] = "MUSTER_TOKEN";
+  }
+  RETURN_IF_ERROR(ApplyOperatorConventions(env, hostname, c));
+  if (c->tls_cert.empty() != c->tls_key.empty()) {
+    return FlagError("--tls-cert/--tls-key", "give both or neither");
+  }
+  if (c->max_nodes > 1 && c->rdzv_host_name.empty()) {
+    return FlagError(c->sources.count("nnodes") ? c->sources["nnodes"] : "--nnodes",
+                     absl::StrCat("a job of up to ", c->max_nodes,
+                                  " nodes needs --rdzv-endpoint HOST[:PORT]: the node that hosts "
+                                  "the rendezvous, or a `muster serve`"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace muster

@@ -1,0 +1,54 @@
+// The rendezvous flags: where the job meets (--rdzv-endpoint, --rdzv-conf, --rdzv-host,
+// --node-rank, --local-addr) and how it is secured (--token-file / MUSTER_TOKEN, TLS).
+// `muster run` resolves all of them into Config through the apply steps below (entries of
+// its flag table, run_flags.cc) and FinishRendezvousFlags; `muster serve` and `muster
+// status` resolve their share (run id, endpoint, token) with the same functions, so a
+// value means the same and fails with the same message in every command.
+// Thread-safe (pure functions, apart from reading the token file).
+#ifndef MUSTER_AGENT_RENDEZVOUS_FLAGS_H_
+#define MUSTER_AGENT_RENDEZVOUS_FLAGS_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "agent/config.h"
+#include "agent/flag_table.h"
+
+namespace muster {
+
+// The rendezvous port when an endpoint names none (torchrun's too).
+inline constexpr int kDefaultRendezvousPort = 29400;
+
+// The job's shared secret: the contents of the file `token_file` names (trailing
+// whitespace dropped; unreadable or empty is InvalidArgument naming where it came from),
+// else MUSTER_TOKEN, else "". Never logged.
+absl::StatusOr<std::string> ResolveToken(const std::optional<FlagValue>& token_file,
+                                         const std::map<std::string, std::string>& env);
+
+// --rdzv-id (and its alias --run-id): checked with CheckRunId (it travels in proto3
+// strings and names a directory).
+absl::StatusOr<std::string> ParseRunId(const FlagValue& value);
+
+// Apply steps of `muster run`'s rendezvous flags (FlagSpec::apply). --node-rank is checked
+// against --nnodes, which must be applied first.
+absl::Status ApplyRdzvEndpoint(const FlagValue& value, Config* config);
+absl::Status ApplyRdzvConf(const FlagValue& value, Config* config);
+absl::Status ApplyRdzvHost(const FlagValue& value, Config* config);
+absl::Status ApplyNodeRank(const FlagValue& value, Config* config);
+absl::Status ApplyLocalAddr(const FlagValue& value, Config* config);
+absl::Status ApplyTokenFile(const FlagValue& value, Config* config);
+absl::Status ApplyRdzvId(const FlagValue& value, Config* config);
+absl::Status ApplyRunId(const FlagValue& value, Config* config);  // loses to --rdzv-id
+
+// After every flag is applied: POD_IP and MUSTER_TOKEN where no flag gave them, the
+// operator conventions (conventions.h; `hostname` is this host's), and the checks that
+// span flags (TLS certificate and key together; a multi-node job needs an endpoint).
+absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env,
+                                   const std::string& hostname, Config* config);
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_RENDEZVOUS_FLAGS_H_

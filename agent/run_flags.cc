@@ -1,0 +1,448 @@
+#include "agent/run_flags.h"
+
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "agent/flag_parsers.h"
+#include "agent/rendezvous_flags.h"
+#include "agent/run_flag_steps.h"
+#include "base/duration.h"
+#include "base/status_macros.h"
+#include "launch/restart_policy.h"
+#include "launch/signals.h"
+
+namespace muster {
+namespace {
+
+constexpr char kDefaultSignals[] = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+
+// The table: --help lists it in this order, and ParseRunFlags applies it in this order
+// (so --nnodes comes before --node-rank, which is checked against it; --bind-cores-to-rank
+// before --bind-core-list, which sets it; --enable-each-rank-log before --log-dir, which
+// wins). --nnodes and the rendezvous flags head it: see ParseRunFlags.
+constexpr FlagSpec kRunFlags[] = {
+    {.name = "nnodes",
+     .group = "Job",
+     .default_text = "1",
+     .help = "number of nodes, N or MIN:MAX",
+     .apply = ApplyNnodes},
+    {.name = "rdzv-endpoint",
+     .group = "Rendezvous",
+     .default_text = "none",
+     .help = "HOST[:PORT] of the rendezvous server (port 29400); needed when --nnodes > 1",
+     .apply = ApplyRdzvEndpoint},
+    {.name = "rdzv-conf",
+     .group = "Rendezvous",
+     .default_text = "",
+     .help = "join_timeout=600s,last_call_timeout=30s,heartbeat_interval=5s,heartbeat_misses=3",
+     .apply = ApplyRdzvConf},
+    {.name = "rdzv-host",
+     .group = "Rendezvous",
+     .default_text = "auto",
+     .help = "serve the rendezvous here: auto (when the endpoint is this node), true, false",
+     .apply = ApplyRdzvHost},
+    {.name = "node-rank",
+     .group = "Rendezvous",
+     .default_text = "by arrival",
+     .help = "this node's group rank (a hint)",
+     .apply = ApplyNodeRank},
+    {.name = "local-addr",
+     .group = "Rendezvous",
+     .default_text = "POD_IP, else route to endpoint",
+     .help = "address other nodes reach this one at (MASTER_ADDR when it is group rank 0)",
+     .apply = ApplyLocalAddr},
+    {.name = "token-file",
+     .group = "Rendezvous",
+     .default_text = "MUSTER_TOKEN",
+     .help = "file with the job's shared secret",
+     .apply = ApplyTokenFile},
+    {.name = "tls-cert",
+     .group = "Rendezvous",
+     .default_text = "none",
+     .help = "PEM certificate for the rendezvous server",
+     .apply = SetText<&Config::tls_cert>},
+    {.name = "tls-key",
+     .group = "Rendezvous",
+     .default_text = "none",
+     .help = "PEM key for --tls-cert",
+     .apply = SetText<&Config::tls_key>},
+    {.name = "tls-ca",
+     .group = "Rendezvous",
+     .default_text = "none",
+     .help = "PEM CA that signed the server's certificate",
+     .apply = SetText<&Config::tls_ca>},
+    {.name = "nproc-per-node",
+     .group = "Job",
+     .default_text = "1",
+     .help = "workers on this node: N, cpu, gpu or auto",
+     .apply = SetText<&Config::nproc_spec>},
+    {.name = "standalone",
+     .takes_value = false,
+     .group = "Job",
+     .default_text = "off",
+     .help = "single node, private store port and a fresh run id",
+     .apply = SetSwitch<&Config::standalone>},
+    {.name = "rdzv-id",
+     .group = "Job",
+     .default_text = "none",
+     .help = "run id shared by the job (alias --run-id)",
+     .apply = ApplyRdzvId},
+    {.name = "run-id",
+     .group = "Job",
+     .default_text = "none",
+     .help = "alias of --rdzv-id",
+     .apply = ApplyRunId},
+    {.name = "role",
+     .group = "Job",
+     .default_text = "default",
+     .help = "worker role name (ROLE_NAME)",
+     .apply = SetNonEmpty<&Config::role>},
+    {.name = "store",
+     .group = "Job",
+     .default_text = "agent",
+     .help = "c10d store: agent (served here, fresh port per attempt) or rank0 (worker rank 0, "
+             "static)",
+     .apply = SetMode<StoreOwner, &Config::store>},
+    {.name = "master-addr",
+     .group = "Job",
+     .default_text = "127.0.0.1",
+     .help = "MASTER_ADDR given to workers",
+     .apply = ApplyMasterAddr},
+    {.name = "master-port",
+     .group = "Job",
+     .default_text = "29500",
+     .help = "with --store rank0: the port worker rank 0 binds (--standalone: a free port)",
+     .apply = ApplyMasterPort},
+    {.name = "rdzv-backend",
+     .group = "Job",
+     .default_text = "static",
+     .help = "accepted for torchrun compatibility; muster has its own",
+     .apply = CheckRdzvBackend},
+    {.name = "module",
+     .short_name = 'm',
+     .takes_value = false,
+     .group = "Command",
+     .default_text = "off",
+     .help = "run the command as a Python module (python -m)",
+     .apply = SetSwitch<&Config::module>},
+    {.name = "no-python",
+     .takes_value = false,
+     .group = "Command",
+     .default_text = "off",
+     .help = "exec the command directly, not through Python",
+     .apply = SetSwitch<&Config::no_python>},
+    {.name = "local-rank-arg",
+     .takes_value = false,
+     .group = "DeepSpeed",
+     .default_text = "off",
+     .help = "append --local_rank=N to each worker's arguments (DeepSpeedJob localRank)",
+     .apply = SetSwitch<&Config::local_rank_arg>},
+    {.name = "bind-cores-to-rank",
+     .takes_value = false,
+     .group = "DeepSpeed",
+     .default_text = "off",
+     .help = "give each local rank its own contiguous share of the CPUs (NUMA-aware)",
+     .apply = SetSwitch<&Config::bind_cores_to_rank>},
+    {.name = "bind-core-list",
+     .group = "DeepSpeed",
+     .default_text = "all allowed",
+     .help = "CPUs to share out, e.g. 0-15,32-47",
+     .apply = ApplyBindCoreList},
+    {.name = "enable-each-rank-log",
+     .group = "DeepSpeed",
+     .default_text = "none",
+     .help = "per-rank log files under this directory (same as --log-dir)",
+     .apply = SetText<&Config::log_dir>},
+    {.name = "save-pid",
+     .group = "DeepSpeed",
+     .default_text = "none",
+     .help = "write the agent's pid to this file",
+     .apply = SetText<&Config::save_pid>},
+    {.name = "hostfile",
+     .group = "DeepSpeed",
+     .default_text = "none",
+     .help = "write a DeepSpeed-style hostfile (address slots=N) for each round",
+     .apply = SetText<&Config::hostfile>},
+    {.name = "max-restarts",
+     .group = "Failures",
+     .default_text = "0",
+     .help = "job-wide restart budget",
+     .apply = ApplyMaxRestarts},
+    {.name = "restart-policy",
+     .group = "Failures",
+     .default_text = "ExitCode",
+     .help = "Never, OnFailure, Always or ExitCode",
+     .apply = ApplyRestartPolicy},
+    {.name = "restartable-exit-codes",
+     .group = "Failures",
+     .default_text = "130,137,138,143",
+     .help = "codes that restart the job under ExitCode",
+     .apply = SetParsed<&Config::restartable_exit_codes, ParseExitCodeList>},
+    {.name = "shutdown-timeout",
+     .group = "Failures",
+     .default_text = "30s",
+     .help = "grace period between SIGTERM and SIGKILL",
+     .apply = SetParsed<&Config::shutdown_timeout, ParseDuration>},
+    {.name = "signals-to-handle",
+     .group = "Failures",
+     .default_text = kDefaultSignals,
+     .help = "signals forwarded to workers before the agent exits 128+N",
+     .apply = SetParsed<&Config::signals_to_handle, ParseSignalList>},
+    {.name = "monitor-interval",
+     .group = "Failures",
+     .default_text = "-",
+     .help = "accepted for torchrun compatibility; muster is event driven and never polls",
+     .apply = CheckParses<ParseDuration>},
+    {.name = "log-dir",
+     .group = "Output",
+     .default_text = "temporary",
+     .help = "per-rank logs: attempt_N/<local_rank>/std{out,err}.log",
+     .apply = SetNonEmpty<&Config::log_dir>},
+    {.name = "redirects",
+     .short_name = 'r',
+     .group = "Output",
+     .default_text = "0",
+     .help = "streams to files only: 0-3 or 0:1,1:2 per local rank",
+     .apply = SetStreams<&Config::redirects>},
+    {.name = "tee",
+     .short_name = 't',
+     .group = "Output",
+     .default_text = "0",
+     .help = "streams to files and console: 0-3 or 0:1,1:2",
+     .apply = SetStreams<&Config::tee>},
+    {.name = "local-ranks-filter",
+     .group = "Output",
+     .default_text = "all",
+     .help = "local ranks shown on the console, e.g. 0,3",
+     .apply = ApplyLocalRanksFilter},
+    {.name = "log-line-prefix-template",
+     .group = "Output",
+     .default_text = "[${role_name}${local_rank}]:",
+     .help = "console prefix; ${role_name} ${local_rank} ${rank} ${hostname}",
+     .apply = SetText<&Config::log_line_prefix_template>},
+    {.name = "log-level",
+     .group = "Output",
+     .default_text = "info",
+     .help = "agent log level (also LOGLEVEL)",
+     .apply = ApplyLogLevel},
+    {.name = "event-log",
+     .group = "Output",
+     .default_text = "none",
+     .help = "append the agent's transitions as JSON lines",
+     .apply = SetText<&Config::event_log>},
+    {.name = "status-file",
+     .group = "Health",
+     .default_text = "none",
+     .help = "this node's status as JSON, replaced atomically on every transition",
+     .apply = SetText<&Config::status_file>},
+    {.name = "termination-log",
+     .group = "Health",
+     .default_text = "/dev/termination-log if present",
+     .help = "one line with the root cause (or success) written at exit",
+     .apply = SetText<&Config::termination_log>},
+    {.name = "health-port",
+     .group = "Health",
+     .default_text = "none",
+     .help = "grpc.health.v1 here: NOT_SERVING until the workers run",
+     .apply = ApplyHealthPort},
+    {.name = "probe",
+     .group = "GPU",
+     .default_text = "auto",
+     .help = "off | auto (inventory when a driver may be present) | inventory | nccl",
+     .apply = SetMode<ProbeMode, &Config::probe>},
+    {.name = "stale-gpu-policy",
+     .group = "GPU",
+     .default_text = "fail",
+     .help = "GPUs held by other processes at start: fail (naming the pids), wait or kill",
+     .apply = SetMode<StaleGpuPolicy, &Config::stale_gpu_policy>},
+    {.name = "probe-timeout",
+     .group = "GPU",
+     .default_text = "30s",
+     .help = "deadline for muster-probe",
+     .apply = ApplyProbeTimeout},
+    {.name = "debug",
+     .takes_value = false,
+     .group = "Debug",
+     .default_text = "off",
+     .help = "rendezvous, write per-rank env files, run --debug-command instead of the workers",
+     .apply = SetSwitch<&Config::debug>},
+    {.name = "debug-command",
+     .group = "Debug",
+     .default_text = "/usr/sbin/sshd -D -e (after mkdir /run/sshd), else sleep infinity",
+     .help = "what debug mode runs (a shell command line)",
+     .apply = SetText<&Config::debug_command>},
+    {.name = "debug-dir",
+     .group = "Debug",
+     .default_text = "/run/muster",
+     .help = "where debug mode writes rank-N.env and hostfile",
+     .apply = SetNonEmpty<&Config::debug_dir>},
+    {.name = "dry-run",
+     .takes_value = false,
+     .group = "Other",
+     .default_text = "off",
+     .help = "print the resolved configuration and exit",
+     .apply = SetSwitch<&Config::dry_run>},
+};
+
+// The head of the table: --nnodes and the rendezvous flags.
+constexpr size_t kRendezvousEnd = [] {
+  size_t end = 0;
+  for (size_t i = 0; i < std::size(kRunFlags); ++i) {
+    if (std::string_view(kRunFlags[i].group) == "Rendezvous") end = i + 1;
+  }
+  return end;
+}();
+
+static_assert(
+    [] {
+      for (const FlagSpec& spec : kRunFlags) {
+        if (spec.apply == nullptr) return false;
+      }
+      return true;
+    }(),
+    "every flag of `muster run` needs its apply step");
+
+constexpr Subcommand kRun = {
+    .name = "run",
+    .usage =
+        "Usage: muster run [flags] [--] SCRIPT_OR_CMD [ARGS...]\n\n"
+        "Starts this node's workers with the environment torch's env:// expects, "
+        "supervises\n"
+        "them, restarts the group on restartable failures and exits with the root cause.\n"
+        "Every flag may be spelled with dashes or underscores and set as MUSTER_<FLAG> or\n"
+        "PET_<FLAG> (precedence: flag > MUSTER_* > PET_* > default).\n",
+    .flags = kRunFlags,
+    .epilogue =
+        "\nEnvironment: PYTHON_EXEC (interpreter, default python3), LOGLEVEL.\n"
+        "Exit codes: 0 success; the root-cause worker's code (e.g. 1, 137); 2 bad "
+        "flags or environment;\n126/127 command not executable / not found; 128+N "
+        "agent stopped by signal N.\n",
+};
+
+// Environment variables operators set at node level (DESIGN §4.8). They are not
+// passed to workers as worker ranks, but a malformed one is a configuration
+// error worth stopping on.
+constexpr const char* kNumericNodeVars[] = {
+    "WORLD_SIZE",           "RANK",          "NODE_RANK",    "MASTER_PORT", "PET_MASTER_PORT",
+    "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX"};
+
+// What the environment gives before any flag is applied (a flag overrides it).
+absl::Status ApplyDefaults(const std::map<std::string, std::string>& env, const HostInfo& host,
+                           Config* c) {
+  c->restartable_exit_codes = DefaultRestartableExitCodes();
+  ASSIGN_OR_RETURN(c->signals_to_handle, ParseSignalList(kDefaultSignals));
+  if (auto e = env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); e != env.end()) {
+    c->log_line_prefix_template = e->second;
+  }
+  if (host.termination_log_writable) c->termination_log = "/dev/termination-log";
+  return absl::OkStatus();
+}
+
+// What the environment gives where no flag did.
+absl::Status ApplyFallbacks(const std::map<std::string, std::string>& env, Config* c) {
+  if (auto e = env.find("LOGLEVEL");
+      c->sources.count("log-level") == 0 && e != env.end() && !e->second.empty()) {
+    c->sources["log-level"] = "LOGLEVEL";
+    ASSIGN_OR_RETURN(c->log_level, ParseLogLevel("LOGLEVEL", e->second));
+  }
+  if (auto e = env.find("PYTHON_EXEC"); e != env.end() && !e->second.empty()) {
+    c->python_exec = e->second;
+  }
+  return absl::OkStatus();
+}
+
+// --nproc-per-node N, cpu, gpu or auto, against the host.
+absl::Status ResolveNproc(const HostInfo& host, Config* c) {
+  const std::string& v = c->nproc_spec;
+  std::string where =
+      c->sources.count("nproc-per-node") ? c->sources["nproc-per-node"] : "--nproc-per-node";
+  int n = 0;
+  if (v == "cpu") {
+    n = host.cpus;
+  } else if (v == "gpu") {
+    n = host.gpus;  // 0: the GPU probe decides at start, or the check below refuses
+  } else if (v == "auto") {
+    n = host.gpus > 0 ? host.gpus : host.cpus;
+  } else if (!absl::SimpleAtoi(v, &n) || n < 1) {
+    return FlagError(where, absl::StrCat("'", v, "' must be a positive number, cpu, gpu or auto"));
+  }
+  c->nproc_per_node = n;
+  if (n == 0 && (c->probe == ProbeMode::kOff || !host.driver_may_be_present)) {
+    // --nproc-per-node gpu with no /dev/nvidiaN: only the probe can still find GPUs.
+    return FlagError(where,
+                     "'gpu' but no GPU is visible (no NVIDIA driver, no /dev/nvidiaN, or "
+                     "CUDA_VISIBLE_DEVICES empty); give a number or 'cpu'");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, const Config& c) {
+  if (c.module && c.no_python) {
+    return FlagError("--module", "cannot be combined with --no-python (a module needs Python)");
+  }
+  for (const char* var : kNumericNodeVars) {
+    auto e = env.find(var);
+    if (e == env.end()) continue;
+    int value = 0;
+    if (!absl::SimpleAtoi(e->second, &value) || value < 0) {
+      return FlagError(var, absl::StrCat("'", e->second,
+                                         "' in the environment is not a non-negative integer; "
+                                         "fix or unset it (operators set it per node)"));
+    }
+  }
+  if (c.command.empty() && !c.debug) {
+    return FlagError("command", "missing; usage: muster run [flags] [--] SCRIPT_OR_CMD [ARGS...]");
+  }
+  return absl::OkStatus();
+}
+
+// Applies each flag of `specs` that is set, in order, recording where it came from.
+absl::Status ApplyFlags(const FlagValues& flags, absl::Span<const FlagSpec> specs, Config* c) {
+  for (const FlagSpec& spec : specs) {
+    std::optional<FlagValue> value = flags.Get(spec.name);
+    if (!value) continue;
+    c->sources[spec.name] = value->where;
+    RETURN_IF_ERROR(spec.apply(*value, c));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const Subcommand& RunSubcommand() { return kRun; }
+
+bool RunHelpRequested(const std::vector<std::string>& args) {
+  return HelpRequested(args, kRunFlags);
+}
+
+std::string RunHelp() { return SubcommandHelp(kRun); }
+
+absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& host) {
+  const std::map<std::string, std::string>& env = flags.env();
+  Config c;
+  c.command = flags.rest();
+  RETURN_IF_ERROR(ApplyDefaults(env, host, &c));
+  // The operator conventions complete the rendezvous flags before the rest is applied:
+  // they read PET_MASTER_ADDR:PET_MASTER_PORT as the rendezvous endpoint, and their errors
+  // about it come before --master-addr/--master-port's (the same variables' PET_ spelling).
+  absl::Span<const FlagSpec> table = kRunFlags;
+  RETURN_IF_ERROR(ApplyFlags(flags, table.first(kRendezvousEnd), &c));
+  RETURN_IF_ERROR(FinishRendezvousFlags(env, host.hostname, &c));
+  RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
+  RETURN_IF_ERROR(ApplyFallbacks(env, &c));
+  RETURN_IF_ERROR(ResolveNproc(host, &c));
+  RETURN_IF_ERROR(CheckAcrossFlags(env, c));
+  return c;
+}
+
+absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
+                                     const std::map<std::string, std::string>& env,
+                                     const HostInfo& host) {
+  ASSIGN_OR_RETURN(SplitArgs split, SplitFlags(args, kRunFlags, "muster run"));
+  return ParseRunFlags(FlagValues(std::move(split), env), host);
+}
+
+}  // namespace muster

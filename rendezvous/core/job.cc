@@ -205,9 +205,7 @@ void Job::ForgetHint(const NodeInfo& info) {
 }
 
 void Job::Touch(Node& node, absl::Time now) {
-  if (node.left) return;  // its by_last_seen_ entry is gone
-  node.last_seen = now;
-  by_last_seen_.splice(by_last_seen_.end(), by_last_seen_, node.lru);
+  if (!node.left) node.last_seen = now;
 }
 
 absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now,
@@ -249,8 +247,6 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
   if (inserted) {
     node.joined_at = now;
     node.arrival = arrivals_++;
-    by_last_seen_.push_back(info.node_id);
-    node.lru = std::prev(by_last_seen_.end());
   }
   Touch(node, now);
 
@@ -312,13 +308,11 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   if (it == nodes_.end() || it->second.left) return;
   if (phase_ == Phase::kFinished) {
     // The normal end: agents hang up after the outcome. The final status keeps them.
-    by_last_seen_.erase(it->second.lru);
     it->second.left = true;
     ++left_count_;
     return;
   }
   NodeInfo info = it->second.info;
-  by_last_seen_.erase(it->second.lru);
   ForgetHint(info);
   nodes_.erase(it);
   bool participant = IsParticipant(node_id);
@@ -452,7 +446,7 @@ void Job::BeginStopping(const char* cause, const std::string& reason, bool count
 }
 
 void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
-  if (phase_ != Phase::kStopping || removing_batch_) return;
+  if (phase_ != Phase::kStopping) return;
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).stopped) return;
   }
@@ -635,30 +629,6 @@ void Job::Tick(absl::Time now, std::vector<Event>* out) {
     progress_owed_.clear();
     progress_to_all_ = false;
   }
-  // Heartbeats: the front of by_last_seen_ is the node heard from longest ago.
-  absl::Duration silence = spec_.heartbeat_interval * spec_.heartbeat_misses;
-  // Every node that missed its heartbeats goes in one batch: removed one by one, the first
-  // removal could complete a stop and start a round that includes the next silent node,
-  // only for its removal to stop that round again.
-  std::vector<std::pair<std::string, absl::Duration>> silent;
-  for (const std::string& id : by_last_seen_) {
-    if (!expire_silent_nodes_) break;
-    absl::Duration quiet = now - nodes_.at(id).last_seen;
-    if (quiet < silence) break;
-    silent.emplace_back(id, quiet);
-  }
-  if (!silent.empty()) {
-    removing_batch_ = true;
-    for (const auto& [id, quiet] : silent) {
-      if (phase_ == Phase::kFinished) break;
-      RemoveNode(id,
-                 absl::StrCat("no heartbeat for ", Seconds(quiet), " (", spec_.heartbeat_misses,
-                              " x ", Seconds(spec_.heartbeat_interval), ")"),
-                 now, out);
-    }
-    removing_batch_ = false;
-    MaybeFinishStopping(now, out);
-  }
   if (phase_ == Phase::kStopping && now - stopping_since_ >= spec_.stop_timeout) {
     std::vector<std::string> late;
     for (const NodeInfo& p : participants_) {
@@ -691,10 +661,6 @@ std::optional<absl::Time> Job::NextDeadline() const {
   auto consider = [&](absl::Time t) {
     if (!next || t < *next) next = t;
   };
-  if (!by_last_seen_.empty() && expire_silent_nodes_) {
-    consider(nodes_.at(by_last_seen_.front()).last_seen +
-             spec_.heartbeat_interval * spec_.heartbeat_misses);
-  }
   if (phase_ == Phase::kGathering) {
     if (LiveCount() >= spec_.min_nodes && last_call_) {
       consider(*last_call_);

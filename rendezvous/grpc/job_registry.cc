@@ -82,9 +82,6 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
     }
     bool created = false;
     std::tie(it, created) = jobs_.try_emplace(spec.run_id, spec, now);
-    // The transport checks liveness (TCP keepalive resets a silent agent's connection, and
-    // the stream's end is NodeLost); agents send no heartbeat messages to count.
-    if (created) it->second.job.set_expire_silent_nodes(false);
     std::vector<Event> events;
     // Routed before the Job call so that the joiner's own events reach it.
     members_[node.node_id] = Member{spec.run_id, stream};

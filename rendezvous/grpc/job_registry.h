@@ -110,8 +110,8 @@ class JobRegistry {
   // Queues `events` on their streams (mutex held); appends the streams touched.
   void RouteLocked(const std::vector<Event>& events, Streams* touched);
   static void FlushAll(const Streams& streams);
-  // Whether `job`'s next deadline comes before the one the timer thread sleeps until (a
-  // heartbeat only ever moves deadlines later: no wake-up per message).
+  // Whether `job`'s next deadline comes before the one the timer thread sleeps until (most
+  // messages move no deadline earlier: no wake-up per message).
   bool TimerMustWakeLocked(const Job& job) const;
   void TimerLoop();
   // Pokes every live watcher (call without mu_).

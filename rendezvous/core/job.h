@@ -22,7 +22,8 @@
 // ended (WorkerEnded, WorkerFailed, WorkersSucceeded). After the outcome, nodes that hang
 // up stay listed (state "Left") so the final status still shows who ran what.
 //
-// Not thread-safe: the owner serialises calls (the gRPC server holds a mutex).
+// Not thread-safe: the owner serialises calls (rendezvous/registry's JobRegistry holds a
+// mutex).
 #ifndef MUSTER_RENDEZVOUS_CORE_JOB_H_
 #define MUSTER_RENDEZVOUS_CORE_JOB_H_
 

@@ -17,17 +17,15 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/agent_session.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/job_registry.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/status_cache.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "rendezvous/grpc/tcp_keepalive.h"
+#include "rendezvous/registry/job_registry.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
 namespace {
-
-using grpc_internal::JobRegistry;
 
 // Ends a stream at once with `status` (a refused token); deletes itself when done.
 class RejectedSession : public grpc_internal::SessionReactor {
@@ -147,7 +145,7 @@ class JobStatusService final
 // are built on the WatchWriter's thread. Owned by itself (self_) until gRPC calls OnDone;
 // the registry and the writer only hold weak references.
 class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
-                     public grpc_internal::StatusWatcher,
+                     public StatusWatcher,
                      public std::enable_shared_from_this<WatchReactor> {
  public:
   WatchReactor(JobRegistry* registry, WatchWriter* writer, std::string run_id)
@@ -155,7 +153,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
 
   void Begin(std::shared_ptr<WatchReactor> self) {
     self_ = std::move(self);
-    registry_->AddWatcher(std::weak_ptr<grpc_internal::StatusWatcher>(shared_from_this()));
+    registry_->AddWatcher(std::weak_ptr<StatusWatcher>(shared_from_this()));
     Poke();
   }
 

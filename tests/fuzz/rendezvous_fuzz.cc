@@ -9,7 +9,7 @@
 //    rank hints, run ids and node ids; Heartbeat, WorkersStarted, WorkerEnded, WorkerFailed,
 //    WorkersSucceeded, WorkersStopped, Leave; disconnects; well-behaved replies to the last
 //    event) from six agent slots, and fake-clock advances. Every message goes through its
-//    proto encoding and is dispatched as agent_session.cc and job_registry.cc do (one
+//    proto encoding and is dispatched as grpc/agent_session.cc and registry/job_registry.cc do (one
 //    rdzv::Job per run id, created by its first Join), and every event the jobs emit is
 //    converted to a ServerMessage and back. After each step the invariants in
 //    Session::After, CheckEvents and CheckRound must hold: ranks a permutation with consistent

@@ -1,14 +1,17 @@
-// JobRegistry: the rendezvous server's state, without gRPC. Holds every job by run id
-// (created by the first Join of that id, with that joiner's JobSpec), routes the events
-// of each rdzv::Job call to the stream of the node they address, and runs a timer thread
-// that sleeps until the earliest Job::NextDeadline() and then calls Job::Tick.
+// JobRegistry: the rendezvous server's state, with no transport in it. Holds every job by
+// run id (created by the first Join of that id, with that joiner's JobSpec), routes the
+// events of each rdzv::Job call to the stream of the node they address, and runs a timer
+// thread that sleeps until the earliest Job::NextDeadline() and then calls Job::Tick. A
+// transport (rendezvous/grpc's AgentSession) implements NodeStream for each connection
+// and reports what its agent says; the JobStatus service reads Status and StatusVersion.
 //
+// Owned by the server that serves it; it must outlive every NodeStream that calls it.
 // Thread-safe: one mutex serialises every Job call (Job itself is not thread-safe).
 // Events are queued on the NodeStreams while the mutex is held, so each node sees them in
 // the order the jobs produced them, and flushed after it is released, so no transport
 // work happens under the lock.
-#ifndef MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
-#define MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
+#ifndef MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_
+#define MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -26,7 +29,7 @@
 #include "rendezvous/core/job.h"
 #include "rendezvous/core/job_status.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv {
 
 // One agent's connection as the registry sees it.
 class NodeStream {
@@ -131,6 +134,6 @@ class JobRegistry {
   std::thread timer_;
 };
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv
 
-#endif  // MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
+#endif  // MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_

@@ -1,4 +1,4 @@
-#include "rendezvous/grpc/job_registry.h"
+#include "rendezvous/registry/job_registry.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv {
 namespace {
 
 // After a Tick, never sleep less than this: a deadline Tick did not move must not spin.
@@ -309,4 +309,4 @@ absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id,
   return JobStatusOf(it->second.job);
 }
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv

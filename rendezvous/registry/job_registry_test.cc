@@ -1,4 +1,4 @@
-#include "rendezvous/grpc/job_registry.h"
+#include "rendezvous/registry/job_registry.h"
 
 #include <atomic>
 #include <memory>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv {
 namespace {
 
 class RecordingStream : public NodeStream {
@@ -166,4 +166,4 @@ TEST(JobRegistryTest, WatchersHearChangesButNotHeartbeats) {
 }
 
 }  // namespace
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv

@@ -22,6 +22,9 @@
 // ended (WorkerEnded, WorkerFailed, WorkersSucceeded). After the outcome, nodes that hang
 // up stay listed (state "Left") so the final status still shows who ran what.
 //
+// The definitions are split by concept: job.cc (membership, deadlines), job_round.cc
+// (rounds, outcome), job_workers.cc (the status of nodes and workers).
+//
 // Not thread-safe: the owner serialises calls (rendezvous/registry's JobRegistry holds a
 // mutex).
 #ifndef MUSTER_RENDEZVOUS_CORE_JOB_H_
@@ -122,8 +125,14 @@ class Job {
     std::vector<WorkerStatus> workers;  // this round's, by local rank
   };
 
+  static Event MakeEvent(Event::Kind kind, const std::string& node_id, std::string text = "");
   void MaybeCompleteRound(absl::Time now, std::vector<Event>* out);
   void StartRound(absl::Time now, std::vector<Event>* out);
+  // The next round's participants by group rank (rank_order.h).
+  std::vector<Node*> RoundOrder();
+  // Tells the participants of the round just formed their assignments, and the others
+  // that they wait.
+  void AnnounceRound(int world_size, std::vector<Event>* out);
   // `cause` is the CamelCase reason of the conditions ("WorkerFailed", "NodeJoined", ...).
   void BeginStopping(const char* cause, const std::string& reason, bool counted,
                      const std::optional<Failure>& failure, absl::Time now,

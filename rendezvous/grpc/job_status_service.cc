@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
@@ -46,8 +47,8 @@ class WatchWriter {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;
-  std::vector<std::weak_ptr<WatchReactor>> queue_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::weak_ptr<WatchReactor>> queue_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
@@ -174,7 +175,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   }
 
  private:
-  void WriteIfChangedLocked() {
+  void WriteIfChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::StatusOr<JobStatusSnapshot> status = registry_->Status(run_id_);
     if (!status.ok()) return FinishLocked(ToGrpcStatus(status.status()));
     v1::JobStatusReply reply;
@@ -194,7 +195,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
     StartWrite(&reply_);
   }
 
-  void FinishLocked(grpc::Status status) {
+  void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (done_) return;
     done_ = true;
     TsanCallOut out(this);
@@ -206,10 +207,13 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   const std::string run_id_;
   std::shared_ptr<WatchReactor> self_;
   std::mutex mu_;
-  v1::JobStatusReply reply_;  // the write in flight
-  std::string last_;
-  bool in_flight_ = false, pending_ = false, final_ = false, done_ = false;
-  bool scheduled_ = false;  // queued on the writer
+  v1::JobStatusReply reply_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  std::string last_ ABSL_GUARDED_BY(mu_);
+  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool scheduled_ ABSL_GUARDED_BY(mu_) = false;  // queued on the writer
 };
 
 void WatchWriter::Schedule(std::shared_ptr<WatchReactor> watcher) {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/core/types.h"
 #include "rendezvous/core/job_status.h"
+#include "rendezvous/core/types.h"
 
 namespace muster::v1 {
 class Join;

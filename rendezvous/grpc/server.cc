@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
@@ -88,11 +89,14 @@ class RendezvousServer::Impl {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     grpc_internal::AddTcpKeepalive(
-        {options.heartbeat_interval, options.heartbeat_interval * options.heartbeat_misses},
+        grpc_internal::TcpKeepalive{
+            .probe_interval = options.heartbeat_interval,
+            .timeout = options.heartbeat_interval * options.heartbeat_misses},
         &builder);
     builder.AddListeningPort(options.listen_address, creds, &port_);
     builder.RegisterService(&rendezvous_);
     builder.RegisterService(job_status_.get());
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
       server_.reset();
@@ -127,7 +131,7 @@ class RendezvousServer::Impl {
   std::unique_ptr<grpc::Service> job_status_;
   int port_ = 0;
   std::mutex shutdown_mu_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(shutdown_mu_);
 };
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const Options& options) {

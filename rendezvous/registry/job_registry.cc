@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/exit_codes.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
@@ -18,7 +19,8 @@ constexpr absl::Duration kMinTimerSleep = absl::Milliseconds(5);
 constexpr absl::Duration kMaxTimerSleep = absl::Hours(1);
 
 bool IsRetryableEnd(const Job& job) {
-  return job.phase() == Job::Phase::kFinished && job.outcome() && job.outcome()->exit_code == 138;
+  return job.phase() == Job::Phase::kFinished && job.outcome() &&
+         job.outcome()->exit_code == exit_code::kTransient;
 }
 
 }  // namespace
@@ -69,7 +71,7 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
     std::tie(it, created) = jobs_.try_emplace(spec.run_id, spec, now);
     std::vector<Event> events;
     // Routed before the Job call so that the joiner's own events reach it.
-    members_[node.node_id] = Member{spec.run_id, stream};
+    members_[node.node_id] = Member{.run_id = spec.run_id, .stream = stream};
     absl::Status joined = it->second.job.Join(node, spec, now, &events);
     if (!joined.ok()) {
       members_.erase(node.node_id);

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -111,11 +112,12 @@ class JobRegistry {
   // with `notify`, pokes the status watchers (heartbeats change nothing they show).
   void WithNodeJob(const std::string& node_id, const JobCall& call, bool notify = true);
   // Queues `events` on their streams (mutex held); appends the streams touched.
-  void RouteLocked(const std::vector<Event>& events, Streams* touched);
+  void RouteLocked(const std::vector<Event>& events, Streams* touched)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void FlushAll(const Streams& streams);
   // Whether `job`'s next deadline comes before the one the timer thread sleeps until (most
   // messages move no deadline earlier: no wake-up per message).
-  bool TimerMustWakeLocked(const Job& job) const;
+  bool TimerMustWakeLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
   // Pokes every live watcher (call without mu_).
   void NotifyWatchers();
@@ -125,12 +127,13 @@ class JobRegistry {
   const int liveness_misses_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // a deadline may have moved, or stopping
-  bool stopping_ = false;
-  absl::Time timer_until_ = absl::InfinitePast();       // the timer's wake-up; past while it runs
-  std::map<std::string, JobEntry> jobs_;                // by run id
-  uint64_t versions_ = 0;                               // the last version handed out
-  std::map<std::string, Member> members_;               // by node id: live streams
-  std::vector<std::weak_ptr<StatusWatcher>> watchers_;  // guarded by mu_
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The timer's wake-up; past while it runs.
+  absl::Time timer_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);   // by run id
+  uint64_t versions_ ABSL_GUARDED_BY(mu_) = 0;                  // the last version handed out
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by node id: live streams
+  std::vector<std::weak_ptr<StatusWatcher>> watchers_ ABSL_GUARDED_BY(mu_);
   std::thread timer_;
 };
 

@@ -80,9 +80,15 @@ TEST(JobWorkersTest, WorkersShowRanksPidsAndHowTheyEnded) {
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_STREQ(nodes[0].state, "Stopping");
   EXPECT_STREQ(nodes[1].state, "Failed");
+}
 
+TEST(JobWorkersTest, ARestartedRoundStartsPendingAndTheFinalStatusKeepsWhoLeft) {
+  JobHarness h(Spec(2, 2, 1));
+  ASSERT_TRUE(h.Join("1", -1, 2).ok());
+  ASSERT_TRUE(h.Join("2", -1, 2).ok());
+  h.Fail("2", 137, true);
   h.StopAll();  // round 2: every worker is pending again, restarted once
-  w = h.job().Workers();
+  std::vector<WorkerStatus> w = h.job().Workers();
   ASSERT_EQ(w.size(), 4u);
   for (const WorkerStatus& x : w) {
     EXPECT_EQ(x.state, WorkerState::kPending);
@@ -104,7 +110,7 @@ TEST(JobWorkersTest, WorkersShowRanksPidsAndHowTheyEnded) {
   h.job().NodeLost("2", "stream closed", h.now(), &out);
   h.job().Heartbeat("1", h.now());  // a late message from a node that left: harmless
   EXPECT_TRUE(h.job().Nodes().empty());
-  nodes = h.job().NodeViews();
+  std::vector<Job::NodeView> nodes = h.job().NodeViews();
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_STREQ(nodes[0].state, "Left");
   EXPECT_EQ(nodes[1].group_rank, 1);

@@ -10,11 +10,13 @@
 // Restart budget, restart history and outcome are owned here, once for the whole job, so
 // every node sees the same TORCHELASTIC_RESTART_COUNT and exits with the same code.
 // Membership changes (a node arriving while a round runs, a node lost while >= min_nodes
-// remain) start a new round without consuming the budget.
+// remain) start a new round without consuming the budget. Liveness is not the job's: its
+// owner calls NodeLost when a node's connection ends (README "Liveness"); silence alone
+// never removes a node.
 //
 // Ranks: hints are honoured (a duplicate is refused naming both nodes; a hint outside
 // [0, max_nodes) is refused); nodes without hints keep their previous order across rounds,
-// newcomers follow in arrival order.
+// newcomers follow in arrival order (rank_order.h).
 //
 // Status (DESIGN §4.6): besides phase, history and outcome, the job keeps Kubernetes-style
 // conditions (conditions.h) and every worker of the current round: its rank and local rank

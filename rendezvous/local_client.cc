@@ -10,12 +10,9 @@ void LocalRendezvous::Start(const NodeInfo& node, const JobSpec& spec, EventSink
                             ErrorSink errors) {
   node_id_ = node.node_id;
   events_ = std::move(events);
-  JobSpec local = spec;
-  // The only node lives in this process: it cannot miss heartbeats or fail to join.
-  local.heartbeat_interval = absl::InfiniteDuration();
-  job_.emplace(local, EventLoop::Now());
+  job_.emplace(spec, EventLoop::Now());
   std::vector<Event> out;
-  absl::Status status = job_->Join(node, local, EventLoop::Now(), &out);
+  absl::Status status = job_->Join(node, spec, EventLoop::Now(), &out);
   if (!status.ok()) {
     loop_->Post([errors = std::move(errors), status] { errors(status); });
     return;

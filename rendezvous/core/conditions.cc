@@ -5,11 +5,18 @@
 namespace muster::rdzv {
 
 Conditions::Conditions(absl::Time now) {
-  all_.push_back({kConditionCreated, true, "NodeJoined", "the first node joined", now});
-  all_.push_back({kConditionRunning, false, "Gathering", "waiting for the first round", now});
-  all_.push_back({kConditionRestarting, false, "Gathering", "no restart yet", now});
-  all_.push_back({kConditionSucceeded, false, "NotFinished", "the job has not finished", now});
-  all_.push_back({kConditionFailed, false, "NotFinished", "the job has not finished", now});
+  auto add = [&](const char* type, bool status, const char* reason, const char* message) {
+    all_.push_back(Condition{.type = type,
+                             .status = status,
+                             .reason = reason,
+                             .message = message,
+                             .last_transition = now});
+  };
+  add(kConditionCreated, true, "NodeJoined", "the first node joined");
+  add(kConditionRunning, false, "Gathering", "waiting for the first round");
+  add(kConditionRestarting, false, "Gathering", "no restart yet");
+  add(kConditionSucceeded, false, "NotFinished", "the job has not finished");
+  add(kConditionFailed, false, "NotFinished", "the job has not finished");
 }
 
 void Conditions::Set(const std::string& type, bool status, std::string reason, std::string message,

@@ -10,11 +10,13 @@
 // Restart budget, restart history and outcome are owned here, once for the whole job, so
 // every node sees the same TORCHELASTIC_RESTART_COUNT and exits with the same code.
 // Membership changes (a node arriving while a round runs, a node lost while >= min_nodes
-// remain) start a new round without consuming the budget.
+// remain) start a new round without consuming the budget. Liveness is not the job's: its
+// owner calls NodeLost when a node's connection ends (README "Liveness"); silence alone
+// never removes a node.
 //
 // Ranks: hints are honoured (a duplicate is refused naming both nodes; a hint outside
 // [0, max_nodes) is refused); nodes without hints keep their previous order across rounds,
-// newcomers follow in arrival order.
+// newcomers follow in arrival order (rank_order.h).
 //
 // Status (DESIGN §4.6): besides phase, history and outcome, the job keeps Kubernetes-style
 // conditions (conditions.h) and every worker of the current round: its rank and local rank
@@ -22,11 +24,14 @@
 // ended (WorkerEnded, WorkerFailed, WorkersSucceeded). After the outcome, nodes that hang
 // up stay listed (state "Left") so the final status still shows who ran what.
 //
-// Not thread-safe: the owner serialises calls (the gRPC server holds a mutex).
+// The definitions are split by concept: job.cc (membership, deadlines), job_round.cc
+// (rounds, outcome), job_workers.cc (the status of nodes and workers).
+//
+// Not thread-safe: the owner serialises calls (rendezvous/registry's JobRegistry holds a
+// mutex).
 #ifndef MUSTER_RENDEZVOUS_CORE_JOB_H_
 #define MUSTER_RENDEZVOUS_CORE_JOB_H_
 
-#include <list>
 #include <map>
 #include <optional>
 #include <set>
@@ -79,6 +84,8 @@ class Job {
   // field otherwise.
   absl::Status Join(const NodeInfo& node, const JobSpec& spec, absl::Time now,
                     std::vector<Event>* out);
+  // Status only: the node was heard from (its last_seen). Liveness is the transport's
+  // (README "Liveness"): the owner calls NodeLost when a node's connection ends.
   void Heartbeat(const std::string& node_id, absl::Time now);
   // The node's stream closed or it left: dead at once.
   void NodeLost(const std::string& node_id, const std::string& why, absl::Time now,
@@ -100,12 +107,8 @@ class Job {
   // The node has stopped its workers of `round` and opened a fresh store on `store_port`.
   void WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
                       std::vector<Event>* out);
-  // Fires due deadlines: last call, join timeout, heartbeat misses, stop timeout.
+  // Fires due deadlines: progress, last call, join timeout, stop timeout.
   void Tick(absl::Time now, std::vector<Event>* out);
-  // Off: nodes are never dropped for silence (heartbeat_interval x heartbeat_misses); the
-  // owner learns liveness elsewhere (the gRPC server: from the connection) and calls
-  // NodeLost. On by default.
-  void set_expire_silent_nodes(bool on) { expire_silent_nodes_ = on; }
   // When Tick must run next; nullopt when nothing is pending.
   std::optional<absl::Time> NextDeadline() const;
 
@@ -113,9 +116,8 @@ class Job {
   struct Node {
     NodeInfo info;
     absl::Time joined_at;
-    absl::Time last_seen;
-    std::list<std::string>::iterator lru;  // position in by_last_seen_
-    int prev_group_rank = -1;              // order keeper across rounds
+    absl::Time last_seen;      // the node's last message, for the status
+    int prev_group_rank = -1;  // order keeper across rounds
     int64_t arrival = 0;
     bool succeeded = false;             // this round's workers all exited 0
     bool stopped = false;               // acked kStopWorkers for this round
@@ -125,8 +127,14 @@ class Job {
     std::vector<WorkerStatus> workers;  // this round's, by local rank
   };
 
+  static Event MakeEvent(Event::Kind kind, const std::string& node_id, std::string text = "");
   void MaybeCompleteRound(absl::Time now, std::vector<Event>* out);
   void StartRound(absl::Time now, std::vector<Event>* out);
+  // The next round's participants by group rank (rank_order.h).
+  std::vector<Node*> RoundOrder();
+  // Tells the participants of the round just formed their assignments, and the others
+  // that they wait.
+  void AnnounceRound(int world_size, std::vector<Event>* out);
   // `cause` is the CamelCase reason of the conditions ("WorkerFailed", "NodeJoined", ...).
   void BeginStopping(const char* cause, const std::string& reason, bool counted,
                      const std::optional<Failure>& failure, absl::Time now,
@@ -156,18 +164,13 @@ class Job {
   absl::Time stopping_since_;
   std::map<std::string, Node> nodes_;  // every live node (and, once finished, left ones)
   int left_count_ = 0;                 // nodes_ entries with `left` set
-  // node_ids ordered by last_seen, oldest first: heartbeats only ever move a node to the
-  // back, so the front is always the next to miss its heartbeats (O(1) per heartbeat).
-  std::list<std::string> by_last_seen_;
   std::map<int, std::string> hinted_;  // rank hint -> node id, for the nodes_ that gave one
-  bool removing_batch_ = false;
   // Progress that Tick sends at progress_due_ unless a round started before: to every node
   // (progress_to_all_: a small gathering changed since they last heard) or to the joiners of
   // a gathering above kProgressBroadcastLimit nodes that have not heard how far it is.
   std::vector<std::string> progress_owed_;
   bool progress_to_all_ = false;
   std::optional<absl::Time> progress_due_;
-  bool expire_silent_nodes_ = true;     // Tick is removing silent nodes: no round starts yet
   std::vector<NodeInfo> participants_;  // current round, group-rank order
   std::vector<RestartRecord> history_;
   std::optional<Failure> pending_failure_;  // the failure that triggered kStopping

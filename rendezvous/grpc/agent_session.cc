@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.pb.h"
@@ -175,7 +176,7 @@ class AgentSession : public SessionReactor,
     {
       std::lock_guard<std::mutex> lock(mu_);
       v1::Error* e = out_.emplace_back().mutable_error();
-      e->set_code(static_cast<int>(error.code()));
+      e->set_code(ToWireCode(error.code()));
       e->set_message(std::string(error.message()));
     }
     Flush();
@@ -204,13 +205,15 @@ class AgentSession : public SessionReactor,
   std::unique_ptr<v1::AgentMessage> in_;  // the read in flight; touched by read reactions only
 
   std::mutex mu_;
-  std::string node_id_;                // set once, by the Join reaction; read unlocked by reactions
-  std::deque<v1::ServerMessage> out_;  // front is in flight while writing_
-  bool writing_ = false;
-  bool finish_requested_ = false;
-  bool finish_called_ = false;
-  bool lost_reported_ = false;
-  grpc::Status finish_status_;
+  // Set once, under mu_, by the Join reaction; the reactions that follow read it unlocked
+  // (gRPC runs one read reaction at a time, each after the previous).
+  std::string node_id_;
+  std::deque<v1::ServerMessage> out_ ABSL_GUARDED_BY(mu_);  // front is in flight while writing_
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  bool lost_reported_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -13,7 +13,7 @@
 
 #include <grpcpp/support/server_callback.h>
 
-#include "rendezvous/grpc/job_registry.h"
+#include "rendezvous/registry/job_registry.h"
 
 namespace muster::v1 {
 class AgentMessage;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
@@ -162,11 +163,11 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
 
   std::mutex mu_;
   std::condition_variable done_cv_;
-  std::deque<v1::AgentMessage> out_;  // front is in flight while writing_
-  bool writing_ = false;
-  bool closed_ = false;
-  bool hold_released_ = false;
-  bool done_ = false;
+  std::deque<v1::AgentMessage> out_ ABSL_GUARDED_BY(mu_);  // front is in flight while writing_
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // What the posted closures touch, on the loop thread only; outlives the client when
@@ -179,10 +180,10 @@ struct LoopSide {
 };
 
 // Permanent refusals keep their code; anything else ending the stream is a lost server.
-bool IsRefusal(grpc::StatusCode code) {
-  return code == grpc::UNAUTHENTICATED || code == grpc::INVALID_ARGUMENT ||
-         code == grpc::FAILED_PRECONDITION || code == grpc::ALREADY_EXISTS ||
-         code == grpc::PERMISSION_DENIED;
+bool IsRefusal(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnauthenticated || code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kFailedPrecondition ||
+         code == absl::StatusCode::kAlreadyExists || code == absl::StatusCode::kPermissionDenied;
 }
 
 }  // namespace
@@ -309,11 +310,12 @@ class GrpcRendezvousClient::Impl {
 
   void OnStreamDone(const grpc::Status& status) {
     if (leaving_ || finished_ || refused_) return;
-    if (IsRefusal(status.error_code())) {
-      PostError(grpc_internal::ToAbslStatus(status));
+    absl::Status ended = grpc_internal::ToAbslStatus(status);
+    if (IsRefusal(ended.code())) {
+      PostError(std::move(ended));
       return;
     }
-    std::string why = status.ok() ? "the server closed it" : status.error_message();
+    std::string why = ended.ok() ? "the server closed it" : std::string(ended.message());
     PostError(absl::UnavailableError(
         absl::StrCat("lost the rendezvous stream to ", options_.endpoint, ": ", why)));
   }
@@ -338,10 +340,13 @@ class GrpcRendezvousClient::Impl {
 
   std::mutex mu_;
   std::condition_variable cv_;  // stop_
-  bool stop_ = false;
-  std::vector<v1::AgentMessage> pending_;  // reports made before the stream existed
-  std::unique_ptr<v1::Rendezvous::Stub> stub_;
-  std::unique_ptr<AgentStream> stream_;  // set once by the thread; kept until destruction
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Reports made before the stream existed.
+  std::vector<v1::AgentMessage> pending_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<v1::Rendezvous::Stub> stub_ ABSL_GUARDED_BY(mu_);
+  // Set once by the thread; kept until destruction, which reads it unlocked once the
+  // thread is joined.
+  std::unique_ptr<AgentStream> stream_ ABSL_GUARDED_BY(mu_);
   std::thread worker_;
 };
 

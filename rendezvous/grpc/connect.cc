@@ -62,7 +62,7 @@ bool TcpReachable(const Endpoint& endpoint, absl::Duration timeout) {
       break;
     }
     if (errno != EINPROGRESS) continue;
-    pollfd p{fd.get(), POLLOUT, 0};
+    pollfd p{.fd = fd.get(), .events = POLLOUT, .revents = 0};
     if (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) continue;
     int err = 0;
     socklen_t len = sizeof(err);

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rendezvous/grpc/job_status.h"
+#include "rendezvous/core/job_status.h"
 
 namespace muster::rdzv {
 

@@ -152,7 +152,7 @@ std::vector<StartedWorker> FromProto(const v1::WorkersStarted& in) {
   std::vector<StartedWorker> out;
   out.reserve(in.workers_size());
   for (const v1::StartedWorker& p : in.workers()) {
-    out.push_back(StartedWorker{p.local_rank(), p.rank(), p.pid()});
+    out.push_back(StartedWorker{.local_rank = p.local_rank(), .rank = p.rank(), .pid = p.pid()});
   }
   return out;
 }
@@ -168,7 +168,12 @@ void ToProto(int round, const EndedWorker& w, v1::WorkerEnded* out) {
 }
 
 EndedWorker FromProto(const v1::WorkerEnded& in) {
-  return EndedWorker{in.local_rank(), in.pid(), in.code(), in.signal(), in.what(), in.stopped()};
+  return EndedWorker{.local_rank = in.local_rank(),
+                     .pid = in.pid(),
+                     .code = in.code(),
+                     .signal = in.signal(),
+                     .what = in.what(),
+                     .stopped = in.stopped()};
 }
 
 void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
@@ -365,8 +370,11 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
   }
   if (in.has_outcome()) s.outcome = FromProto(in.outcome());
   for (const v1::Condition& p : in.conditions()) {
-    s.conditions.push_back(Condition{p.type(), p.status() == "True", p.reason(), p.message(),
-                                     FromUnixMs(p.last_transition_unix_ms())});
+    s.conditions.push_back(Condition{.type = p.type(),
+                                     .status = p.status() == "True",
+                                     .reason = p.reason(),
+                                     .message = p.message(),
+                                     .last_transition = FromUnixMs(p.last_transition_unix_ms())});
   }
   s.workers.reserve(in.workers_size());
   for (const v1::WorkerStatus& p : in.workers()) {

@@ -1,4 +1,4 @@
-// Conversions between rendezvous plain data (core/types.h, job_status.h) and the
+// Conversions between rendezvous plain data (core/types.h, core/job_status.h) and the
 // muster.v1 messages. Internal to rendezvous/grpc: the messages are only forward-declared
 // here so that no generated header leaks past this folder's .cc files.
 #ifndef MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/core/job_status.h"
 #include "rendezvous/core/types.h"
-#include "rendezvous/grpc/job_status.h"
 
 namespace muster::v1 {
 class Join;

@@ -242,13 +242,19 @@ TEST_F(RendezvousTest, WorkersAndConditionsTravelToTheJobStatus) {
   for (int i = 0; i < 3; ++i) {
     std::vector<StartedWorker> started;
     for (int local = 0; local < local_sizes[i]; ++local) {
-      started.push_back({local, rounds[i].rank_base + local, 100 * (i + 1) + local});
+      started.push_back(StartedWorker{
+          .local_rank = local, .rank = rounds[i].rank_base + local, .pid = 100 * (i + 1) + local});
     }
     agents_[i]->Call([&](GrpcRendezvousClient& c) { c.ReportWorkersStarted(1, started); });
   }
   // Rank 3 (node 2, local rank 0) is killed by SIGKILL.
   agents_[2]->Call([&](GrpcRendezvousClient& c) {
-    c.ReportWorkerEnded(1, EndedWorker{0, 300, 137, 9, "signal 9 (SIGKILL)", false});
+    c.ReportWorkerEnded(1, EndedWorker{.local_rank = 0,
+                                       .pid = 300,
+                                       .code = 137,
+                                       .signal = 9,
+                                       .what = "signal 9 (SIGKILL)",
+                                       .stopped = false});
   });
   // Messages of one stream arrive in order: once the last one is seen, all are.
   absl::Time deadline = absl::Now() + absl::Seconds(10);

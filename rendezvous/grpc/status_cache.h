@@ -17,9 +17,10 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rendezvous/grpc/job_registry.h"
+#include "rendezvous/registry/job_registry.h"
 
 namespace muster::rdzv::grpc_internal {
 
@@ -44,8 +45,8 @@ class StatusCache {
   const JobRegistry* const registry_;
   const absl::Duration max_age_;
   mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;  // by run id
-  int64_t builds_ = 0;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by run id
+  int64_t builds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace muster::rdzv::grpc_internal

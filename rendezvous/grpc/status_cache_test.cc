@@ -47,7 +47,7 @@ TEST(StatusCacheTest, RebuildsOnChangesAndAgeButNotOnHeartbeats) {
   EXPECT_EQ(cache.builds(), 1);
   EXPECT_EQ(again.begin(), first.begin());  // the same bytes, shared
 
-  registry.WorkersStarted("a", 1, {{0, 0, 4242}});
+  registry.WorkersStarted("a", 1, {{.local_rank = 0, .rank = 0, .pid = 4242}});
   reply = Parse(cache.Reply("r", t0 + absl::Milliseconds(600)).value());
   EXPECT_EQ(cache.builds(), 2);
   EXPECT_EQ(reply.workers(0).pid(), 4242);

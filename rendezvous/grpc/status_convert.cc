@@ -11,6 +11,8 @@ absl::StatusCode ToAbslCode(int code) {
   return static_cast<absl::StatusCode>(code);
 }
 
+int ToWireCode(absl::StatusCode code) { return static_cast<int>(code); }
+
 absl::Status ToAbslStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(ToAbslCode(static_cast<int>(status.error_code())), status.error_message());

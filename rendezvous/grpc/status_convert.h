@@ -14,6 +14,8 @@ absl::Status ToAbslStatus(const grpc::Status& status);
 grpc::Status ToGrpcStatus(const absl::Status& status);
 // A code carried inside a message (ServerMessage.Error.code); unknown values become kUnknown.
 absl::StatusCode ToAbslCode(int code);
+// The code to carry inside a message; ToAbslCode reads it back.
+int ToWireCode(absl::StatusCode code);
 
 }  // namespace muster::rdzv::grpc_internal
 

@@ -64,16 +64,19 @@ std::optional<int> FindSocket(int port, bool peer) {
 TEST(TcpKeepaliveTest, SetsProbesInWholeSecondsAndTheDeadlineInMilliseconds) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(SetTcpKeepalive(fd, {absl::Milliseconds(1500), absl::Milliseconds(4500)}).ok());
+  ASSERT_TRUE(SetTcpKeepalive(fd, TcpKeepalive{.probe_interval = absl::Milliseconds(1500),
+                                               .timeout = absl::Milliseconds(4500)})
+                  .ok());
   Keepalive k = Read(fd);
   EXPECT_EQ(k.on, 1);
   EXPECT_EQ(k.idle, 2);
   EXPECT_EQ(k.interval, 2);
   EXPECT_EQ(k.user_timeout_ms, 4500);
-  EXPECT_TRUE(
-      absl::IsInvalidArgument(SetTcpKeepalive(fd, {absl::ZeroDuration(), absl::Seconds(1)})));
+  EXPECT_TRUE(absl::IsInvalidArgument(SetTcpKeepalive(
+      fd, TcpKeepalive{.probe_interval = absl::ZeroDuration(), .timeout = absl::Seconds(1)})));
   close(fd);
-  EXPECT_TRUE(absl::IsInternal(SetTcpKeepalive(fd, {absl::Seconds(1), absl::Seconds(3)})));
+  EXPECT_TRUE(absl::IsInternal(SetTcpKeepalive(
+      fd, TcpKeepalive{.probe_interval = absl::Seconds(1), .timeout = absl::Seconds(3)})));
 }
 
 // Both ends of a real rendezvous connection carry the options: the server's accepted

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/event_loop.h"
@@ -48,9 +49,10 @@ class TestAgent {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Event> events_;
-  std::map<Event::Kind, size_t> taken_;  // per kind: index after the last one returned
-  std::vector<absl::Status> errors_;
+  std::vector<Event> events_ ABSL_GUARDED_BY(mu_);
+  // Per kind: the index after the last one returned.
+  std::map<Event::Kind, size_t> taken_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Status> errors_ ABSL_GUARDED_BY(mu_);
 };
 
 NodeInfo TestNode(const std::string& name, int store_port, int rank_hint = -1,

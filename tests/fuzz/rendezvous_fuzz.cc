@@ -4,21 +4,23 @@
 //  - data[0] % 4 == 0, "wire": the rest is parsed as each muster.v1 message the server or
 //    an agent decodes (AgentMessage, ServerMessage, JobStatusReply) and converted to plain
 //    data and back (rendezvous/grpc/proto_convert, status_convert); a second round trip
-//    must give the same bytes as the first.
+//    must give the same bytes as the first (WireRoundTrips).
 //  - otherwise, "session": the rest is a script of agent messages (Join with varied specs,
 //    rank hints, run ids and node ids; Heartbeat, WorkersStarted, WorkerEnded, WorkerFailed,
 //    WorkersSucceeded, WorkersStopped, Leave; disconnects; well-behaved replies to the last
 //    event) from six agent slots, and fake-clock advances. Every message goes through its
-//    proto encoding and is dispatched as agent_session.cc and job_registry.cc do (one
-//    rdzv::Job per run id, created by its first Join), and every event the jobs emit is
-//    converted to a ServerMessage and back. After each step the invariants in
-//    Session::After, CheckEvents and CheckRound must hold: ranks a permutation with consistent
-//    bases, survivors keep their order, rank hints honoured, restart count monotonic and equal to
-//    the counted history, the outcome final once set, nothing sent after the end, deadlines that
-//    move when they fire, worker status that follows the layout whatever agents report.
+//    proto encoding and is dispatched as grpc/agent_session.cc and registry/job_registry.cc
+//    do (one rdzv::Job per run id, created by its first Join), and every event the jobs
+//    emit is converted to a ServerMessage and back. After each step the invariants of
+//    JobChecker (rendezvous_fuzz_checks.h) must hold: ranks a permutation with consistent
+//    bases, survivors keep their order, rank hints honoured, restart count monotonic and
+//    equal to the counted history, the outcome final once set, nothing sent after the end,
+//    deadlines that move when they fire, worker status that follows the layout whatever
+//    agents report.
 //
 // Session script: a header (spec of the job most agents agree on), then one opcode byte
 // per step (op % 12) followed by its operands; see Session::Step.
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -32,24 +34,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/exit_codes.h"
 #include "muster/v1/rendezvous.pb.h"
 #include "rendezvous/core/job.h"
 #include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "tests/fuzz/rendezvous_fuzz_checks.h"
 
-namespace muster::rdzv {
+namespace muster::rdzv::fuzz {
 namespace {
 
 using grpc_internal::FromProto;
 using grpc_internal::ToProto;
-
-[[noreturn]] void Fail(const std::string& what) {
-  fprintf(stderr, "rendezvous_fuzz: invariant broken: %s\n", what.c_str());
-  abort();
-}
-
-#define CHECK_OR_FAIL(cond, what) \
-  if (!(cond)) Fail(absl::StrCat(#cond, ": ", what))
 
 class Decoder {
  public:
@@ -82,81 +77,7 @@ class Decoder {
   size_t pos_ = 0;
 };
 
-// ---- wire mode ----
-
-std::string Bytes(const google::protobuf::Message& m) {
-  std::string out;
-  CHECK_OR_FAIL(m.SerializeToString(&out), m.GetTypeName());
-  return out;
-}
-
-void WireRoundTrips(const std::string& bytes) {
-  v1::AgentMessage agent;
-  if (agent.ParseFromString(bytes)) {
-    if (agent.has_join()) {
-      NodeInfo node;
-      JobSpec spec;
-      FromProto(agent.join(), &node, &spec);
-      v1::Join once, twice;
-      ToProto(node, spec, &once);
-      FromProto(once, &node, &spec);
-      ToProto(node, spec, &twice);
-      CHECK_OR_FAIL(Bytes(once) == Bytes(twice), "Join round trip");
-    }
-    if (agent.has_worker_failed()) {
-      v1::Failure once, twice;
-      ToProto(FromProto(agent.worker_failed().failure()), &once);
-      ToProto(FromProto(once), &twice);
-      CHECK_OR_FAIL(Bytes(once) == Bytes(twice), "Failure round trip");
-    }
-  }
-  v1::ServerMessage server;
-  if (server.ParseFromString(bytes)) {
-    Event event;
-    bool is_event = FromProto(server, "node", &event);
-    CHECK_OR_FAIL(is_event == (server.kind_case() != v1::ServerMessage::kError &&
-                               server.kind_case() != v1::ServerMessage::KIND_NOT_SET),
-                  server.kind_case());
-    if (is_event) {
-      CHECK_OR_FAIL(event.node_id == "node", event.node_id);
-      v1::ServerMessage once, twice;
-      ToProto(event, &once);
-      Event again;
-      CHECK_OR_FAIL(FromProto(once, "node", &again), "event lost");
-      ToProto(again, &twice);
-      CHECK_OR_FAIL(Bytes(once) == Bytes(twice), "ServerMessage round trip");
-    }
-    if (server.has_error()) {
-      absl::StatusCode code = grpc_internal::ToAbslCode(server.error().code());
-      CHECK_OR_FAIL(static_cast<int>(code) >= 0 && static_cast<int>(code) <= 16,
-                    static_cast<int>(code));
-      absl::Status status(code, server.error().message());
-      absl::Status back = grpc_internal::ToAbslStatus(grpc_internal::ToGrpcStatus(status));
-      CHECK_OR_FAIL(back == status, absl::StrCat(status.ToString(), " vs ", back.ToString()));
-    }
-  }
-  v1::JobStatusReply reply;
-  if (reply.ParseFromString(bytes)) {
-    v1::JobStatusReply once, twice;
-    ToProto(FromProto(reply), &once);
-    ToProto(FromProto(once), &twice);
-    CHECK_OR_FAIL(Bytes(once) == Bytes(twice), "JobStatusReply round trip");
-  }
-}
-
-// ---- session mode ----
-
-// One job as the registry holds it, plus what the invariants remember between steps.
-struct Tracked {
-  Tracked(const JobSpec& spec, absl::Time now) : job(spec, now) {}
-  Job job;
-  int round = 0;
-  int restarts = 0;
-  size_t history = 0;
-  std::optional<Outcome> outcome;
-  std::vector<NodeInfo> previous_round;  // participants of the last round started
-};
-
+// An agent's end of one stream.
 // An agent's end of one stream.
 struct Slot {
   std::string node_id;  // empty: no stream joined
@@ -167,12 +88,6 @@ struct Slot {
   int local_world_size = 0;
   std::optional<Event::Kind> last;  // last event that asks for an answer
 };
-
-std::string Ids(const std::vector<NodeInfo>& nodes) {
-  std::string out;
-  for (const NodeInfo& n : nodes) absl::StrAppend(&out, n.node_id, "(", n.rank_hint, ") ");
-  return out;
-}
 
 class Session {
  public:
@@ -347,7 +262,8 @@ class Session {
         v1::AgentMessage started;  // an agent reports its workers' pids after spawning them
         std::vector<StartedWorker> workers;
         for (int local = 0; local < slot.local_world_size; ++local) {
-          workers.push_back({local, slot.rank_base + local, 2000 + local});
+          workers.push_back(StartedWorker{
+              .local_rank = local, .rank = slot.rank_base + local, .pid = 2000 + local});
         }
         ToProto(slot.round, workers, started.mutable_workers_started());
         Send(slot, started);
@@ -441,7 +357,7 @@ class Session {
     }
     auto it = jobs_.find(spec.run_id);
     if (it != jobs_.end() && it->second->job.phase() == Job::Phase::kFinished &&
-        it->second->job.outcome()->exit_code == 138) {
+        it->second->job.outcome()->exit_code == exit_code::kTransient) {
       jobs_.erase(it);  // a transient end: restarted agents start the job afresh
       it = jobs_.end();
     }
@@ -519,130 +435,14 @@ class Session {
     return it == jobs_.end() ? nullptr : it->second.get();
   }
 
-  void Before(Tracked& t) {
-    finished_before_ = t.job.phase() == Job::Phase::kFinished;
-    live_before_.clear();
-    for (const NodeInfo& n : t.job.Nodes()) live_before_.insert(n.node_id);
-  }
+  void Before(const Tracked& t) { checker_.Before(t); }
 
-  // Invariants after one call on `t` that produced `events`.
+  // Checks the call's invariants, then hands its events to the slots they address.
   void After(Tracked& t, const std::vector<Event>& events) {
-    const Job& job = t.job;
-    const JobSpec& spec = job.spec();
-    if (finished_before_) CHECK_OR_FAIL(events.empty(), "events after the job finished");
-
-    // Monotonic counters; the budget is counted once per counted restart.
-    CHECK_OR_FAIL(job.round() >= t.round, absl::StrCat(job.round(), " < ", t.round));
-    CHECK_OR_FAIL(job.restarts_used() >= t.restarts,
-                  absl::StrCat(job.restarts_used(), " < ", t.restarts));
-    CHECK_OR_FAIL(job.history().size() >= t.history, "history shrank");
-    CHECK_OR_FAIL(job.restarts_used() <= std::max(0, spec.max_restarts),
-                  absl::StrCat(job.restarts_used(), " of ", spec.max_restarts));
-    int counted = 0;
-    for (const RestartRecord& r : job.history()) counted += r.counted;
-    CHECK_OR_FAIL(counted == job.restarts_used(),
-                  absl::StrCat(counted, " counted vs ", job.restarts_used()));
-    t.round = job.round();
-    t.restarts = job.restarts_used();
-    t.history = job.history().size();
-
-    // The outcome: set exactly when finished, never changed afterwards.
-    bool finished = job.phase() == Job::Phase::kFinished;
-    CHECK_OR_FAIL(finished == job.outcome().has_value(), "outcome vs phase");
-    if (t.outcome) {
-      CHECK_OR_FAIL(job.outcome() && job.outcome()->exit_code == t.outcome->exit_code &&
-                        job.outcome()->reason == t.outcome->reason,
-                    "the outcome changed");
-    }
-    if (job.outcome()) {
-      t.outcome = job.outcome();
-      // A failure is never reported as success (the agents exit with this code).
-      CHECK_OR_FAIL(!job.outcome()->root_cause ||
-                        (job.outcome()->exit_code >= 1 && job.outcome()->exit_code <= 255),
-                    job.outcome()->reason);
-    }
-    if (!finished) CHECK_OR_FAIL(job.NextDeadline().has_value(), "no deadline pending");
-
-    // Membership.
-    std::vector<NodeInfo> live = job.Nodes();
-    std::set<std::string> live_ids;
-    for (const NodeInfo& n : live) live_ids.insert(n.node_id);
-    const std::vector<NodeInfo>& parts = job.participants();
-    std::set<std::string> part_ids;
-    for (const NodeInfo& p : parts) {
-      CHECK_OR_FAIL(part_ids.insert(p.node_id).second, "duplicate participant " + p.node_id);
-      if (!finished) CHECK_OR_FAIL(live_ids.count(p.node_id), "dead participant " + p.node_id);
-    }
-    if (job.phase() == Job::Phase::kRunning) {
-      CHECK_OR_FAIL(
-          !parts.empty() && static_cast<int>(parts.size()) <= spec.max_nodes &&
-              static_cast<int>(parts.size()) >= spec.min_nodes,
-          absl::StrCat(parts.size(), " running of ", spec.min_nodes, ":", spec.max_nodes));
-    }
-    if (job.phase() == Job::Phase::kGathering) CHECK_OR_FAIL(parts.empty(), Ids(parts));
-
-    // Workers of the round: the layout the server handed out, in global-rank order, whatever
-    // the agents report about them.
-    if (job.phase() == Job::Phase::kRunning) {
-      std::vector<WorkerStatus> workers = job.Workers();
-      int expected = 0;
-      for (size_t g = 0; g < parts.size(); ++g) {
-        for (int local = 0; local < parts[g].local_world_size; ++local, ++expected) {
-          CHECK_OR_FAIL(expected < static_cast<int>(workers.size()), "missing workers");
-          const WorkerStatus& w = workers[expected];
-          CHECK_OR_FAIL(w.rank == expected && w.local_rank == local &&
-                            w.group_rank == static_cast<int>(g) && w.node_id == parts[g].node_id,
-                        absl::StrCat("worker ", expected, " reads rank ", w.rank, " local ",
-                                     w.local_rank, " group ", w.group_rank, " on ", w.node_id));
-        }
-      }
-      CHECK_OR_FAIL(static_cast<int>(workers.size()) == expected, "extra workers");
-    }
-
-    CheckEvents(t, events, live_ids);
-    // A node that is gone and joins again under the same id is a newcomer.
-    std::erase_if(t.previous_round,
-                  [&](const NodeInfo& n) { return live_ids.count(n.node_id) == 0; });
-  }
-
-  void CheckEvents(Tracked& t, const std::vector<Event>& events,
-                   const std::set<std::string>& live_ids) {
-    const Job& job = t.job;
-    if (trace_) {
-      fprintf(stderr, "  job %s phase=%d round=%d live=%zu\n", job.spec().run_id.c_str(),
-              static_cast<int>(job.phase()), job.round(), live_ids.size());
-      for (const Event& e : events) {
-        fprintf(stderr, "  -> %s kind=%d %s\n", e.node_id.c_str(), static_cast<int>(e.kind),
-                e.text.c_str());
-      }
-    }
-    std::map<int, std::vector<const Event*>> rounds;  // kRoundStarted by round
-    std::map<std::string, int> finished;
+    checker_.After(t, events);
     for (const Event& e : events) {
-      // A Tick may declare several nodes lost, one after the other: events for one that
-      // was alive when the call began are fine (the registry routes them to its stream).
-      CHECK_OR_FAIL(live_ids.count(e.node_id) || live_before_.count(e.node_id),
-                    "event for a node that is gone: " + e.node_id);
-      // What the agent receives: the event through its ServerMessage encoding.
-      v1::ServerMessage wire;
-      ToProto(e, &wire);
-      v1::ServerMessage parsed;
-      CHECK_OR_FAIL(parsed.ParseFromString(Bytes(wire)), "ServerMessage did not parse");
-      Event got;
-      CHECK_OR_FAIL(FromProto(parsed, e.node_id, &got), "event lost on the wire");
-      v1::ServerMessage again;
-      ToProto(got, &again);
-      CHECK_OR_FAIL(Bytes(again) == Bytes(wire), "event changed on the wire");
-      CHECK_OR_FAIL(got.kind == e.kind, "kind changed");
-
-      if (e.kind == Event::Kind::kRoundStarted) rounds[e.assignment.round].push_back(&e);
-      if (e.kind == Event::Kind::kFinished) {
-        ++finished[e.node_id];
-        CHECK_OR_FAIL(job.outcome() && e.outcome.exit_code == job.outcome()->exit_code,
-                      "finished event vs outcome");
-      }
       for (Slot& s : slots_) {
-        if (s.node_id != e.node_id || s.run_id != job.spec().run_id) continue;
+        if (s.node_id != e.node_id || s.run_id != t.job.spec().run_id) continue;
         if (e.kind == Event::Kind::kRoundStarted) {
           const Assignment& a = e.assignment;
           s.round = a.round;
@@ -654,75 +454,6 @@ class Session {
         if (e.kind != Event::Kind::kProgress) s.last = e.kind;
       }
     }
-    for (const auto& [id, count] : finished) {
-      CHECK_OR_FAIL(count == 1, absl::StrCat(count, " kFinished for ", id));
-    }
-    if (!finished.empty()) {  // every node still there heard the outcome
-      for (const std::string& id : live_ids) {
-        CHECK_OR_FAIL(finished.count(id), "kFinished not sent to " + id);
-      }
-    }
-    for (const auto& [round, started] : rounds) CheckRound(t, round, started);
-  }
-
-  // One round's kRoundStarted events: a consistent layout.
-  void CheckRound(Tracked& t, int round, const std::vector<const Event*>& started) {
-    const JobSpec& spec = t.job.spec();
-    int n = static_cast<int>(started.size());
-    CHECK_OR_FAIL(n >= 1 && n <= spec.max_nodes && n >= spec.min_nodes,
-                  absl::StrCat(n, " nodes in round ", round));
-    std::vector<const Event*> by_rank(n, nullptr);
-    const Assignment& first = started[0]->assignment;
-    for (const Event* e : started) {
-      const Assignment& a = e->assignment;
-      CHECK_OR_FAIL(a.group_world_size == n, absl::StrCat(a.group_world_size, " vs ", n));
-      CHECK_OR_FAIL(a.group_rank >= 0 && a.group_rank < n && by_rank[a.group_rank] == nullptr,
-                    absl::StrCat("group rank ", a.group_rank, " of ", n));
-      by_rank[a.group_rank] = e;
-      CHECK_OR_FAIL(a.restart_count == first.restart_count && a.world_size == first.world_size &&
-                        a.master_addr == first.master_addr && a.master_port == first.master_port,
-                    "nodes of one round disagree");
-      CHECK_OR_FAIL(static_cast<int>(a.nodes.size()) == n, "nodes list");
-      CHECK_OR_FAIL(a.nodes[a.group_rank].node_id == e->node_id, "nodes list order");
-    }
-    CHECK_OR_FAIL(first.restart_count <= t.job.restarts_used(), "restart count ahead");
-    std::vector<NodeInfo> order = first.nodes;
-    int64_t base = 0;
-    for (int r = 0; r < n; ++r) {
-      const Assignment& a = by_rank[r]->assignment;
-      CHECK_OR_FAIL(a.rank_base == base, absl::StrCat("rank base ", a.rank_base, " vs ", base));
-      CHECK_OR_FAIL(order[r].local_world_size >= 1, "a node without workers");
-      base += order[r].local_world_size;
-    }
-    CHECK_OR_FAIL(first.world_size == base, absl::StrCat("world ", first.world_size, " vs ", base));
-    CHECK_OR_FAIL(first.master_addr == order[0].address && first.master_port == order[0].store_port,
-                  "master is not group rank 0");
-
-    // Hints: honoured exactly when every node of a full round gave one.
-    bool all_hinted =
-        std::all_of(order.begin(), order.end(), [](const NodeInfo& x) { return x.rank_hint >= 0; });
-    if (all_hinted && n == spec.max_nodes) {
-      for (int r = 0; r < n; ++r) {
-        CHECK_OR_FAIL(order[r].rank_hint == r,
-                      absl::StrCat("hint ", order[r].rank_hint, " got rank ", r, ": ", Ids(order)));
-      }
-    }
-    // Survivors without hints keep their previous relative order.
-    std::vector<std::string> kept_now, kept_before;
-    auto unhinted_in = [](const std::vector<NodeInfo>& v, const std::string& id) {
-      return std::any_of(v.begin(), v.end(),
-                         [&](const NodeInfo& x) { return x.node_id == id && x.rank_hint < 0; });
-    };
-    for (const NodeInfo& x : order) {
-      if (x.rank_hint < 0 && unhinted_in(t.previous_round, x.node_id))
-        kept_now.push_back(x.node_id);
-    }
-    for (const NodeInfo& x : t.previous_round) {
-      if (x.rank_hint < 0 && unhinted_in(order, x.node_id)) kept_before.push_back(x.node_id);
-    }
-    CHECK_OR_FAIL(kept_now == kept_before,
-                  absl::StrCat("survivors reordered: ", Ids(t.previous_round), "-> ", Ids(order)));
-    t.previous_round = order;
   }
 
   Decoder& d_;
@@ -730,13 +461,12 @@ class Session {
   absl::Time now_ = absl::FromUnixSeconds(1700000000);
   std::array<Slot, 6> slots_;
   std::map<std::string, std::unique_ptr<Tracked>> jobs_;
-  bool finished_before_ = false;
-  std::set<std::string> live_before_;
   const bool trace_ = getenv("RENDEZVOUS_FUZZ_TRACE") != nullptr;  // steps and events
+  JobChecker checker_{trace_};
 };
 
 }  // namespace
-}  // namespace muster::rdzv
+}  // namespace muster::rdzv::fuzz
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 is expected, not news
@@ -746,11 +476,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   if (data[0] % 4 == 0) {
-    muster::rdzv::WireRoundTrips(std::string(reinterpret_cast<const char*>(data + 1), size - 1));
+    muster::rdzv::fuzz::WireRoundTrips(
+        std::string(reinterpret_cast<const char*>(data + 1), size - 1));
     return 0;
   }
-  muster::rdzv::Decoder d(data + 1, size - 1);
-  muster::rdzv::Session session(&d);
+  muster::rdzv::fuzz::Decoder d(data + 1, size - 1);
+  muster::rdzv::fuzz::Session session(&d);
   session.Run();
   return 0;
 }

@@ -1,14 +1,16 @@
-// JobStatusSnapshot: the server's view of one job (DESIGN §4.6), as plain data. The
-// server fills it from its rdzv::Job; GetJobStatus (job_status_client.h) returns it to
-// `muster status`. No gRPC or protobuf here.
-#ifndef MUSTER_RENDEZVOUS_GRPC_JOB_STATUS_H_
-#define MUSTER_RENDEZVOUS_GRPC_JOB_STATUS_H_
+// JobStatusSnapshot: one job as its status shows it (DESIGN §4.6), as plain data, and
+// JobStatusOf, which builds it from the job's rdzv::Job. Whatever carries it (the gRPC
+// JobStatus service: rendezvous/grpc/proto_convert; GetJobStatus in
+// rendezvous/grpc/job_status_client.h for `muster status`) converts it; no transport here.
+#ifndef MUSTER_RENDEZVOUS_CORE_JOB_STATUS_H_
+#define MUSTER_RENDEZVOUS_CORE_JOB_STATUS_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/core/job.h"
 #include "rendezvous/core/types.h"
 
 namespace muster::rdzv {
@@ -46,6 +48,13 @@ struct JobStatusSnapshot {
   std::vector<WorkerStatus> workers;  // current (or last) round, by rank
 };
 
+// The phase a job's status shows: Pending before its first round, Restarting between
+// rounds, Succeeded or Failed by its outcome's exit code.
+JobPhase PhaseOf(const Job& job);
+
+// Copies `job`'s status in O(nodes + workers).
+JobStatusSnapshot JobStatusOf(const Job& job);
+
 }  // namespace muster::rdzv
 
-#endif  // MUSTER_RENDEZVOUS_GRPC_JOB_STATUS_H_
+#endif  // MUSTER_RENDEZVOUS_CORE_JOB_STATUS_H_

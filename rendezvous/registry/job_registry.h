@@ -1,14 +1,17 @@
-// JobRegistry: the rendezvous server's state, without gRPC. Holds every job by run id
-// (created by the first Join of that id, with that joiner's JobSpec), routes the events
-// of each rdzv::Job call to the stream of the node they address, and runs a timer thread
-// that sleeps until the earliest Job::NextDeadline() and then calls Job::Tick.
+// JobRegistry: the rendezvous server's state, with no transport in it. Holds every job by
+// run id (created by the first Join of that id, with that joiner's JobSpec), routes the
+// events of each rdzv::Job call to the stream of the node they address, and runs a timer
+// thread that sleeps until the earliest Job::NextDeadline() and then calls Job::Tick. A
+// transport (rendezvous/grpc's AgentSession) implements NodeStream for each connection
+// and reports what its agent says; the JobStatus service reads Status and StatusVersion.
 //
+// Owned by the server that serves it; it must outlive every NodeStream that calls it.
 // Thread-safe: one mutex serialises every Job call (Job itself is not thread-safe).
 // Events are queued on the NodeStreams while the mutex is held, so each node sees them in
 // the order the jobs produced them, and flushed after it is released, so no transport
 // work happens under the lock.
-#ifndef MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
-#define MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
+#ifndef MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_
+#define MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -20,13 +23,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/core/job.h"
-#include "rendezvous/grpc/job_status.h"
+#include "rendezvous/core/job_status.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv {
 
 // One agent's connection as the registry sees it.
 class NodeStream {
@@ -108,11 +112,12 @@ class JobRegistry {
   // with `notify`, pokes the status watchers (heartbeats change nothing they show).
   void WithNodeJob(const std::string& node_id, const JobCall& call, bool notify = true);
   // Queues `events` on their streams (mutex held); appends the streams touched.
-  void RouteLocked(const std::vector<Event>& events, Streams* touched);
+  void RouteLocked(const std::vector<Event>& events, Streams* touched)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void FlushAll(const Streams& streams);
-  // Whether `job`'s next deadline comes before the one the timer thread sleeps until (a
-  // heartbeat only ever moves deadlines later: no wake-up per message).
-  bool TimerMustWakeLocked(const Job& job) const;
+  // Whether `job`'s next deadline comes before the one the timer thread sleeps until (most
+  // messages move no deadline earlier: no wake-up per message).
+  bool TimerMustWakeLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
   // Pokes every live watcher (call without mu_).
   void NotifyWatchers();
@@ -122,15 +127,16 @@ class JobRegistry {
   const int liveness_misses_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // a deadline may have moved, or stopping
-  bool stopping_ = false;
-  absl::Time timer_until_ = absl::InfinitePast();       // the timer's wake-up; past while it runs
-  std::map<std::string, JobEntry> jobs_;                // by run id
-  uint64_t versions_ = 0;                               // the last version handed out
-  std::map<std::string, Member> members_;               // by node id: live streams
-  std::vector<std::weak_ptr<StatusWatcher>> watchers_;  // guarded by mu_
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The timer's wake-up; past while it runs.
+  absl::Time timer_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);   // by run id
+  uint64_t versions_ ABSL_GUARDED_BY(mu_) = 0;                  // the last version handed out
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by node id: live streams
+  std::vector<std::weak_ptr<StatusWatcher>> watchers_ ABSL_GUARDED_BY(mu_);
   std::thread timer_;
 };
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv
 
-#endif  // MUSTER_RENDEZVOUS_GRPC_JOB_REGISTRY_H_
+#endif  // MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_

@@ -1,4 +1,4 @@
-#include "rendezvous/grpc/job_registry.h"
+#include "rendezvous/registry/job_registry.h"
 
 #include <atomic>
 #include <memory>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv {
 namespace {
 
 class RecordingStream : public NodeStream {
@@ -141,7 +141,7 @@ TEST(JobRegistryTest, WatchersHearChangesButNotHeartbeats) {
   // every watcher's status 1024 times a second.
   for (int i = 0; i < 100; ++i) registry.Heartbeat("a");
   EXPECT_EQ(watcher->pokes, after_join);
-  registry.WorkersStarted("a", 1, {{0, 0, 4242}});
+  registry.WorkersStarted("a", 1, {{.local_rank = 0, .rank = 0, .pid = 4242}});
   EXPECT_EQ(watcher->pokes, after_join + 1);
   JobStatusSnapshot s = registry.Status("r").value();
   ASSERT_EQ(s.workers.size(), 1u);
@@ -149,7 +149,13 @@ TEST(JobRegistryTest, WatchersHearChangesButNotHeartbeats) {
   EXPECT_EQ(s.workers[0].state, WorkerState::kRunning);
   EXPECT_EQ(s.nodes[0].state, "Running");
   EXPECT_GT(s.nodes[0].last_heartbeat, absl::Now() - absl::Seconds(10));
-  registry.WorkerEnded("a", 1, EndedWorker{0, 4242, 0, 0, "exit 0", false});
+  registry.WorkerEnded("a", 1,
+                       EndedWorker{.local_rank = 0,
+                                   .pid = 4242,
+                                   .code = 0,
+                                   .signal = 0,
+                                   .what = "exit 0",
+                                   .stopped = false});
   registry.WorkersSucceeded("a", 1);
   s = registry.Status("r").value();
   EXPECT_EQ(s.phase, JobPhase::kSucceeded);
@@ -166,4 +172,4 @@ TEST(JobRegistryTest, WatchersHearChangesButNotHeartbeats) {
 }
 
 }  // namespace
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv

@@ -1,4 +1,4 @@
-#include "rendezvous/grpc/job_registry.h"
+#include "rendezvous/registry/job_registry.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,32 +8,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/exit_codes.h"
 #include "spdlog/spdlog.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv {
 namespace {
 
 // After a Tick, never sleep less than this: a deadline Tick did not move must not spin.
 constexpr absl::Duration kMinTimerSleep = absl::Milliseconds(5);
 constexpr absl::Duration kMaxTimerSleep = absl::Hours(1);
 
-JobPhase PhaseOf(const Job& job) {
-  switch (job.phase()) {
-    case Job::Phase::kGathering:
-      return job.round() == 0 ? JobPhase::kPending : JobPhase::kRestarting;
-    case Job::Phase::kRunning:
-      return JobPhase::kRunning;
-    case Job::Phase::kStopping:
-      return JobPhase::kRestarting;
-    case Job::Phase::kFinished:
-      return job.outcome() && job.outcome()->exit_code == 0 ? JobPhase::kSucceeded
-                                                            : JobPhase::kFailed;
-  }
-  return JobPhase::kPending;
-}
-
 bool IsRetryableEnd(const Job& job) {
-  return job.phase() == Job::Phase::kFinished && job.outcome() && job.outcome()->exit_code == 138;
+  return job.phase() == Job::Phase::kFinished && job.outcome() &&
+         job.outcome()->exit_code == exit_code::kTransient;
 }
 
 }  // namespace
@@ -82,12 +69,9 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
     }
     bool created = false;
     std::tie(it, created) = jobs_.try_emplace(spec.run_id, spec, now);
-    // The transport checks liveness (TCP keepalive resets a silent agent's connection, and
-    // the stream's end is NodeLost); agents send no heartbeat messages to count.
-    if (created) it->second.job.set_expire_silent_nodes(false);
     std::vector<Event> events;
     // Routed before the Job call so that the joiner's own events reach it.
-    members_[node.node_id] = Member{spec.run_id, stream};
+    members_[node.node_id] = Member{.run_id = spec.run_id, .stream = stream};
     absl::Status joined = it->second.job.Join(node, spec, now, &events);
     if (!joined.ok()) {
       members_.erase(node.node_id);
@@ -324,34 +308,7 @@ absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id,
     return absl::NotFoundError(absl::StrCat("no job with run id '", run_id, "' on this server"));
   }
   if (version != nullptr) *version = it->second.version;
-  const Job& job = it->second.job;
-  JobStatusSnapshot s;
-  s.run_id = run_id;
-  s.phase = PhaseOf(job);
-  s.round = job.round();
-  s.restarts_used = job.restarts_used();
-  s.max_restarts = job.spec().max_restarts;
-  s.min_nodes = job.spec().min_nodes;
-  s.max_nodes = job.spec().max_nodes;
-  s.participants = job.participants();
-  s.history = job.history();
-  s.outcome = job.outcome();
-  s.conditions = job.conditions();
-  s.workers = job.Workers();
-  std::vector<Job::NodeView> views = job.NodeViews();
-  s.nodes.reserve(views.size());
-  for (Job::NodeView& v : views) {
-    NodeStatus& n = s.nodes.emplace_back();
-    n.node_id = std::move(v.info.node_id);
-    n.host = std::move(v.info.host);
-    n.address = std::move(v.info.address);
-    n.local_world_size = v.info.local_world_size;
-    n.group_rank = v.group_rank;
-    n.state = v.state;
-    n.probe = std::move(v.info.probe);
-    n.last_heartbeat = v.last_seen;
-  }
-  return s;
+  return JobStatusOf(it->second.job);
 }
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv

@@ -1,0 +1,239 @@
+// Job (job.h): rounds and the outcome. A round forms (RankOrder decides who and in which
+// order) and runs; a failure, a success or a change of members stops it, and the job
+// either starts the next round once every participant has stopped its workers, gathers
+// again, or finishes with the outcome every node exits with.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/exit_codes.h"
+#include "rendezvous/core/job.h"
+#include "rendezvous/core/rank_order.h"
+
+namespace muster::rdzv {
+
+void Job::WorkerFailed(const std::string& node_id, int round, const Failure& failure,
+                       absl::Time now, std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || phase_ != Phase::kRunning || round != round_) return;
+  if (it->second.failed) return;
+  it->second.failed = true;
+  Touch(it->second, now);
+  // The signal is not in a Failure; WorkerEnded (sent first by agents) carries it.
+  EndWorker(it->second, failure.local_rank, failure.pid, WorkerState::kFailed, failure.code, 0,
+            failure.what);
+  std::string what =
+      absl::StrCat("rank ", failure.rank, " on ", failure.host, " failed: ", failure.what);
+  if (!failure.message.empty()) absl::StrAppend(&what, ": ", failure.message);
+  if (failure.restartable && restarts_used_ < spec_.max_restarts) {
+    ++restarts_used_;
+    BeginStopping("WorkerFailed",
+                  absl::StrCat(what, "; restarting (", restarts_used_, " of ", spec_.max_restarts,
+                               " restarts used)"),
+                  /*counted=*/true, failure, now, out);
+    return;
+  }
+  std::string why = failure.restartable
+                        ? absl::StrCat("restart budget spent (", restarts_used_, " of ",
+                                       spec_.max_restarts, " restarts used)")
+                        : std::string("not restartable");
+  history_.push_back(RestartRecord{.round = round_,
+                                   .time = now,
+                                   .reason = absl::StrCat(what, "; ", why),
+                                   .counted = false,
+                                   .failure = failure});
+  // Every agent exits with this code: a failure must never read as success (a report with
+  // code 0, or 256 that the exit status truncates to 0; found by tests/fuzz/rendezvous_fuzz).
+  int code = failure.code >= 1 && failure.code <= 255 ? failure.code : 1;
+  Finish(failure.restartable ? "RestartBudgetSpent" : "NotRestartable",
+         Outcome{.exit_code = code, .root_cause = failure, .reason = absl::StrCat(what, "; ", why)},
+         now, out);
+}
+
+void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now,
+                           std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || phase_ != Phase::kRunning || round != round_) return;
+  it->second.succeeded = true;
+  Touch(it->second, now);
+  for (int local = 0; local < static_cast<int>(it->second.workers.size()); ++local) {
+    EndWorker(it->second, local, 0, WorkerState::kSucceeded, 0, 0, "exit 0");
+  }
+  for (const NodeInfo& p : participants_) {
+    if (!nodes_.at(p.node_id).succeeded) return;
+  }
+  int workers = 0;
+  for (const NodeInfo& p : participants_) workers += p.local_world_size;
+  if (spec_.restart_after_success && restarts_used_ < spec_.max_restarts) {
+    ++restarts_used_;
+    BeginStopping("RunAgain",
+                  absl::StrCat("all ", workers, " workers exited 0; policy Always: running again (",
+                               restarts_used_, " of ", spec_.max_restarts, " restarts used)"),
+                  /*counted=*/true, std::nullopt, now, out);
+    return;
+  }
+  Finish(
+      "AllWorkersSucceeded",
+      Outcome{.exit_code = exit_code::kSuccess,
+              .root_cause = std::nullopt,
+              .reason = absl::StrCat("all ", workers, " workers on ", participants_.size(), " node",
+                                     participants_.size() == 1 ? "" : "s", " exited 0")},
+      now, out);
+}
+
+void Job::WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
+                         std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  it->second.info.store_port = store_port;
+  Touch(it->second, now);
+  if (phase_ != Phase::kStopping || round != round_) return;
+  it->second.stopped = true;
+  MaybeFinishStopping(now, out);
+}
+
+void Job::BeginStopping(const char* cause, const std::string& reason, bool counted,
+                        const std::optional<Failure>& failure, absl::Time now,
+                        std::vector<Event>* out) {
+  history_.push_back(RestartRecord{
+      .round = round_, .time = now, .reason = reason, .counted = counted, .failure = failure});
+  phase_ = Phase::kStopping;
+  conditions_.Set(kConditionRunning, false, cause, reason, now);
+  conditions_.Set(kConditionRestarting, true, cause, reason, now);
+  stopping_since_ = now;
+  for (const NodeInfo& p : participants_) {
+    nodes_.at(p.node_id).stopped = false;
+    Event e = MakeEvent(Event::Kind::kStopWorkers, p.node_id, reason);
+    e.failure = failure;
+    e.counted = counted;
+    out->push_back(std::move(e));
+  }
+  MaybeFinishStopping(now, out);  // no participant left to wait for
+}
+
+void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
+  if (phase_ != Phase::kStopping) return;
+  for (const NodeInfo& p : participants_) {
+    if (!nodes_.at(p.node_id).stopped) return;
+  }
+  if (LiveCount() >= spec_.min_nodes) {
+    StartRound(now, out);
+    return;
+  }
+  // Elastic job below its minimum: gather again, with a fresh join timeout.
+  phase_ = Phase::kGathering;
+  participants_.clear();
+  gathering_since_ = now;
+  last_call_.reset();
+  conditions_.Set(kConditionRestarting, true, "Gathering",
+                  absl::StrCat("fewer than the minimum ", spec_.min_nodes, " nodes; gathering"),
+                  now);
+  for (const auto& [id, node] : nodes_) {
+    out->push_back(MakeEvent(Event::Kind::kProgress, id, ProgressText(now)));
+  }
+}
+
+void Job::MaybeCompleteRound(absl::Time now, std::vector<Event>* out) {
+  if (phase_ != Phase::kGathering) return;
+  int count = LiveCount();
+  if (count >= spec_.max_nodes || (count >= spec_.min_nodes && last_call_ && now >= *last_call_)) {
+    StartRound(now, out);
+  }
+}
+
+void Job::StartRound(absl::Time now, std::vector<Event>* out) {
+  std::vector<Node*> order = RoundOrder();
+  ++round_;
+  phase_ = Phase::kRunning;
+  last_call_.reset();
+  progress_owed_.clear();  // each of them hears RoundStarted or "waiting for a place" now
+  progress_to_all_ = false;
+  progress_due_.reset();
+  participants_.clear();
+  for (auto& [id, node] : nodes_) node.prev_group_rank = -1;
+  int world_size = 0;
+  for (auto& [id, node] : nodes_) node.workers.clear();
+  int rank_base = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    Node* n = order[i];
+    n->prev_group_rank = static_cast<int>(i);
+    n->succeeded = n->stopped = n->failed = false;
+    participants_.push_back(n->info);
+    world_size += n->info.local_world_size;
+    ++n->rounds_started;
+    for (int local = 0; local < n->info.local_world_size; ++local) {
+      WorkerStatus& w = n->workers.emplace_back();
+      w.node_id = n->info.node_id;
+      w.host = n->info.host;
+      w.group_rank = static_cast<int>(i);
+      w.rank = rank_base + local;
+      w.local_rank = local;
+      w.restarts = n->rounds_started - 1;
+    }
+    rank_base += n->info.local_world_size;
+  }
+  std::string started =
+      absl::StrCat("round ", round_, ": ", world_size, " workers on ", participants_.size(),
+                   " node", participants_.size() == 1 ? "" : "s", " (", restarts_used_, " of ",
+                   spec_.max_restarts, " restarts used)");
+  conditions_.Set(kConditionRunning, true, "RoundStarted", started, now);
+  conditions_.Set(kConditionRestarting, false, "RoundStarted", started, now);
+  AnnounceRound(world_size, out);
+}
+
+std::vector<Job::Node*> Job::RoundOrder() {
+  std::vector<Node*> nodes;
+  std::vector<RankCandidate> candidates;
+  for (auto& [id, node] : nodes_) {
+    nodes.push_back(&node);
+    candidates.push_back(RankCandidate{.rank_hint = node.info.rank_hint,
+                                       .prev_group_rank = node.prev_group_rank,
+                                       .arrival = node.arrival});
+  }
+  std::vector<Node*> order;
+  for (size_t i : RankOrder(candidates, spec_.max_nodes)) order.push_back(nodes[i]);
+  return order;
+}
+
+void Job::AnnounceRound(int world_size, std::vector<Event>* out) {
+  int rank_base = 0;
+  for (size_t i = 0; i < participants_.size(); ++i) {
+    Event e = MakeEvent(Event::Kind::kRoundStarted, participants_[i].node_id);
+    Assignment& a = e.assignment;
+    a.round = round_;
+    a.restart_count = restarts_used_;
+    a.group_rank = static_cast<int>(i);
+    a.group_world_size = static_cast<int>(participants_.size());
+    a.rank_base = rank_base;
+    a.world_size = world_size;
+    a.master_addr = participants_[0].address;
+    a.master_port = participants_[0].store_port;
+    if (participants_[i].wants_node_list) a.nodes = participants_;
+    rank_base += participants_[i].local_world_size;
+    out->push_back(std::move(e));
+  }
+  for (const auto& [id, node] : nodes_) {
+    if (node.prev_group_rank < 0) {
+      out->push_back(MakeEvent(Event::Kind::kProgress, id,
+                               absl::StrCat("round ", round_, " runs with the maximum of ",
+                                            spec_.max_nodes, " nodes; waiting for a place")));
+    }
+  }
+}
+
+void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out) {
+  phase_ = Phase::kFinished;
+  outcome_ = std::move(outcome);
+  bool ok = outcome_->exit_code == 0;
+  conditions_.Set(kConditionRunning, false, cause, outcome_->reason, now);
+  conditions_.Set(kConditionRestarting, false, "Finished", outcome_->reason, now);
+  conditions_.Set(ok ? kConditionSucceeded : kConditionFailed, true, cause, outcome_->reason, now);
+  conditions_.Set(ok ? kConditionFailed : kConditionSucceeded, false, "Finished", outcome_->reason,
+                  now);
+  for (const auto& [id, node] : nodes_) {
+    Event e = MakeEvent(Event::Kind::kFinished, id, outcome_->reason);
+    e.outcome = *outcome_;
+    out->push_back(std::move(e));
+  }
+}
+
+}  // namespace muster::rdzv

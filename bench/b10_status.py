@@ -54,11 +54,6 @@ class Serve:
         c.kill_group(self.p)
 
 
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
-
-
 def probe(port, pb, pbg, m, local, samples, deadline):
     """Alternates raw and decoded Get calls until `samples` of each or `deadline`."""
     import grpc
@@ -168,14 +163,14 @@ def main():
                         rows.append([label, m, local, hb, why, "", "", "", "", "", "", "", ""])
                         continue
                     raw, dec = r["raw"], r["decoded"]
-                    verdict = "MET" if pct(raw, 0.99) < 10 else "MISSED"
+                    verdict = "MET" if c.pct(raw, 99) < 10 else "MISSED"
                     board.setdefault(m, []).append(
-                        (f"L={local}, hb {hb} ms: raw p50 {pct(raw, 0.5):.2f} ms, p99 "
-                         f"{pct(raw, 0.99):.2f} ms", verdict == "MET"))
+                        (f"L={local}, hb {hb} ms: raw p50 {c.pct(raw, 50):.2f} ms, p99 "
+                         f"{c.pct(raw, 99):.2f} ms", verdict == "MET"))
                     rows.append([label, m, local, hb, r["listed"], len(raw),
-                                 f"{pct(raw, 0.5):.2f}", f"{pct(raw, 0.99):.2f}",
+                                 f"{c.pct(raw, 50):.2f}", f"{c.pct(raw, 99):.2f}",
                                  f"{max(raw):.2f}",
-                                 f"{pct(dec, 0.5):.2f} / {pct(dec, 0.99):.2f}" if dec else "-",
+                                 f"{c.pct(dec, 50):.2f} / {c.pct(dec, 99):.2f}" if dec else "-",
                                  f"{sum(r['sizes']) / len(r['sizes']) / 1024:.0f}",
                                  f"{r['server_cpu_pct']:.1f}",
                                  f"< 10 ms: {verdict} (p99){star}"])

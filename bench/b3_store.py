@@ -157,6 +157,7 @@ def rtt_row(res, targets, e):
     ours = [d for (n, _), v in cells.items() if n == "muster" for d in v.values()]
     if not e or not ours:
         return None
+
     def x_echo(ds):
         return span([d["p50_us"] / e["p50_us"] for d in ds], "{:.2f}") + "x echo"
     judged = [d["p50_us"] / e["p50_us"] for (n, _), v in cells.items() if n == "muster"

@@ -157,8 +157,9 @@ def board_rows(rates, torch_names):
         vs = "- (no torchrun in this run)"
         for t in torch_names:
             tr, tb = rates.get((False, k, t)), rates.get((False, k, ref))
-            if tr and tb:
+            if tr and tb:  # the first torchrun (1.13) when both versions ran
                 vs = f"{t}: {tr:,.0f}/s = {100 * tr / tb:.0f} % of posix_spawn (default sched.)"
+                break
         rows.append(c.board_row(
             f"B7 spawn rate, K={k}, pinned", ">= 80 % of a posix_spawn loop",
             f"{r:,.0f}/s = {100 * r / base:.0f} % of posix_spawn loop ({base:,.0f}/s)", vs,
@@ -181,7 +182,8 @@ def board_rows(rates, torch_names):
     if drops:
         fig = "rate with 1 GiB in the agent: " + "; ".join(drops)
         if fork:
-            fig += f"; fork+exec loop (pinned) {min(fork):+.0f} to {max(fork):+.0f} %"
+            fig += f"; fork+exec loop (pinned) {min(fork):+.0f} %" + \
+                (f" to {max(fork):+.0f} %" if round(max(fork)) != round(min(fork)) else "")
         rows.append(c.board_row("B7 RSS independence (1 GiB ballast)",
                                 "no dependence on agent RSS (ballast rate >= 80 % of plain)",
                                 fig, "-", c.verdict(ok)))

@@ -61,16 +61,6 @@ absl::Status EventLoop::Add(int fd, uint32_t events, FdCallback cb) {
   return absl::OkStatus();
 }
 
-absl::Status EventLoop::Modify(int fd, uint32_t events) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.fd = fd;
-  if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) {
-    return ErrnoStatus("epoll_ctl(MOD)", errno);
-  }
-  return absl::OkStatus();
-}
-
 void EventLoop::Remove(int fd) {
   if (callbacks_.erase(fd) == 0) return;
   // ENOENT/EBADF only if the caller already closed the fd, which the kernel

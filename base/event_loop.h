@@ -36,7 +36,6 @@ class EventLoop {
 
   // Watches `fd` for `events` (EPOLLIN, EPOLLOUT, ...); `cb` runs on readiness.
   absl::Status Add(int fd, uint32_t events, FdCallback cb);
-  absl::Status Modify(int fd, uint32_t events);
   // Safe to call from inside a callback, including the fd's own.
   void Remove(int fd);
 

@@ -42,11 +42,13 @@ def main():
     ap.add_argument("--torch-runs", type=int, default=10, help="torchrun mi=0.1 runs")
     ap.add_argument("--slow-runs", type=int, default=3, help="torchrun mi=5 runs")
     ap.add_argument("--ns", default="1,8,64")
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     c.print_header("B1 cold start: exec(agent) -> all N workers running")
     c.check_binaries()
     agents = c.agents(tmpfs_variant=True)
     ns = [int(x) for x in a.ns.split(",")]
+    stats = {}  # (pinned, n, agent) -> summary
     for pinned in (False, True):
         rows = []
         for n in ns:
@@ -64,6 +66,7 @@ def main():
                     lambda: [x for x in (one_run(ag, n, pinned) for _ in range(runs))
                              if x is not None], f"{ag.name} N={n}")
                 s = c.summary(xs)
+                stats[(pinned, n, ag)] = s
                 if ag.kind == "muster" and base is None:
                     base = s["p50"]
                 target = ("< 15 ms: " + ("MET" if s["p99"] < 15 else "MISSED")
@@ -75,6 +78,27 @@ def main():
                  "target (N=8, judged on p99)"], rows,
                 note="* = a foreign build ran during the measurement (disturbed). mi=5 rows: same start path as mi=0.1 (interval only paces monitoring); "
                      "few runs, agent SIGTERMed once all workers stamped.")
+    c.write_summary(a.summary_json, board_rows(stats, agents))
+
+
+def board_rows(stats, agents):
+    """Scoreboard rows: N=8 and N=64 (the sizes perf.md sets a target for)."""
+    rows = []
+    torch = next((ag for ag in agents if ag.is_torchrun and ag.mi != 5), None)
+    for n, limit, target in ((8, 15, "< 15 ms (p99)"), (64, 80, "< 80 ms (p99; perf.md)")):
+        s = stats.get((False, n, agents[0]))
+        if not s or not s["n"]:
+            continue
+        fig = f"p50 {c.fmt(s['p50'])} ms, p99 {c.fmt(s['p99'])} ms"
+        sp = stats.get((True, n, agents[0]))
+        if sp and sp["n"]:
+            fig += f"; pinned p50 {c.fmt(sp['p50'])} / p99 {c.fmt(sp['p99'])} ms"
+        st = stats.get((False, n, torch)) if torch else None
+        vs = (f"{c.ratio(st['p50'], s['p50'])} ({torch.name} p50 {c.fmt(st['p50'])} ms)"
+              if st and st["n"] else "- (no torchrun in this run)")
+        rows.append(c.board_row(f"B1 cold start, N={n}", target, fig, vs,
+                                c.verdict(s["p99"] < limit)))
+    return rows
 
 
 if __name__ == "__main__":

@@ -145,6 +145,7 @@ def main():
                          "or Heartbeat messages every 1 s (agents before it)")
     ap.add_argument("--keepalive-ms", type=int, default=0,
                     help="agents' HTTP/2 keepalive ping interval (0: none)")
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     if a.client == "python":
         a.hb_mode = "app"  # rdzv_load.py always sends Heartbeat messages
@@ -158,7 +159,7 @@ def main():
     sb.bound_quiet_wait(a.max_wait)
     c.print_header(f"B2 rendezvous round time vs M agents (gRPC server, {a.client} agents)")
     c.check_binaries()
-    rows, pts = [], []
+    rows, pts, board = [], [], []
     for m in [int(x) for x in a.ms.split(",")]:
         runs = a.runs
 
@@ -173,6 +174,12 @@ def main():
         o = ok[len(ok) // 2]
         pts.append((m, o["round_ms"]))
         pl = m * PL_US_PER_AGENT / 1e3
+        if m in (1024, 4096):
+            board.append(c.board_row(
+                f"B2 rendezvous round, M={m}", f"<= 2x PL = {2 * pl:.0f} ms",
+                f"median {o['round_ms']:.2f} ms of {len(ok)} runs (range "
+                f"{ok[0]['round_ms']:.2f}-{ok[-1]['round_ms']:.2f}), {o['round_ms'] / pl:.1f}x PL",
+                "- (torch's rendezvous: row B2 baseline)", c.verdict(o["round_ms"] <= 2 * pl)))
         rows.append([m, f"{o['round_ms']:.2f}", f"{min(x['round_ms'] for x in ok):.2f}-"
                      f"{max(x['round_ms'] for x in ok):.2f}", f"{pl:.2f}",
                      f"{o['round_ms'] / pl:.1f}x" if pl else "-",
@@ -194,9 +201,16 @@ def main():
                  f"(PL slope 40 us). Residuals: {lin}.")
         if len(big) >= 3:
             (x1, y1), (x2, y2) = big[-2], big[-1]
+            last, first = (y2 - y1) / (x2 - x1) * 1e3, big[0][1] / big[0][0] * 1e3
             note += (f" Per-agent cost between the last two M: "
-                     f"{(y2 - y1) / (x2 - x1) * 1e3:.1f} us (vs {big[0][1] / big[0][0] * 1e3:.1f}"
+                     f"{last:.1f} us (vs {first:.1f}"
                      f" us/agent at M={big[0][0]}): growth > 1.5x would flag a superlinear term.")
+            board.append(c.board_row(
+                "B2 rendezvous, linear fit (M >= 16)",
+                "linear: no superlinear term (PL slope 40 us/agent)",
+                f"round_ms = {k:.1f} + {b * 1e3:.1f} us x M; {x1} -> {x2}: {last:.0f} us per "
+                f"agent (M={big[0][0]}: {first:.0f} us/agent)", "-",
+                c.verdict(last <= 1.5 * first)))
     c.table("B2 rendezvous round (first Join -> last RoundStarted)",
             ["M", "round ms", "range", "PL ms", "round / PL", "server CPU ms (whole run)",
              "server CPU ms (round)", "client CPU ms (round)", "server peak RSS MB",
@@ -223,8 +237,24 @@ def main():
                       f"{o['leave_ms']:.1f}" if o.get("leave_ms") is not None else "-"]],
                     note="perf.md B9/B6 goals: heartbeat traffic for 4096 agents at 1 Hz < 1 % of "
                          "a core; <= 30 KB per agent.")
+            board.append(liveness_row(a, cpu / secs * 100,
+                                      (o["rss1"] - o["server_rss0_mb"]) * 1024 / a.hb_agents))
         else:
             print(f"# heartbeat run failed: {o}")
+    c.write_summary(a.summary_json, board)
+
+
+def liveness_row(a, cpu_pct, kb_per_agent):
+    """perf.md B9's heartbeat goals, measured by B2's window (CPU scaled to 4096 agents)."""
+    how = ("Heartbeat every 1 s" if a.hb_mode == "app" else "no messages, TCP keepalive 1 s")
+    if a.keepalive_ms:
+        how += f", HTTP/2 ping every {a.keepalive_ms} ms"
+    ok_cpu, ok_mem = cpu_pct * 4096 / a.hb_agents < 1, kb_per_agent <= 30
+    return c.board_row(
+        f"B9 liveness cost, {a.hb_agents} joined agents",
+        "< 1 % of a core at 4096 agents (scaled linearly); <= 30 KB per agent",
+        f"server CPU {cpu_pct:.2f} % of a core; {kb_per_agent:.1f} KB RSS per agent ({how})",
+        "-", f"CPU {c.verdict(ok_cpu)}, memory {c.verdict(ok_mem)}")
 
 
 if __name__ == "__main__":

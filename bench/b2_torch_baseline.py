@@ -109,6 +109,7 @@ def main():
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per cell")
     ap.add_argument("--torch", default="1,2", help="which torch versions: 1 (1.13), 2 (2.x)")
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     c.print_header("B2 baseline: torch DynamicRendezvousHandler x M over one TCPStore")
     versions = []
@@ -125,6 +126,7 @@ def main():
         else:
             print("# WARNING: no torch 2.x python (TORCH2_PYTHON): 2.x rows left out")
     rows = []
+    figures = {}  # torch name -> ["M=256 1.23 s (n store ops/agent)", ...] for the scoreboard
     for name, py, libuv in versions:
         capped_at = None
         for m in [int(x) for x in a.ms.split(",")]:
@@ -149,6 +151,7 @@ def main():
             if "error" in o or o["errors"]:
                 err = o.get("error") or f"{len(o['errors'])} agents failed: {o['errors'][0]}"
                 rows.append([name + mark, m, err] + [""] * 9 + [f"{busy:.0%}"])
+                figures.setdefault(name, []).append(f"M={m} failed")
                 capped_at = m
                 continue
             if o["capped"]:
@@ -156,12 +159,15 @@ def main():
                              "", "", "", "", "", f"{o['server_cpu_s']:.2f}",
                              f"{o['client_cpu_s']:.2f}", f"{o['server_hwm_mb']:.0f}", "",
                              f"{busy:.0%}"])
+                figures.setdefault(name, []).append(f"M={m} > {a.cap:.0f} s")
                 capped_at = m
                 continue
             outs.sort(key=lambda x: x["round_s"])
             o = outs[len(outs) // 2]
             rng = f"{outs[0]['round_s']:.2f}-{outs[-1]['round_s']:.2f}"
             by = ", ".join(f"{k} {v:.1f}" for k, v in o["ops_by"].items())
+            figures.setdefault(name, []).append(
+                f"M={m} {o['round_s']:.2f} s ({o['ops_mean']:.1f} store ops/agent)")
             rows.append([name + mark, m, f"{o['round_s']:.2f}", rng, len(outs),
                          f"{o['ops_mean']:.1f} / {o['ops_max']}", by,
                          f"{o['cas_failed_mean']:.2f}", f"{o['kb_mean']:.1f}",
@@ -177,6 +183,11 @@ def main():
                  "handler's store (torch 1.13's get = WAIT + GET on the wire). Client CPU = all "
                  "handler processes from GO to their report (Python; competes with the server "
                  "on 2 vCPUs). Ranks checked: 0..M-1 once each, world size M.")
+    if figures:  # the two largest M of each version: where the protocol's cost shows
+        c.write_summary(a.summary_json, [c.board_row(
+            "B2 baseline: torch c10d rendezvous", "- (the baseline for B2)",
+            "; ".join(f"{n}: " + ", ".join(f[-2:]) for n, f in figures.items()),
+            "- (this row is torch)", "-")])
 
 
 if __name__ == "__main__":

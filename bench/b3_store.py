@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--measure", type=float, default=1.0, help="seconds per (op, size, C)")
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     sb.bound_quiet_wait(a.max_wait)
     c.print_header("B3 store op latency / throughput")
@@ -132,6 +133,79 @@ def main():
                  f"{a.measure:.1f} s per cell after {a.warmup:.1f} s warm-up; "
                  "disturbed targets: " + (", ".join(f"{n} {p}" for (n, p, pin), d in dist.items()
                                                    if d and not pin) or "none"))
+    c.write_summary(a.summary_json, board_rows(res, targets, echo))
+
+
+def small(cellres):
+    """The 16 B (and value-less) ops of one cell: what the scoreboard judges."""
+    return {k: v for k, v in cellres.items() if k[1] in (0, 16)}
+
+
+def span(xs, f="{:.1f}"):
+    return f.format(min(xs)) + ("-" + f.format(max(xs)) if max(xs) != min(xs) else "")
+
+
+def board_rows(res, targets, echo):
+    rows = [rtt_row(res, targets, echo[True])]
+    rows += [throughput_row(res, targets, C) for C in (256, 1024)]
+    return [r for r in rows if r]
+
+
+def rtt_row(res, targets, e):
+    """Pinned single-client latency of every 16 B op, as multiples of the raw echo's."""
+    cells = {(n, p): small(res.get((n, p, True, 1), {})) for n, p, _ in targets if p != "echo"}
+    ours = [d for (n, _), v in cells.items() if n == "muster" for d in v.values()]
+    if not e or not ours:
+        return None
+
+    def x_echo(ds):
+        return span([d["p50_us"] / e["p50_us"] for d in ds], "{:.2f}") + "x echo"
+    judged = [d["p50_us"] / e["p50_us"] for (n, _), v in cells.items() if n == "muster"
+              for (op, _), d in v.items() if op in ("add", "get", "wait")]
+    vs = "; ".join(f"{n} {x_echo(v.values())}" for (n, _), v in cells.items()
+                   if n != "muster" and v)
+    return c.board_row(
+        "B3 single-client RTT, pinned", "<= 1.2x raw echo RTT (p50; add/get/wait)",
+        f"p50 {span([d['p50_us'] for d in ours])} us, p99 {span([d['p99_us'] for d in ours])} us"
+        f" over the 16 B ops, both protocols = {x_echo(ours)} ({e['p50_us']:.1f} us)",
+        vs or "-", c.verdict(max(judged or [9]) <= 1.2))
+
+
+def throughput_row(res, targets, C):
+    """Closed-loop throughput of the 16 B ops at C clients, against the same protocol's torch
+    server; C=256 is judged on perf.md's 110 k ops/s, C=1024 on not dropping from 256."""
+    fig, vs, checks = [], [], []
+    for proto in ("legacy", "modern"):
+        o = small(res.get(("muster", proto, False, C), {}))
+        if not o:
+            continue
+        fig.append(f"{proto} {span([d['ops_per_s'] / 1e3 for d in o.values()])} k ops/s")
+        if C == 256:
+            fast = [d["ops_per_s"] for (op, _), d in o.items() if op in ("add", "get", "wait")]
+            checks.append(f">= 110 k ({proto}) {c.verdict(min(fast or [0]) >= 110e3)}")
+        else:
+            o256 = small(res.get(("muster", proto, False, 256), {}))
+            drops = [o[k]["ops_per_s"] / o256[k]["ops_per_s"] for k in o if k in o256]
+            if drops:
+                fig[-1] += f" (1024/256 {span(drops, '{:.2f}')})"
+                checks.append(f"no drop ({proto}) {c.verdict(min(drops) >= 0.95)}")
+        tname = next((n for n, p, _ in targets if p == proto and n != "muster"), None)
+        t = small(res.get((tname, proto, False, C), {}))
+        ratios = [o[k]["ops_per_s"] / t[k]["ops_per_s"] for k in o if k in t]
+        if not ratios:
+            vs.append(f"{proto}: {tname or 'no torch server'} gave no result at C={C}")
+            continue
+        vs.append(f"{proto} {span(ratios, '{:.2f}')}x {tname}")
+        need = 2 if proto == "legacy" else 1
+        met = sum(x >= need for x in ratios)
+        checks.append(f">= {need}x torch ({proto}) {c.verdict(met == len(ratios))} "
+                      f"({met}/{len(ratios)} ops)")
+    if not fig:
+        return None
+    target = (">= 110 k ops/s (add/get/wait); >= 2x torch 1.13; >= 1x torch 2.x" if C == 256
+              else "no drop from C=256; >= 2x torch 1.13; >= 1x torch 2.x")
+    return c.board_row(f"B3 throughput, C={C} (16 B)", target, "; ".join(fig), "; ".join(vs),
+                       "; ".join(checks))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=90, help="seconds per run; longer = skipped")
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     sb.bound_quiet_wait(a.max_wait)
     busy = []
@@ -90,6 +91,7 @@ def main():
                (not a.servers or any(x in t[0] for x in a.servers.split(",")))]
     rows = []
     skip = set()
+    medians = {}  # (server, proto, N) -> the median run, or {"error": ...}
     for name, proto, argv in targets:
         for n in [int(x) for x in a.ns.split(",")]:
             if (name, proto) in skip:
@@ -109,12 +111,13 @@ def main():
             outs, dist = c.quiet_measure(measure, f"{name} {proto} N={n}")
             ok = [o for o in outs if "error" not in o]
             if not ok:
+                medians[(name, proto, n)] = outs[-1]
                 rows.append([proto, name, n, outs[-1]["error"], "", "", "", "", "", "", "",
                              f"{busy[-1]:.0%}", ""])
                 skip.add((name, proto))
                 continue
             ok.sort(key=lambda o: o["connect_ms"] + sum(o["round_ms"]))
-            o = ok[len(ok) // 2]
+            o = medians[(name, proto, n)] = ok[len(ok) // 2]
             rm = o["round_ms"]
             mean_round = sum(rm) / len(rm)
             pl_conn = n / PL_CONN_S * 1e3
@@ -143,6 +146,42 @@ def main():
             rows, note="* = a foreign build ran during the measurement. PL from perf.md: connect "
                        "N / 35 k conn/s; round N x 17 us (1024 -> 17 ms). Target <= 2x PL, zero "
                        "resets up to somaxconn (4096). Median of the runs by total time.")
+    c.write_summary(a.summary_json, board_rows(medians))
+
+
+def board_rows(medians):
+    """Scoreboard rows at N = 1024 and 4096: connect and mean round, per protocol."""
+    def text(o):
+        if "error" in o:
+            return o["error"]
+        rm = o["round_ms"]
+        return f"connect {o['connect_ms']:.1f} ms, round {sum(rm) / len(rm):.2f} ms"
+    rows = []
+    for n in (1024, 4096):
+        pl_conn, pl_round = 2 * n / PL_CONN_S * 1e3, 2 * n * PL_ROUND_US / 1e3
+        fig, vs, conn, rnd, resets = [], [], [], [], 0
+        for (name, proto, m), o in medians.items():
+            if m != n:
+                continue
+            if name != "muster":
+                vs.append(f"{name} ({proto}): {text(o)}")
+                continue
+            fig.append(f"{proto}: {text(o)}")
+            if "error" in o:
+                conn.append(f"{proto} MISSED")
+                continue
+            rm = o["round_ms"]
+            conn.append(f"{proto} {c.verdict(o['connect_ms'] <= pl_conn)}")
+            rnd.append(f"{proto} {c.verdict(sum(rm) / len(rm) <= pl_round)}")
+            resets += o["resets"]
+        if fig:
+            rows.append(c.board_row(
+                f"B4 storm + barrier, N={n}",
+                f"<= 2x PL: connect {pl_conn:.1f} ms, round {pl_round:.1f} ms; 0 resets",
+                "; ".join(fig) + f"; {resets} resets", "; ".join(vs) or "-",
+                f"connect: {', '.join(conn)}; round: {', '.join(rnd)}; "
+                f"resets {c.verdict(resets == 0)}"))
+    return rows
 
 
 if __name__ == "__main__":

@@ -68,10 +68,12 @@ def main():
     ap.add_argument("--torch-restarts", type=int, default=30, help="torchrun mi=0.1 samples")
     ap.add_argument("--slow-restarts", type=int, default=3, help="torchrun mi=5 samples")
     ap.add_argument("--ns", default="1,8")
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     c.print_header("B5 failure -> detection -> all workers respawned")
     c.check_binaries()
     agents = c.agents(tmpfs_variant=True)
+    stats = {}  # (pinned, n, agent) -> {metric: [ms]} of the run shown
     for pinned in (False, True):
         rows = []
         for n in [int(x) for x in a.ns.split(",")]:
@@ -106,6 +108,7 @@ def main():
                 else:
                     acc = pooled
                     which = f"{len(outs)} run(s) pooled"
+                stats[(pinned, n, ag)] = acc
                 name = ag.name + (" *" if dist else "")
                 for metric, label in (("detect", "stop signal seen (detect bound)"),
                                       ("first", "first worker respawned"),
@@ -135,6 +138,35 @@ def main():
                 note="* = a foreign build ran during the measurement. muster: 5 runs x R restarts, the "
                      "median run (by p50 of 'all N respawned') is shown, pooled numbers in the "
                      "info row; torchrun: 1 run; mi=5: few samples (~5 s each).")
+    c.write_summary(a.summary_json, board_rows(stats, agents))
+
+
+def p50_p99(stats, key, metric):
+    s = c.summary(stats[key][metric]) if key in stats else {"n": 0}
+    return s if s["n"] else None
+
+
+def board_rows(stats, agents):
+    """Scoreboard rows: respawn of all N=8 and the detection bound at N=8 and N=1."""
+    muster = agents[0]
+    torch = next((ag for ag in agents if ag.is_torchrun and ag.mi != 5), None)
+    rows = []
+    for n, metric, name, limit, target in (
+            (8, "all", "B5 respawn, N=8 (all 8 running again)", 10, "< 10 ms (p99)"),
+            (8, "detect", "B5 detection bound, N=8 (stop signal seen)", 1, "< 1 ms (p99)"),
+            (1, "detect", "B5 detection bound, N=1 (stop signal seen)", 1, "< 1 ms (p99)")):
+        s = p50_p99(stats, (False, n, muster), metric)
+        if not s:
+            continue
+        fig = f"p50 {c.fmt(s['p50'])} ms, p99 {c.fmt(s['p99'])} ms"
+        sp = p50_p99(stats, (True, n, muster), metric)
+        if sp:
+            fig += f"; pinned p50 {c.fmt(sp['p50'])} / p99 {c.fmt(sp['p99'])} ms"
+        st = p50_p99(stats, (False, n, torch), metric) if torch else None
+        vs = (f"{c.ratio(st['p50'], s['p50'])} ({torch.name} p50 {c.fmt(st['p50'])} ms)"
+              if st else "- (no torchrun sample in this run)")
+        rows.append(c.board_row(name, target, fig, vs, c.verdict(s["p99"] < limit)))
+    return rows
 
 
 if __name__ == "__main__":

@@ -127,16 +127,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--workers", type=int, default=8)
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     c.print_header(f"B6 agent resource cost, {a.workers} sleeping workers, {a.duration:.0f} s")
     c.check_binaries()
     rows = []
     base = None
+    measured = {}  # agent -> result
     for ag in c.agents():
         r, dist = c.quiet_measure(lambda: measure(ag, a.workers, a.duration), ag.name)
         if "error" in r:
             print(f"# WARNING {ag.name}: {r['error']}")
             continue
+        measured[ag] = r
         for who in ("agent", "watchdog"):
             if who not in r:
                 continue
@@ -159,6 +162,30 @@ def main():
              f"CPU ms in {a.duration:.0f} s", "CPU % of a core", "vol. ctx sw/s",
              "invol. ctx sw/s", "RSS / muster", "target"], rows,
             note="single run per agent (a 30 s idle window has no meaningful percentiles)")
+    c.write_summary(a.summary_json, board_rows(measured, a))
+
+
+def board_rows(measured, a):
+    muster = next((r for ag, r in measured.items() if ag.kind == "muster"), None)
+    if not muster:
+        return []
+    m = muster["agent"]
+    fig = f"RSS {m['rss_mb']:.1f} MB (PSS {m['pss_mb']:.1f})"
+    if "watchdog" in muster:
+        fig += f" + watchdog {muster['watchdog']['rss_mb']:.1f} MB"
+    fig += (f"; CPU {m['cpu_pct']:.4f} % of a core, {m['wakeups_s']:.2f} wake-ups/s over "
+            f"{a.duration:.0f} s")
+    torch = next(((ag, r) for ag, r in measured.items() if ag.is_torchrun and ag.mi != 5), None)
+    vs = "- (no torchrun in this run)"
+    if torch:
+        t = torch[1]["agent"]
+        vs = (f"{c.ratio(t['rss_mb'], m['rss_mb'])} RSS ({torch[0].name}: {t['rss_mb']:.1f} MB "
+              f"RSS, {t['cpu_pct']:.4f} % CPU)")
+    ok_rss, ok_cpu = m["rss_mb"] < 20, m["cpu_pct"] < 0.1
+    verdict = c.verdict(True) if ok_rss and ok_cpu else \
+        f"RSS {c.verdict(ok_rss)}, CPU {c.verdict(ok_cpu)}"
+    return [c.board_row(f"B6 idle agent, {a.workers} sleeping workers",
+                        "RSS < 20 MB; CPU < 0.1 % of a core", fig, vs, verdict)]
 
 
 if __name__ == "__main__":

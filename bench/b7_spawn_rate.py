@@ -81,6 +81,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20, help="runs per muster/C configuration")
     ap.add_argument("--torch-runs", type=int, default=3)
     ap.add_argument("--ks", default="8,64,256")
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     c.print_header("B7 spawn throughput")
     c.check_binaries()
@@ -88,6 +89,7 @@ def main():
     muster = agents[0]
     muster_shm = [ag for ag in agents if ag.kind == "muster" and ag.env]
     torch01 = [ag for ag in agents if ag.is_torchrun and ag.mi != 5]
+    rates = {}  # (pinned, k, launcher) -> p50 rate
     for pinned in (False, True):
         rows = []
         for k in [int(x) for x in a.ks.split(",")]:
@@ -123,12 +125,13 @@ def main():
                 xs = res[name]
                 if not xs:
                     continue
-                rates = [x["rate"] for x in xs]
-                r50 = c.pct(rates, 50)
+                rs = [x["rate"] for x in xs]
+                r50 = c.pct(rs, 50)
+                rates[(pinned, k, name)] = r50
                 target = ""
                 if name.startswith("muster"):
                     target = "≥ 80 %: " + ("MET" if r50 >= 0.8 * ref else "MISSED")
-                rows.append([k, name + (" *" if disturbed[name] else ""), len(xs), f"{r50:,.0f}", f"{c.pct(rates, 1):,.0f}",
+                rows.append([k, name + (" *" if disturbed[name] else ""), len(xs), f"{r50:,.0f}", f"{c.pct(rs, 1):,.0f}",
                              f"{100 * r50 / ref:.0f} %",
                              c.fmt(c.pct([x["started_ms"] for x in xs], 50)),
                              c.fmt(c.pct([x["done_ms"] for x in xs], 50)), target])
@@ -140,6 +143,51 @@ def main():
                 note="* = a foreign build ran during the measurement. rate = (K-1)/(last - first worker start stamp). 'start' = exec of the agent "
                      "(agents) or the first spawn call (C loops); the agents' times include "
                      "their own start-up (and, with ballast, touching 1 GiB).")
+    c.write_summary(a.summary_json, board_rows(rates, [ag.name for ag in torch01]))
+
+
+def board_rows(rates, torch_names):
+    """Scoreboard rows: pinned rate at K=64 and K=256, and the ballast's effect."""
+    rows = []
+    ref = "posix_spawn loop (C)"
+    for k in (64, 256):
+        r, base = rates.get((True, k, "muster")), rates.get((True, k, ref))
+        if not r or not base:
+            continue
+        vs = "- (no torchrun in this run)"
+        for t in torch_names:
+            tr, tb = rates.get((False, k, t)), rates.get((False, k, ref))
+            if tr and tb:  # the first torchrun (1.13) when both versions ran
+                vs = f"{t}: {tr:,.0f}/s = {100 * tr / tb:.0f} % of posix_spawn (default sched.)"
+                break
+        rows.append(c.board_row(
+            f"B7 spawn rate, K={k}, pinned", ">= 80 % of a posix_spawn loop",
+            f"{r:,.0f}/s = {100 * r / base:.0f} % of posix_spawn loop ({base:,.0f}/s)", vs,
+            c.verdict(r >= 0.8 * base)))
+    drops, ok = [], True
+    for pinned, label in ((True, "pinned"), (False, "default")):
+        part = []
+        for k in sorted({k for (_, k, _) in rates}):
+            plain, heavy = rates.get((pinned, k, "muster")), \
+                rates.get((pinned, k, "muster + 1 GiB ballast"))
+            if plain and heavy:
+                part.append(f"K={k} {100 * (heavy / plain - 1):+.0f} %")
+                ok = ok and heavy >= 0.8 * plain
+        if part:
+            drops.append(f"{label} " + ", ".join(part))
+    fork = [100 * (rates[(True, k, "fork+exec loop (C) + 1 GiB")] /
+                   rates[(True, k, "fork+exec loop (C)")] - 1)
+            for (p, k, n) in rates if p and n == "fork+exec loop (C) + 1 GiB"
+            and rates.get((True, k, "fork+exec loop (C)"))]
+    if drops:
+        fig = "rate with 1 GiB in the agent: " + "; ".join(drops)
+        if fork:
+            fig += f"; fork+exec loop (pinned) {min(fork):+.0f} %" + \
+                (f" to {max(fork):+.0f} %" if round(max(fork)) != round(min(fork)) else "")
+        rows.append(c.board_row("B7 RSS independence (1 GiB ballast)",
+                                "no dependence on agent RSS (ballast rate >= 80 % of plain)",
+                                fig, "-", c.verdict(ok)))
+    return rows
 
 
 if __name__ == "__main__":

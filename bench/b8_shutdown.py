@@ -73,11 +73,13 @@ def main():
     ap.add_argument("--slow-runs", type=int, default=3, help="torchrun mi=5 exit-at-once")
     ap.add_argument("--torch-grace-runs", type=int, default=2, help="torchrun ignore-term (30 s)")
     ap.add_argument("-n", type=int, default=8)
+    c.add_summary_arg(ap)
     a = ap.parse_args()
     c.print_header(f"B8 SIGTERM -> all {a.n} workers reaped -> agent exit")
     c.check_binaries()
     agents = c.agents(tmpfs_variant=True)
     n = a.n
+    stats = {}  # (pinned, agent, "exit" | "dead" | "overshoot") -> summary
     for pinned in (False, True):
         rows = []
         base = {}
@@ -92,6 +94,7 @@ def main():
                          if x is not None], f"{ag.name} exit-at-once")
             for idx, label in ((1, "all workers dead"), (0, "agent exit (all reaped)")):
                 s = c.summary([x[idx] for x in xs])
+                stats[(pinned, ag, "exit" if idx == 0 else "dead")] = s
                 if ag.kind == "muster" and label not in base:
                     base[label] = s["p50"]
                 target = ("< 1 ms: " + ("MET" if s["p99"] < 1 else "MISSED") + " (p99)"
@@ -113,6 +116,7 @@ def main():
                          if x is not None], f"{ag.name} ignore-term")
             over = [x[0] - grace for x in xs]
             s = c.summary(over)
+            stats[(pinned, ag, "overshoot")] = s
             target = ("overshoot < 5 ms: " + ("MET" if s["max"] < 5 else "MISSED") + " (max)"
                       if ag.kind == "muster" and not ag.env else "")
             rows.append([f"ignore SIGTERM, grace {grace / 1000:.0f} s",
@@ -124,6 +128,42 @@ def main():
                  "p50 / muster p50", "target"], rows,
                 note="* = a foreign build ran during the measurement. torchrun mi=5: few runs; "
                      "torchrun ignore-term: 2 runs of 30 s (its grace is not configurable).")
+    c.write_summary(a.summary_json, board_rows(stats, agents, n))
+
+
+def board_rows(stats, agents, n):
+    """Scoreboard rows: SIGTERM -> agent exit (exit-at-once workers), grace overshoot."""
+    def get(pinned, ag, what):
+        s = stats.get((pinned, ag, what)) if ag else None
+        return s if s and s["n"] else None
+    muster = agents[0]
+    torch = next((ag for ag in agents if ag.is_torchrun and ag.mi != 5), None)
+    rows = []
+    s, dead = get(False, muster, "exit"), get(False, muster, "dead")
+    if s:
+        fig = f"p50 {c.fmt(s['p50'])} ms, p99 {c.fmt(s['p99'])} ms"
+        if dead:
+            fig += f" (all workers dead p50 {c.fmt(dead['p50'])} ms)"
+        sp = get(True, muster, "exit")
+        if sp:
+            fig += f"; pinned p50 {c.fmt(sp['p50'])} / p99 {c.fmt(sp['p99'])} ms"
+        st = get(False, torch, "exit")
+        vs = (f"{c.ratio(st['p50'], s['p50'])} ({torch.name} p50 {c.fmt(st['p50'])} ms)"
+              if st else "- (no torchrun in this run)")
+        rows.append(c.board_row(f"B8 SIGTERM to agent exit, N={n} (workers exit at once)",
+                                "< 1 ms (p99)", fig, vs, c.verdict(s["p99"] < 1)))
+    s = get(False, muster, "overshoot")
+    if s:
+        fig = f"p50 {c.fmt(s['p50'])} ms, max {c.fmt(s['max'])} ms"
+        sp = get(True, muster, "overshoot")
+        if sp:
+            fig += f"; pinned p50 {c.fmt(sp['p50'])} / max {c.fmt(sp['max'])} ms"
+        st = get(False, torch, "overshoot")
+        vs = (f"{torch.name}: p50 {c.fmt(st['p50'])} ms over its fixed 30 s grace" if st
+              else "- (torchrun's grace is a fixed 30 s; not run)")
+        rows.append(c.board_row(f"B8 grace overshoot, N={n} (grace 1 s)", "< 5 ms (max)", fig,
+                                vs, c.verdict(s["max"] < 5)))
+    return rows
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ TORCH2_PYTHON, when set, is a Python with torch 2.x whose `-m torch.distributed.
 benchmarked too (left out when unset or not importable).
 """
 import atexit
+import json
 import os
 import pathlib
 import platform
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -27,6 +29,7 @@ FAKE = FAKE_BUILT
 TORCH_PYTHON = os.environ.get("TORCH_PYTHON", "/usr/bin/python3")
 TORCHRUN113 = str(REPO / "tests" / "tools" / "torchrun113.py")
 TORCH2_PYTHON = os.environ.get("TORCH2_PYTHON")
+STARTED = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())  # the scoreboard's date
 
 _HELPERS = None
 
@@ -362,3 +365,57 @@ def quiet_measure(fn, label=""):
               f"{'; retrying' if attempt == 0 else '; keeping it, marked *'}")
         time.sleep(20)
     return r, True
+
+
+# ---------------------------------------------------------------- scoreboard (bench/scoreboard.py)
+
+
+def add_summary_arg(ap):
+    ap.add_argument("--summary-json", metavar="FILE",
+                    help="also write this run's scoreboard rows to FILE (bench/scoreboard.py "
+                         "merges them into RESULTS.md; bench/run_all.sh passes it)")
+
+
+def board_row(benchmark, target, figure, vs_torch, verdict):
+    """One scoreboard row. `benchmark` is its key: a later run's row of the same name
+    replaces it, so it names the configuration (B number, what, size), not the values."""
+    return {"benchmark": benchmark, "target": target, "figure": figure, "vs_torch": vs_torch,
+            "verdict": verdict}
+
+
+def verdict(ok):
+    return "MET" if ok else "MISSED"
+
+
+def command_line():
+    """This run as a command from bench/, with the environment that chose the binaries."""
+    env = [f"{k}={shlex.quote(os.environ[k])}" for k in ("MUSTER_BUILD_DIR", "TORCH_PYTHON",
+                                                         "TORCH2_PYTHON") if k in os.environ]
+    args, skip = [], False
+    for x in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif x == "--summary-json":
+            skip = True
+        elif not x.startswith("--summary-json="):
+            args.append(x)
+    return " ".join(env + [sys.executable, os.path.basename(sys.argv[0])] +
+                    [shlex.quote(x) for x in args])
+
+
+def commit():
+    def git(*argv):
+        return subprocess.run(["git", "-C", str(REPO), *argv], capture_output=True,
+                              text=True).stdout.strip()
+    sha = git("rev-parse", "--short", "HEAD") or "?"
+    return sha + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def write_summary(path, rows):
+    """Writes the rows (board_row) with this run's commit, start date and command."""
+    if not path:
+        return
+    with open(path, "w") as f:
+        json.dump({"command": command_line(), "commit": commit(), "date": STARTED,
+                   "rows": rows}, f, indent=1)
+        f.write("\n")

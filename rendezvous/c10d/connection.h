@@ -29,7 +29,6 @@ class Connection {
   ConnectionId id() const { return id_; }
   int fd() const { return fd_.get(); }
   const std::string& peer() const { return peer_; }
-  Protocol protocol() const { return protocol_; }
 
   // Reads what the socket has (one bounded chunk). False once the peer closed
   // its side.

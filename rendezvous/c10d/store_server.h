@@ -45,8 +45,6 @@ class StoreServer {
   StoreServer& operator=(const StoreServer&) = delete;
 
   uint16_t port() const { return port_; }
-  // "[::]:29500" or "0.0.0.0:29500".
-  const std::string& address() const { return address_; }
 
   // Open client connections right now (for tests and status reports).
   size_t num_connections() const;
@@ -62,7 +60,7 @@ class StoreServer {
 
   std::unique_ptr<StoreLoop> loop_;
   uint16_t port_;
-  std::string address_;
+  std::string address_;  // "[::]:29500" or "0.0.0.0:29500", for the log line
   std::once_flag shutdown_once_;
   std::thread thread_;
 };

@@ -92,10 +92,6 @@ absl::StatusOr<uint8_t> TestClient::ReadU8(absl::Duration timeout) {
   ASSIGN_OR_RETURN(std::string b, Read(1, timeout));
   return static_cast<uint8_t>(b[0]);
 }
-absl::StatusOr<uint32_t> TestClient::ReadU32() {
-  ASSIGN_OR_RETURN(std::string b, Read(4));
-  return LoadU32(b.data());
-}
 absl::StatusOr<int64_t> TestClient::ReadI64() {
   ASSIGN_OR_RETURN(std::string b, Read(8));
   return static_cast<int64_t>(LoadU64(b.data()));

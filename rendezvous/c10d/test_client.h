@@ -42,15 +42,11 @@ class TestClient {
   // reply).
   static absl::StatusOr<TestClient> Connect(uint16_t port, Protocol protocol);
 
-  Protocol protocol() const { return protocol_; }
-  int fd() const { return fd_.get(); }
-
   absl::Status SendRaw(std::string_view bytes);
   absl::Status Send(const RequestBytes& request) { return SendRaw(request.bytes()); }
   // Exactly n bytes or DeadlineExceeded / Unavailable (EOF).
   absl::StatusOr<std::string> Read(size_t n, absl::Duration timeout = kDefaultTimeout);
   absl::StatusOr<uint8_t> ReadU8(absl::Duration timeout = kDefaultTimeout);
-  absl::StatusOr<uint32_t> ReadU32();
   absl::StatusOr<int64_t> ReadI64();
   absl::StatusOr<std::string> ReadString();
   // True when the server closed the connection (EOF or reset) within `timeout`.

@@ -40,8 +40,6 @@ enum class Op : uint8_t {
   kBarrier,
 };
 
-std::string_view OpName(Op op);
-
 // Maps an opcode byte to its operation for `protocol` (kLegacy or kModern);
 // nullopt for bytes that the family does not define. VALIDATE maps only for
 // kModern.

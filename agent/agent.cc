@@ -13,7 +13,7 @@
 #include "agent/gpu_probe.h"
 #include "agent/remove_tree.h"
 #include "agent/this_host.h"
-#include "agent/wire_values.h"
+#include "base/wire_values.h"
 #include "agent/worker_specs.h"
 #include "base/duration.h"
 #include "base/errno_status.h"

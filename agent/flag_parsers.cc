@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/wire_values.h"
+#include "base/wire_values.h"
 #include "base/status_macros.h"
 
 namespace muster {

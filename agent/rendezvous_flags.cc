@@ -13,9 +13,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/conventions.h"
-#include "agent/endpoint.h"
+#include "base/endpoint.h"
 #include "agent/flag_parsers.h"
-#include "agent/wire_values.h"
+#include "base/wire_values.h"
 #include "base/duration.h"
 #include "base/status_macros.h"
 

@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/wire_values.h"
+#include "base/wire_values.h"
 #include "base/duration.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
-#include "agent/endpoint.h"
+#include "base/endpoint.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/subcommand.h"
 #include "agent/subcommands.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "agent/endpoint.h"
+#include "base/endpoint.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/status_file.h"
 #include "agent/subcommand.h"

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
-#include "agent/endpoint.h"
+#include "base/endpoint.h"
 #include "agent/this_host.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"

@@ -353,7 +353,7 @@ class GrpcRendezvousClient::Impl {
 absl::StatusOr<std::unique_ptr<GrpcRendezvousClient>> GrpcRendezvousClient::Create(
     const Options& options) {
   if (options.loop == nullptr) return absl::InvalidArgumentError("rendezvous client needs a loop");
-  RETURN_IF_ERROR(grpc_internal::ParseEndpoint(options.endpoint).status());
+  RETURN_IF_ERROR(grpc_internal::ParseDialTarget(options.endpoint).status());
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    grpc_internal::MakeChannelCredentials(options.tls_ca_file, options.tls_cert_file,
                                                          options.tls_key_file));

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "base/unique_fd.h"
 #include "rendezvous/grpc/credentials.h"
 #include "spdlog/spdlog.h"
@@ -105,37 +106,17 @@ std::string WaitConnected(grpc::Channel& channel, absl::Time deadline,
 
 }  // namespace
 
-absl::StatusOr<Endpoint> ParseEndpoint(const std::string& endpoint) {
-  Endpoint out;
-  std::string port;
-  if (!endpoint.empty() && endpoint[0] == '[') {
-    size_t close = endpoint.find(']');
-    if (close == std::string::npos || close + 1 >= endpoint.size() || endpoint[close + 1] != ':') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rendezvous endpoint '", endpoint, "' is not [address]:port"));
-    }
-    out.host = endpoint.substr(1, close - 1);
-    port = endpoint.substr(close + 2);
-  } else {
-    size_t colon = endpoint.rfind(':');
-    if (colon == std::string::npos || endpoint.find(':') != colon) {
-      return absl::InvalidArgumentError(absl::StrCat("rendezvous endpoint '", endpoint,
-                                                     "' is not host:port (IPv6: [address]:port)"));
-    }
-    out.host = endpoint.substr(0, colon);
-    port = endpoint.substr(colon + 1);
+absl::StatusOr<Endpoint> ParseDialTarget(const std::string& endpoint) {
+  ASSIGN_OR_RETURN(Endpoint parsed, ParseEndpoint("rendezvous endpoint", endpoint, 0));
+  if (parsed.port == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous endpoint '", endpoint, "' has no port; write HOST:PORT or [ADDR]:PORT"));
   }
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), out.port);
-  if (out.host.empty() || ec != std::errc() || end != port.data() + port.size() || out.port <= 0 ||
-      out.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rendezvous endpoint '", endpoint, "' needs a host and a port 1..65535"));
-  }
-  return out;
+  return parsed;
 }
 
 std::string ExplainNoAnswer(const std::string& endpoint) {
-  absl::StatusOr<Endpoint> parsed = ParseEndpoint(endpoint);
+  absl::StatusOr<Endpoint> parsed = ParseDialTarget(endpoint);
   if (!parsed.ok()) return std::string(parsed.status().message());
   if (std::string problem = ResolveProblem(parsed->host); !problem.empty()) return problem;
   if (TcpReachable(*parsed, absl::Seconds(1))) {
@@ -148,7 +129,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
     const std::string& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
     absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep,
     absl::Duration keepalive_time, absl::Duration keepalive_timeout) {
-  absl::StatusOr<Endpoint> parsed = ParseEndpoint(endpoint);
+  absl::StatusOr<Endpoint> parsed = ParseDialTarget(endpoint);
   if (!parsed.ok()) return parsed.status();
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<double> jitter(0.5, 1.5);

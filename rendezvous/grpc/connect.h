@@ -14,16 +14,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/endpoint.h"
 
 namespace muster::rdzv::grpc_internal {
 
-struct Endpoint {
-  std::string host;  // without brackets for IPv6 literals
-  int port = 0;
-};
-
-// "host:port" or "[v6addr]:port"; InvalidArgument otherwise.
-absl::StatusOr<Endpoint> ParseEndpoint(const std::string& endpoint);
+// A gRPC dial target as base/endpoint.h parses it, with its port written out ("host:port",
+// "[v6addr]:port"); InvalidArgument otherwise.
+absl::StatusOr<Endpoint> ParseDialTarget(const std::string& endpoint);
 
 // Why a gRPC call to `endpoint` got no answer, for error messages: a TLS mismatch when the
 // port accepts TCP connections (checked within 1 s), else that nothing listens there.

@@ -7,21 +7,21 @@
 namespace muster::rdzv::grpc_internal {
 namespace {
 
-TEST(ParseEndpointTest, HostPortAndBracketedV6) {
-  absl::StatusOr<Endpoint> e = ParseEndpoint("master-0.svc:29400");
+TEST(ParseDialTargetTest, HostPortAndBracketedV6) {
+  absl::StatusOr<Endpoint> e = ParseDialTarget("master-0.svc:29400");
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->host, "master-0.svc");
   EXPECT_EQ(e->port, 29400);
-  e = ParseEndpoint("[fd00::1]:1");
+  e = ParseDialTarget("[fd00::1]:1");
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->host, "fd00::1");
   EXPECT_EQ(e->port, 1);
 }
 
-TEST(ParseEndpointTest, RejectsMalformed) {
+TEST(ParseDialTargetTest, RejectsMalformed) {
   for (const char* bad : {"", "host", "host:", ":29400", "host:0", "host:65536", "host:12x",
                           "fd00::1:80", "[fd00::1]80", "[fd00::1"}) {
-    EXPECT_TRUE(absl::IsInvalidArgument(ParseEndpoint(bad).status())) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(ParseDialTarget(bad).status())) << bad;
   }
 }
 

@@ -13,7 +13,7 @@ namespace muster::rdzv {
 namespace {
 
 absl::StatusOr<std::unique_ptr<v1::JobStatus::Stub>> MakeStub(const JobStatusQuery& query) {
-  RETURN_IF_ERROR(grpc_internal::ParseEndpoint(query.endpoint).status());
+  RETURN_IF_ERROR(grpc_internal::ParseDialTarget(query.endpoint).status());
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    grpc_internal::MakeChannelCredentials(query.tls_ca_file, query.tls_cert_file,
                                                          query.tls_key_file));

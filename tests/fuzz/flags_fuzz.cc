@@ -40,7 +40,7 @@
 #include "agent/config_check.h"
 #include "agent/host_info.h"
 #include "agent/run_flags.h"
-#include "agent/wire_values.h"
+#include "base/wire_values.h"
 #include "base/duration.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"

@@ -1,8 +1,8 @@
 // Endpoint: a HOST[:PORT] as muster's flags write it (--rdzv-endpoint, muster status,
 // muster serve --host) and as gRPC wants it back. One parser for every command, so that
 // a bare IPv6 address means the same everywhere. Thread-safe (pure functions).
-#ifndef MUSTER_AGENT_ENDPOINT_H_
-#define MUSTER_AGENT_ENDPOINT_H_
+#ifndef MUSTER_BASE_ENDPOINT_H_
+#define MUSTER_BASE_ENDPOINT_H_
 
 #include <string>
 #include <string_view>
@@ -34,4 +34,4 @@ std::string JoinHostPort(std::string_view host, int port);
 
 }  // namespace muster
 
-#endif  // MUSTER_AGENT_ENDPOINT_H_
+#endif  // MUSTER_BASE_ENDPOINT_H_

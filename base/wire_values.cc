@@ -1,4 +1,4 @@
-#include "agent/wire_values.h"
+#include "base/wire_values.h"
 
 #include <arpa/inet.h>
 

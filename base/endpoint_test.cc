@@ -1,4 +1,4 @@
-#include "agent/endpoint.h"
+#include "base/endpoint.h"
 
 #include "gtest/gtest.h"
 

@@ -1,11 +1,11 @@
-#include "agent/endpoint.h"
+#include "base/endpoint.h"
 
 #include <arpa/inet.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "agent/wire_values.h"
 #include "base/status_macros.h"
+#include "base/wire_values.h"
 
 namespace muster {
 namespace {

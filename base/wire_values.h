@@ -5,8 +5,8 @@
 // parse a message holding anything else (the server would drop the Join as unparsable).
 // The token travels in gRPC metadata, which takes printable ASCII only.
 // Thread-safe (pure functions).
-#ifndef MUSTER_AGENT_WIRE_VALUES_H_
-#define MUSTER_AGENT_WIRE_VALUES_H_
+#ifndef MUSTER_BASE_WIRE_VALUES_H_
+#define MUSTER_BASE_WIRE_VALUES_H_
 
 #include <string>
 #include <string_view>
@@ -49,4 +49,4 @@ std::string WireHostname(std::string_view hostname);
 
 }  // namespace muster
 
-#endif  // MUSTER_AGENT_WIRE_VALUES_H_
+#endif  // MUSTER_BASE_WIRE_VALUES_H_

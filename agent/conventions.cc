@@ -6,8 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/wire_values.h"
 #include "base/status_macros.h"
+#include "base/wire_values.h"
 
 namespace muster {
 namespace {
@@ -41,91 +41,110 @@ void HostWhenEndpointNamesThisPod(const std::string& host, Config* c) {
       absl::StrCat("the endpoint ", c->rdzv_host_name, " names this Pod (hostname ", host, ")");
 }
 
-// The variables operators put into a Pod's environment (see the header).
-absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Config* c) {
-  std::string name;
-  if (Find(env, "PET_NNODES") || Find(env, "PET_MASTER_ADDR")) {
-    name = "Kubeflow PyTorchJob";
-  } else if (Find(env, "VC_TASK_INDEX") || Find(env, "VK_TASK_INDEX")) {
-    name = "Volcano";
-  } else if (Find(env, "JOB_COMPLETION_INDEX")) {
-    name = "Indexed Job";
-  } else if (Find(env, "MASTER_ADDR") && Find(env, "WORLD_SIZE") && Find(env, "RANK")) {
-    name = "MASTER_ADDR/WORLD_SIZE/RANK (T9k, Volcano pytorch plugin, Kubeflow)";
-  } else {
-    return absl::OkStatus();
+// Which operator's variables the environment holds, or "" for none.
+std::string DetectConvention(const std::map<std::string, std::string>& env) {
+  if (Find(env, "PET_NNODES") || Find(env, "PET_MASTER_ADDR")) return "Kubeflow PyTorchJob";
+  if (Find(env, "VC_TASK_INDEX") || Find(env, "VK_TASK_INDEX")) return "Volcano";
+  if (Find(env, "JOB_COMPLETION_INDEX")) return "Indexed Job";
+  if (Find(env, "MASTER_ADDR") && Find(env, "WORLD_SIZE") && Find(env, "RANK")) {
+    return "MASTER_ADDR/WORLD_SIZE/RANK (T9k, Volcano pytorch plugin, Kubeflow)";
   }
+  return "";
+}
+
+// What one convention sets, step by step; `used` collects the --dry-run description.
+struct PodVariables {
+  const std::map<std::string, std::string>& env;
+  const std::string& name;
+  Config* c;
   std::vector<std::string> used;
-  auto unset = [&](const char* flag) { return c->sources.count(flag) == 0; };
+
+  bool unset(const char* flag) const { return c->sources.count(flag) == 0; }
 
   // Node count: pod-level WORLD_SIZE counts pods (Kubeflow's PET_NNODES, when present, was
   // already taken by the flag parser and wins).
-  if (unset("nnodes")) {
-    if (const std::string* ws = Find(env, "WORLD_SIZE"); ws && name != "Kubeflow PyTorchJob") {
-      // WORLD_SIZE=0 would be a job of no nodes (found by tests/fuzz/flags_fuzz).
-      if (Int(*ws) < 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("WORLD_SIZE: '", *ws,
-                         "' in the environment is not a node count (1 or more); fix or unset it"));
-      }
-      c->min_nodes = c->max_nodes = Int(*ws);
-      c->sources["nnodes"] = "WORLD_SIZE";
-      used.push_back(absl::StrCat("nodes=", *ws, " (WORLD_SIZE)"));
+  absl::Status NodeCount() {
+    const std::string* ws = Find(env, "WORLD_SIZE");
+    if (!unset("nnodes") || ws == nullptr || name == "Kubeflow PyTorchJob") {
+      return absl::OkStatus();
     }
+    // WORLD_SIZE=0 would be a job of no nodes (found by tests/fuzz/flags_fuzz).
+    if (Int(*ws) < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WORLD_SIZE: '", *ws,
+                       "' in the environment is not a node count (1 or more); fix or unset it"));
+    }
+    c->min_nodes = c->max_nodes = Int(*ws);
+    c->sources["nnodes"] = "WORLD_SIZE";
+    used.push_back(absl::StrCat("nodes=", *ws, " (WORLD_SIZE)"));
+    return absl::OkStatus();
   }
+
   // Node rank: RANK is the pod's index; the task index and completion index likewise.
-  if (unset("node-rank")) {
+  void NodeRank() {
+    if (!unset("node-rank")) return;
     for (const char* var : {"RANK", "VC_TASK_INDEX", "VK_TASK_INDEX", "JOB_COMPLETION_INDEX"}) {
       if (const std::string* v = Find(env, var)) {
         c->node_rank = Int(*v);
         c->sources["node-rank"] = var;
         used.push_back(absl::StrCat("node rank=", *v, " (", var, ")"));
-        break;
+        return;
       }
     }
   }
+
   // Endpoint: the master Pod's address; its agent hosts the rendezvous on that port.
-  if (unset("rdzv-endpoint") && c->max_nodes > 1) {
-    const std::string* addr = Find(env, "PET_MASTER_ADDR");
-    const std::string* port = Find(env, "PET_MASTER_PORT");
-    const char* from = "PET_MASTER_ADDR:PET_MASTER_PORT";
-    const char* port_var = "PET_MASTER_PORT";
-    const char* addr_var = "PET_MASTER_ADDR";
-    if (addr == nullptr) {
-      addr = Find(env, "MASTER_ADDR");
-      port = Find(env, "MASTER_PORT");
-      from = "MASTER_ADDR:MASTER_PORT";
-      port_var = "MASTER_PORT";
-      addr_var = "MASTER_ADDR";
-    }
-    if (addr != nullptr) {
-      // A name with a port, blanks or non-ASCII bytes in it would only fail later, as a
-      // rendezvous that never resolves.
-      RETURN_IF_ERROR(CheckHostOrAddress(addr_var, *addr));
-      c->rdzv_host_name = *addr;
-      if (port != nullptr) {
-        // Only checked as a non-negative number elsewhere: 0 or 70000 is no endpoint (found
-        // by tests/fuzz/flags_fuzz).
-        if (Int(*port) < 1 || Int(*port) > 65535) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              port_var, ": '", *port, "' in the environment is not a port (1..65535)"));
-        }
-        c->rdzv_port = Int(*port);
+  absl::Status Endpoint() {
+    if (!unset("rdzv-endpoint") || c->max_nodes <= 1) return absl::OkStatus();
+    bool kubeflow = Find(env, "PET_MASTER_ADDR") != nullptr;
+    const char* addr_var = kubeflow ? "PET_MASTER_ADDR" : "MASTER_ADDR";
+    const char* port_var = kubeflow ? "PET_MASTER_PORT" : "MASTER_PORT";
+    const char* from = kubeflow ? "PET_MASTER_ADDR:PET_MASTER_PORT" : "MASTER_ADDR:MASTER_PORT";
+    const std::string* addr = Find(env, addr_var);
+    const std::string* port = Find(env, port_var);
+    if (addr == nullptr) return absl::OkStatus();
+    // A name with a port, blanks or non-ASCII bytes in it would only fail later, as a
+    // rendezvous that never resolves.
+    RETURN_IF_ERROR(CheckHostOrAddress(addr_var, *addr));
+    c->rdzv_host_name = *addr;
+    if (port != nullptr) {
+      // Only checked as a non-negative number elsewhere: 0 or 70000 is no endpoint (found
+      // by tests/fuzz/flags_fuzz).
+      if (Int(*port) < 1 || Int(*port) > 65535) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(port_var, ": '", *port, "' in the environment is not a port (1..65535)"));
       }
-      c->sources["rdzv-endpoint"] = from;
-      used.push_back(absl::StrCat("rendezvous at ", *addr, ":", c->rdzv_port, " (", from, ")"));
-      // The master Pod knows itself by rank 0 even when its hostname differs from the
-      // service name in MASTER_ADDR.
-      if (c->node_rank == 0 && unset("rdzv-host")) c->rdzv_hosting = RdzvHosting::kAlways;
+      c->rdzv_port = Int(*port);
     }
+    c->sources["rdzv-endpoint"] = from;
+    used.push_back(absl::StrCat("rendezvous at ", *addr, ":", c->rdzv_port, " (", from, ")"));
+    // The master Pod knows itself by rank 0 even when its hostname differs from the
+    // service name in MASTER_ADDR.
+    if (c->node_rank == 0 && unset("rdzv-host")) c->rdzv_hosting = RdzvHosting::kAlways;
+    return absl::OkStatus();
   }
-  if (c->node_rank >= c->max_nodes && c->max_nodes > 0 && c->node_rank >= 0) {
+
+  absl::Status RankInRange() {
+    if (c->node_rank < c->max_nodes || c->max_nodes <= 0 || c->node_rank < 0) {
+      return absl::OkStatus();
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         c->sources["node-rank"], ": node rank ", c->node_rank, " is outside 0..", c->max_nodes - 1,
         " (", c->sources.count("nnodes") ? c->sources["nnodes"] : "--nnodes", " says ",
         c->max_nodes, " nodes)"));
   }
-  c->convention = absl::StrCat(name, used.empty() ? "" : ": ", absl::StrJoin(used, ", "));
+};
+
+// The variables operators put into a Pod's environment (see the header).
+absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Config* c) {
+  std::string name = DetectConvention(env);
+  if (name.empty()) return absl::OkStatus();
+  PodVariables pod{.env = env, .name = name, .c = c};
+  RETURN_IF_ERROR(pod.NodeCount());
+  pod.NodeRank();
+  RETURN_IF_ERROR(pod.Endpoint());
+  RETURN_IF_ERROR(pod.RankInRange());
+  c->convention = absl::StrCat(name, pod.used.empty() ? "" : ": ", absl::StrJoin(pod.used, ", "));
   return absl::OkStatus();
 }
 

@@ -13,7 +13,6 @@
 #include "agent/gpu_probe.h"
 #include "agent/remove_tree.h"
 #include "agent/this_host.h"
-#include "base/wire_values.h"
 #include "agent/worker_specs.h"
 #include "base/duration.h"
 #include "base/errno_status.h"
@@ -21,6 +20,7 @@
 #include "base/log_format.h"
 #include "base/random_id.h"
 #include "base/status_macros.h"
+#include "base/wire_values.h"
 #include "launch/cpu_topology.h"
 #include "launch/error_file.h"
 #include "launch/restart_policy.h"
@@ -29,18 +29,15 @@
 namespace muster {
 namespace {
 
-// Permanent rendezvous problems are configuration errors (exit 2); the rest are transient
-// agent-level failures worth a Pod restart (138).
-int ExitCodeForRendezvousError(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kUnauthenticated:
-    case absl::StatusCode::kPermissionDenied:
-      return exit_code::kUsage;
-    default:
-      return exit_code::kTransient;
-  }
+// A file the agent writes later (--status-file) must have its directory now: a status that
+// never appears is worse than a refusal at start.
+absl::Status CheckDirectoryOf(const char* flag, const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (access(dir.c_str(), W_OK | X_OK) == 0) return absl::OkStatus();
+  absl::Status st = ErrnoStatus("directory " + dir, errno);
+  return absl::Status(st.code(), absl::StrCat(flag, " ", path, ": ", st.message()));
 }
 
 // A worker's end as the job's status shows it (the signal comes from the group's record).
@@ -95,6 +92,7 @@ absl::Status Agent::Setup() {
   hostname_ = WireHostname(host);
   if (hostname_ != host) spdlog::warn("hostname is not UTF-8 text; this node is {}", hostname_);
   ASSIGN_OR_RETURN(events_, EventLog::Open(config_.event_log));
+  RETURN_IF_ERROR(CheckDirectoryOf("--status-file", config_.status_file));
   status_file_ = std::make_unique<StatusFile>(config_.status_file);
   RETURN_IF_ERROR(loop_->Add(parts_.signal_fd.get(), EPOLLIN, [this](uint32_t) { OnSignalFd(); }));
   RETURN_IF_ERROR(PrepareRunDir());
@@ -112,7 +110,8 @@ absl::Status Agent::Setup() {
   node_.address = config_.rdzv_host_name.empty() ? config_.master_addr : config_.local_addr;
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
   if (!config_.save_pid.empty()) {
-    RETURN_IF_ERROR(WriteFileAtomically(config_.save_pid, absl::StrCat(getpid(), "\n")));
+    absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(getpid(), "\n"));
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("--save-pid: ", st.message()));
   }
   return absl::OkStatus();
 }
@@ -129,14 +128,28 @@ absl::Status Agent::PrepareRunDir() {
                        : !streams && access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm"
                                                                           : "/tmp";
     std::string tmpl = absl::StrCat(root, "/muster_XXXXXX");
-    if (mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp " + tmpl, errno);
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      absl::Status st = ErrnoStatus("mkdtemp " + tmpl, errno);
+      if (tmp && *tmp) {
+        return absl::Status(st.code(),
+                            absl::StrCat("TMPDIR=", tmp,
+                                         ": cannot make the run "
+                                         "directory there (",
+                                         st.message(), "); point TMPDIR at a writable directory"));
+      }
+      return st;
+    }
     log_root_ = tmpl;
     remove_log_root_ = true;
   } else {
     log_root_ = config_.log_dir;
   }
   std::string run = absl::StrCat(log_root_, "/", config_.run_id, "_XXXXXX");
-  if (mkdtemp(run.data()) == nullptr) return ErrnoStatus("mkdtemp " + run, errno);
+  if (mkdtemp(run.data()) == nullptr) {
+    absl::Status st = ErrnoStatus("mkdtemp " + run, errno);
+    if (config_.log_dir.empty()) return st;
+    return absl::Status(st.code(), absl::StrCat("--log-dir: ", st.message()));
+  }
   run_dir_ = run;
   return absl::OkStatus();
 }
@@ -266,7 +279,7 @@ void Agent::ReportStopped() {
   phase_ = Phase::kRendezvous;
   absl::StatusOr<int> port = OpenFreshStore();
   if (!port.ok()) {
-    ExitAfterStop({.code = exit_code::kAgentFailure,
+    ExitAfterStop({.code = exit_code::ForStatus(port.status()),
                    .summary = absl::StrCat("cannot open a store for the next round: ",
                                            port.status().message()),
                    .is_error = true});
@@ -324,7 +337,7 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
 }
 
 void Agent::OnRendezvousError(const absl::Status& error) {
-  int code = ExitCodeForRendezvousError(error);
+  int code = exit_code::ForStatus(error);
   ExitAfterStop(
       {.code = code,
        .summary = absl::StrCat("rendezvous failed: ", error.message(), "; exiting ", code),
@@ -368,7 +381,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     absl::StatusOr<int> port = PickFreePort();
     if (!port.ok()) {
       ExitAfterStop(
-          {.code = exit_code::kAgentFailure,
+          {.code = exit_code::ForStatus(port.status()),
            .summary = absl::StrCat("cannot pick a master port: ", port.status().message()),
            .is_error = true});
       return;
@@ -395,7 +408,7 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
   absl::Time t0 = EventLoop::Now();
   absl::Status st = launcher_->Start(round.info.restart_count, std::move(specs));
   if (!st.ok()) {
-    ExitAfterStop({.code = exit_code::kAgentFailure,
+    ExitAfterStop({.code = exit_code::ForStatus(st),
                    .summary = absl::StrCat("cannot start workers: ", st.message()),
                    .is_error = true},
                   SIGKILL);
@@ -439,7 +452,7 @@ void Agent::StartDebugCommand(const rdzv::Assignment& a, const std::vector<Worke
   phase_ = Phase::kDebug;
   absl::Status st = launcher_->StartCommand({"/bin/sh", "-c", *command}, std::move(env));
   if (!st.ok()) {
-    ExitAfterStop({.code = exit_code::kAgentFailure,
+    ExitAfterStop({.code = exit_code::ForStatus(st),
                    .summary = absl::StrCat("cannot start the debug command: ", st.message()),
                    .is_error = true});
     return;
@@ -496,7 +509,7 @@ void Agent::Publish() {
 
 void Agent::Finish() {
   if (done()) return;
-  const int code = exit_plan_ ? exit_plan_->code : exit_code::kAgentFailure;
+  const int code = exit_plan_ ? exit_plan_->code : exit_code::kTransient;
   phase_ = code == 0 ? Phase::kSucceeded : Phase::kFailed;
   Publish();
   nlohmann::json fields = {{"exit_code", code}, {"attempt", restart_count_}, {"round", round_}};
@@ -507,8 +520,15 @@ void Agent::Finish() {
 int Agent::Run() {
   absl::Status st = Setup();
   if (!st.ok()) {
-    spdlog::error("agent setup failed: {}", st.message());
-    return exit_code::kAgentFailure;
+    // Through the same teardown as any end: nothing made so far is left behind, and the
+    // reason reaches the termination log.
+    exit_plan_ = ExitPlan{.code = exit_code::ForStatus(st),
+                          .summary = absl::StrCat("agent setup failed: ", st.message(),
+                                                  "; exiting ", exit_code::ForStatus(st)),
+                          .is_error = true};
+    phase_ = Phase::kFailed;
+    Teardown();
+    return exit_plan_->code;
   }
   rdzv::JobSpec spec{
       .run_id = config_.run_id,
@@ -534,7 +554,7 @@ int Agent::Run() {
       spdlog::error("event loop failed: {}; killing the workers", st.message());
       launcher_->Stop(SIGKILL);
       if (!exit_plan_) exit_plan_.emplace();
-      exit_plan_->code = exit_code::kAgentFailure;
+      exit_plan_->code = exit_code::kTransient;
       Finish();
     }
   }
@@ -562,15 +582,7 @@ void Agent::Teardown() {
     spdlog::debug("could not remove all of {}", log_root_);
   }
   const ExitPlan& plan = *exit_plan_;
-  if (!config_.termination_log.empty() && !plan.summary.empty()) {
-    // Kubernetes shows this file in `kubectl describe pod`. Written in place (it is often
-    // a bind mount, which rename cannot replace).
-    FILE* f = std::fopen(config_.termination_log.c_str(), "w");
-    if (f == nullptr || std::fprintf(f, "%s\n", plan.summary.c_str()) < 0 || std::fclose(f) != 0) {
-      spdlog::warn("cannot write --termination-log {}: {}", config_.termination_log,
-                   strerror(errno));
-    }
-  }
+  WriteTerminationLog(config_.termination_log, plan.summary);
   store_.reset();  // its thread has had the time above to end
   launcher_->FinishShutdown();
   if (plan.is_error) {

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "base/errno_status.h"
 #include "base/log_format.h"
@@ -46,6 +48,14 @@ void StatusFile::Write(const nlohmann::json& doc) {
   if (!st.ok() && !warned_) {
     warned_ = true;
     spdlog::warn("cannot write --status-file: {}", st.message());
+  }
+}
+
+void WriteTerminationLog(const std::string& path, const std::string& line) {
+  if (path.empty() || line.empty()) return;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr || std::fprintf(f, "%s\n", line.c_str()) < 0 || std::fclose(f) != 0) {
+    spdlog::warn("cannot write --termination-log {}: {}", path, strerror(errno));
   }
 }
 

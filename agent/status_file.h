@@ -18,6 +18,10 @@ nlohmann::json FailureJson(const rdzv::Failure& f);
 // Writes `doc` to `path` atomically. A failed write leaves the previous document in place.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
 
+// Writes `line` to --termination-log, where Kubernetes shows it (`kubectl describe pod`).
+// In place, not by rename: the file is often a bind mount. A failure is logged.
+void WriteTerminationLog(const std::string& path, const std::string& line);
+
 class StatusFile {
  public:
   explicit StatusFile(std::string path) : path_(std::move(path)) {}

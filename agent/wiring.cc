@@ -7,8 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
-#include "base/endpoint.h"
+#include "agent/status_file.h"
 #include "agent/this_host.h"
+#include "base/endpoint.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
@@ -53,8 +54,8 @@ class HostedGrpcRendezvous : public HostedRendezvous {
 absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
   const std::string& host = config.rdzv_host_name;
   std::string endpoint = JoinHostPort(host, config.rdzv_port);
-  bool host_here =
-      config.rdzv_hosting == RdzvHosting::kAlways || (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(host));
+  bool host_here = config.rdzv_hosting == RdzvHosting::kAlways ||
+                   (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(host));
   if (host_here) {
     absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start({
         .listen_address = absl::StrCat("[::]:", config.rdzv_port),
@@ -68,9 +69,10 @@ absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
     if (server.ok()) {
       parts.hosted_rendezvous = std::make_unique<HostedGrpcRendezvous>(*std::move(server));
     } else if (config.rdzv_hosting == RdzvHosting::kAlways) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--rdzv-host true: cannot serve the rendezvous on port ", config.rdzv_port,
-                       ": ", server.status().message()));
+      // The server's own code: a port in use (Unavailable) may be free after a restart.
+      return absl::Status(server.status().code(),
+                          absl::StrCat("--rdzv-host true: cannot serve the rendezvous on port ",
+                                       config.rdzv_port, ": ", server.status().message()));
     } else {
       // Another agent on this host already serves it (the usual case when several agents
       // share a machine): join that one.
@@ -117,8 +119,12 @@ int RunAgent(Config config) {
   if (config.standalone && config.run_id == "none") config.run_id = Uuid4();  // like torchrun
   absl::StatusOr<AgentParts> parts = Wire(config);
   if (!parts.ok()) {
-    spdlog::error("agent setup failed: {}", parts.status().message());
-    return exit_code::kAgentFailure;
+    int code = exit_code::ForStatus(parts.status());
+    std::string summary =
+        absl::StrCat("agent setup failed: ", parts.status().message(), "; exiting ", code);
+    WriteTerminationLog(config.termination_log, summary);
+    spdlog::error("{}", summary);
+    return code;
   }
   Agent agent(std::move(config), *std::move(parts));
   return agent.Run();

@@ -1,16 +1,12 @@
 #include "base/errno_status.h"
 
 #include <cerrno>
-#include <cstring>
-#include <string>
 
 namespace muster {
 
 absl::Status ErrnoStatus(std::string_view call, int err) {
-  std::string message(call);
-  message += ": ";
-  message += std::strerror(err);
-  return absl::ErrnoToStatus(err, message);
+  // absl appends ": <strerror>" itself.
+  return absl::ErrnoToStatus(err, absl::string_view(call.data(), call.size()));
 }
 
 }  // namespace muster

@@ -4,13 +4,12 @@
 #ifndef MUSTER_BASE_EXIT_CODES_H_
 #define MUSTER_BASE_EXIT_CODES_H_
 
+#include "absl/status/status.h"
+
 namespace muster::exit_code {
 
 // Every worker of the job exited 0.
 inline constexpr int kSuccess = 0;
-// The agent's own machinery failed during set-up (an event loop, a directory it could not
-// make). Not yet split into permanent and transient causes.
-inline constexpr int kAgentFailure = 1;
 // Invalid flags or environment: permanent, the message names the flag or variable.
 inline constexpr int kUsage = 2;
 // The command exists but cannot be executed (permission, format): permanent.
@@ -24,6 +23,12 @@ inline constexpr int kTransient = 138;
 // A process killed by signal `sig` reports 128 + sig (130 SIGINT, 137 SIGKILL, 143
 // SIGTERM), as shells and torchrun do.
 constexpr int ForSignal(int sig) { return 128 + sig; }
+
+// The agent's own failure (set-up, a store for the next round, the rendezvous) as an exit
+// code: kUsage when trying again cannot help (a bad flag, a file or directory that is not
+// there, a permission, an address that is not this machine's), kTransient when it may
+// (resources, a port in use, an unreachable peer, anything unexpected).
+int ForStatus(const absl::Status& status);
 
 }  // namespace muster::exit_code
 

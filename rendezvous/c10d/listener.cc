@@ -29,7 +29,12 @@ absl::StatusOr<BoundListener> BindAndListen(int family, const sockaddr* addr, so
       return ErrnoStatus("setsockopt(IPV6_V6ONLY)", errno);
     }
   }
-  if (::bind(fd.get(), addr, len) != 0) return ErrnoStatus("bind", errno);
+  if (::bind(fd.get(), addr, len) != 0) {
+    // A port in use may be free after a restart (another incarnation still dying); absl
+    // files EADDRINUSE as FailedPrecondition, which would read as permanent.
+    if (errno == EADDRINUSE) return absl::UnavailableError("bind: address already in use");
+    return ErrnoStatus("bind", errno);
+  }
   if (::listen(fd.get(), ListenBacklog()) != 0) return ErrnoStatus("listen", errno);
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
@@ -69,7 +74,9 @@ int ListenBacklog() {
   return SOMAXCONN;
 }
 
-absl::StatusOr<BoundListener> Listen(const std::string& address, uint16_t port) {
+namespace {
+
+absl::StatusOr<BoundListener> ListenOn(const std::string& address, uint16_t port) {
   in_addr v4{};
   in6_addr v6{};
   if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return ListenV4(v4, port);
@@ -89,6 +96,16 @@ absl::StatusOr<BoundListener> Listen(const std::string& address, uint16_t port) 
     if (fallback.ok()) return fallback;
   }
   return listener;
+}
+
+}  // namespace
+
+absl::StatusOr<BoundListener> Listen(const std::string& address, uint16_t port) {
+  absl::StatusOr<BoundListener> listener = ListenOn(address, port);
+  if (listener.ok()) return listener;
+  return absl::Status(
+      listener.status().code(),
+      absl::StrCat("c10d store on ", address, " port ", port, ": ", listener.status().message()));
 }
 
 std::string FormatPeer(const void* storage) {

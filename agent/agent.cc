@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "agent/debug_mode.h"
 #include "agent/gpu_probe.h"
 #include "agent/remove_tree.h"
@@ -330,9 +331,15 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
   if (o.exit_code == 0) {
     ExitAfterStop({.summary = absl::StrCat("job succeeded: ", o.reason)});
   } else {
-    ExitAfterStop({.code = o.exit_code,
-                   .summary = absl::StrCat("job failed: ", o.reason, "; exiting ", o.exit_code),
-                   .is_error = true});
+    std::string summary = absl::StrCat("job failed: ", o.reason, "; exiting ", o.exit_code);
+    if (o.root_cause && !o.root_cause->restartable && config_.max_restarts > 0 &&
+        config_.restart_policy == RestartPolicy::kExitCode) {
+      // Users coming from torchrun expect any failure to restart while the budget lasts.
+      absl::StrAppend(&summary, " (--restart-policy ExitCode restarts only on ",
+                      absl::StrJoin(config_.restartable_exit_codes, ", "),
+                      "; --restart-policy OnFailure restarts on any failure, as torchrun does)");
+    }
+    ExitAfterStop({.code = o.exit_code, .summary = std::move(summary), .is_error = true});
   }
 }
 

@@ -560,7 +560,7 @@ int Agent::Run() {
     if (!st.ok()) {
       spdlog::error("event loop failed: {}; killing the workers", st.message());
       launcher_->Stop(SIGKILL);
-      if (!exit_plan_) exit_plan_.emplace();
+      if (!exit_plan_) exit_plan_ = ExitPlan{};
       exit_plan_->code = exit_code::kTransient;
       Finish();
     }

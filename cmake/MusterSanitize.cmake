@@ -20,9 +20,13 @@ else()
                       "use -DMUSTER_SANITIZE=address (ASan+UBSan), thread (TSan) or OFF")
 endif()
 
+# muster_sanitize: the sanitizer's flags, for every target (muster_options carries it; the
+# generated muster_proto links it alone).
+add_library(muster_sanitize INTERFACE)
 if(_muster_sanitize_flags)
   # Frame pointers: the reports' stacks (and TSan's second stack) stay cheap and complete.
-  add_compile_options(${_muster_sanitize_flags} -fno-omit-frame-pointer)
-  add_link_options(${_muster_sanitize_flags})
+  target_compile_options(muster_sanitize INTERFACE ${_muster_sanitize_flags}
+                         -fno-omit-frame-pointer)
+  target_link_options(muster_sanitize INTERFACE ${_muster_sanitize_flags})
   message(STATUS "muster: sanitizer build (${_muster_sanitize_flags})")
 endif()

@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
 TARGETS=(store_protocol flags rendezvous)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMUSTER_WERROR="${MUSTER_WERROR:-OFF}" \
   -DMUSTER_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${TARGETS[@]/%/_fuzz}"
 artifacts=$PWD/build-fuzz/artifacts

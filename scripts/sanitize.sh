@@ -61,16 +61,21 @@ build() {
   CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
     -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld \
-    -DMUSTER_SANITIZE="$sanitizer" >/dev/null
+    -DMUSTER_SANITIZE="$sanitizer" -DMUSTER_WERROR="${MUSTER_WERROR:-OFF}" >/dev/null
   local tests
   # From CTestTestfile.cmake, not `ctest --show-only`: ctest names no command for an
-  # executable that is not built yet.
+  # executable that is not built yet. A gtest binary's cases come from its
+  # NAME[1]_include.cmake (gtest_discover_tests, tests named NAME.Suite.Case): it is
+  # selected by NAME. Other tests (fuzz corpus replays) are add_test(NAME EXE) lines.
   mapfile -t tests < <(/usr/bin/python3 - "$dir" "$regex" "$exclude" <<'EOF'
 import os, pathlib, re, sys
 root, regex, exclude = sys.argv[1:]
 names = set()
 for f in pathlib.Path(root).rglob("CTestTestfile.cmake"):
-    for name, exe in re.findall(r'add_test\(\[=\[(.*?)\]=\] "([^"]+)"', f.read_text()):
+    text = f.read_text()
+    found = re.findall(r'add_test\(\[=\[(.*?)\]=\] "([^"]+)"', text)
+    found += [(n, n) for n in re.findall(r'include\("[^"]*/([^/"]+)\[\d+\]_include\.cmake"\)', text)]
+    for name, exe in found:
         if re.search(regex, name) and not re.search(exclude, name):
             names.add(os.path.basename(exe))
 print("\n".join(sorted(names)))

@@ -3,6 +3,8 @@
 # with real torch workers, real signals, PID namespaces). Works on a fresh Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Warnings are errors here, in the gcc build and the clang ones (sanitizers, fuzzing).
+export MUSTER_WERROR=${MUSTER_WERROR:-ON}
 scripts/setup.sh
 scripts/build.sh
 echo "== unit tests (ctest) (t=${SECONDS}s)"
@@ -17,7 +19,8 @@ if [[ ${FUZZ_SECONDS:-60} != 0 ]]; then
 fi
 echo "== (t=${SECONDS}s) integration tests (pytest, real torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'))"
 # /usr/bin/python3 on purpose: Debian's python3-torch lives there, not in a pyenv shim.
-MUSTER_BUILD_DIR="$PWD/build" /usr/bin/python3 -m pytest -q -ra -p no:cacheprovider tests/integration "$@"
+# In parallel (pytest-xdist), then the `serial` tests alone: scripts/integration.sh.
+MUSTER_BUILD_DIR="$PWD/build" scripts/integration.sh "$@"
 if [[ ${MUSTER_CHAOS_SECONDS:-180} != 0 ]]; then
   echo "== (t=${SECONDS}s) chaos (tests/chaos, ${MUSTER_CHAOS_SECONDS:-180}s; MUSTER_CHAOS_SECONDS=0 skips)"
   MUSTER_BUILD_DIR="$PWD/build" MUSTER_CHAOS_SECONDS=${MUSTER_CHAOS_SECONDS:-180} \

@@ -13,6 +13,7 @@
 #include "agent/debug_mode.h"
 #include "agent/gpu_probe.h"
 #include "agent/remove_tree.h"
+#include "agent/run_dir.h"
 #include "agent/this_host.h"
 #include "agent/worker_specs.h"
 #include "base/duration.h"
@@ -29,17 +30,6 @@
 
 namespace muster {
 namespace {
-
-// A file the agent writes later (--status-file) must have its directory now: a status that
-// never appears is worse than a refusal at start.
-absl::Status CheckDirectoryOf(const char* flag, const std::string& path) {
-  if (path.empty()) return absl::OkStatus();
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (access(dir.c_str(), W_OK | X_OK) == 0) return absl::OkStatus();
-  absl::Status st = ErrnoStatus("directory " + dir, errno);
-  return absl::Status(st.code(), absl::StrCat(flag, " ", path, ": ", st.message()));
-}
 
 // A worker's end as the job's status shows it (the signal comes from the group's record).
 rdzv::EndedWorker EndedWorkerOf(const WorkerExit& e) {
@@ -118,40 +108,7 @@ absl::Status Agent::Setup() {
 }
 
 absl::Status Agent::PrepareRunDir() {
-  if (config_.log_dir.empty()) {
-    // Without --log-dir the directory holds only torch's per-rank error.json (plus stream
-    // files when -r/-t ask for them). Creating and removing a directory per rank on every
-    // attempt costs up to ms each on a disk file system, so when nothing large will be
-    // written there it goes to tmpfs (/dev/shm) unless TMPDIR says otherwise.
-    const char* tmp = getenv("TMPDIR");
-    bool streams = !config_.redirects.by_rank.empty() || !config_.tee.by_rank.empty();
-    std::string root = tmp && *tmp                                        ? tmp
-                       : !streams && access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm"
-                                                                          : "/tmp";
-    std::string tmpl = absl::StrCat(root, "/muster_XXXXXX");
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      absl::Status st = ErrnoStatus("mkdtemp " + tmpl, errno);
-      if (tmp && *tmp) {
-        return absl::Status(st.code(),
-                            absl::StrCat("TMPDIR=", tmp,
-                                         ": cannot make the run "
-                                         "directory there (",
-                                         st.message(), "); point TMPDIR at a writable directory"));
-      }
-      return st;
-    }
-    log_root_ = tmpl;
-    remove_log_root_ = true;
-  } else {
-    log_root_ = config_.log_dir;
-  }
-  std::string run = absl::StrCat(log_root_, "/", config_.run_id, "_XXXXXX");
-  if (mkdtemp(run.data()) == nullptr) {
-    absl::Status st = ErrnoStatus("mkdtemp " + run, errno);
-    if (config_.log_dir.empty()) return st;
-    return absl::Status(st.code(), absl::StrCat("--log-dir: ", st.message()));
-  }
-  run_dir_ = run;
+  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(config_));
   return absl::OkStatus();
 }
 
@@ -405,7 +362,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     cpus.numa_of = NumaNodeOfCpu();
   }
   NodeRound round = PlanNodeRound(config_, a, config_.run_id, free_port);
-  std::vector<WorkerSpec> specs = BuildWorkerSpecs(config_, round, run_dir_, hostname_, cpus);
+  std::vector<WorkerSpec> specs = BuildWorkerSpecs(config_, round, run_dir_.path, hostname_, cpus);
   if (config_.debug) return StartDebugCommand(a, specs);
   StartWorkers(round, std::move(specs));
 }
@@ -585,8 +542,8 @@ void Agent::Teardown() {
     }
     parts_.hosted_rendezvous.reset();
   }
-  if (remove_log_root_ && !RemoveTree(log_root_)) {
-    spdlog::debug("could not remove all of {}", log_root_);
+  if (run_dir_.remove_root && !RemoveTree(run_dir_.root)) {
+    spdlog::debug("could not remove all of {}", run_dir_.root);
   }
   const ExitPlan& plan = *exit_plan_;
   WriteTerminationLog(config_.termination_log, plan.summary);

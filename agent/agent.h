@@ -25,6 +25,7 @@
 #include "agent/agent_parts.h"
 #include "agent/config.h"
 #include "agent/event_log.h"
+#include "agent/run_dir.h"
 #include "agent/status_file.h"
 #include "agent/worker_specs.h"
 #include "rendezvous/core/types.h"
@@ -106,8 +107,7 @@ class Agent {
   std::optional<rdzv::Assignment> assignment_;  // the current round's
   std::unique_ptr<c10d::StoreServer> store_;
 
-  std::string log_root_, run_dir_;
-  bool remove_log_root_ = false;
+  RunDir run_dir_;
   rdzv::NodeInfo node_;
 
   Phase phase_ = Phase::kInit;

@@ -1,0 +1,65 @@
+#include "agent/run_dir.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "base/errno_status.h"
+
+namespace muster {
+namespace {
+
+// Without --log-dir the directory holds only torch's per-rank error.json (plus stream files
+// when -r/-t ask for them). Creating and removing a directory per rank on every attempt
+// costs up to ms each on a disk file system, so when nothing large will be written there
+// it goes to tmpfs (/dev/shm) unless TMPDIR says otherwise.
+absl::StatusOr<std::string> MakeTemporaryRoot(const Config& config) {
+  const char* tmp = getenv("TMPDIR");
+  bool streams = !config.redirects.by_rank.empty() || !config.tee.by_rank.empty();
+  std::string root = tmp && *tmp                                        ? tmp
+                     : !streams && access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm"
+                                                                        : "/tmp";
+  std::string tmpl = absl::StrCat(root, "/muster_XXXXXX");
+  if (mkdtemp(tmpl.data()) != nullptr) return tmpl;
+  absl::Status st = ErrnoStatus("mkdtemp " + tmpl, errno);
+  if (!(tmp && *tmp)) return st;
+  return absl::Status(st.code(),
+                      absl::StrCat("TMPDIR=", tmp, ": cannot make the run directory there (",
+                                   st.message(), "); point TMPDIR at a writable directory"));
+}
+
+}  // namespace
+
+absl::StatusOr<RunDir> MakeRunDir(const Config& config) {
+  RunDir dir;
+  if (config.log_dir.empty()) {
+    absl::StatusOr<std::string> root = MakeTemporaryRoot(config);
+    if (!root.ok()) return root.status();
+    dir.root = *std::move(root);
+    dir.remove_root = true;
+  } else {
+    dir.root = config.log_dir;
+  }
+  std::string run = absl::StrCat(dir.root, "/", config.run_id, "_XXXXXX");
+  if (mkdtemp(run.data()) == nullptr) {
+    absl::Status st = ErrnoStatus("mkdtemp " + run, errno);
+    if (dir.remove_root) rmdir(dir.root.c_str());  // empty: made just above
+    if (config.log_dir.empty()) return st;
+    return absl::Status(st.code(), absl::StrCat("--log-dir: ", st.message()));
+  }
+  dir.path = std::move(run);
+  return dir;
+}
+
+absl::Status CheckDirectoryOf(const char* flag, const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (access(dir.c_str(), W_OK | X_OK) == 0) return absl::OkStatus();
+  absl::Status st = ErrnoStatus("directory " + dir, errno);
+  return absl::Status(st.code(), absl::StrCat(flag, " ", path, ": ", st.message()));
+}
+
+}  // namespace muster

@@ -252,6 +252,16 @@ class GrpcRendezvousClient::Impl {
     Send(std::move(msg));
   }
 
+  bool WaitStreamEnded(absl::Duration timeout) {
+    AgentStream* stream = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream = stream_.get();
+    }
+    // OnStreamDone (and its PostError) runs before WaitDone returns true.
+    return stream != nullptr && stream->WaitDone(timeout);
+  }
+
  private:
   // The client's thread: reach the server and open the stream. Liveness is the
   // connection's from then on (TCP keepalive both ways, README "Liveness"): no heartbeat
@@ -403,5 +413,9 @@ void GrpcRendezvousClient::ReportStopped(int round, int store_port) {
 }
 
 void GrpcRendezvousClient::Leave(const std::string& why) { impl_->Leave(why); }
+
+bool GrpcRendezvousClient::WaitStreamEnded(absl::Duration timeout) {
+  return impl_->WaitStreamEnded(timeout);
+}
 
 }  // namespace muster::rdzv

@@ -52,6 +52,12 @@ class GrpcRendezvousClient : public RendezvousClient {
   void ReportStopped(int round, int store_port) override;
   void Leave(const std::string& why) override;
 
+  // True once the stream to the server has ended (after Leave, Finished, a refusal or a
+  // lost connection), within `timeout`; false if it has not or was never opened. By then
+  // what its end means (an error, or none after Leave) is posted to the loop: a test waits
+  // here for the end instead of sleeping and asserting that no error came.
+  bool WaitStreamEnded(absl::Duration timeout);
+
  private:
   class Impl;
   explicit GrpcRendezvousClient(std::unique_ptr<Impl> impl);

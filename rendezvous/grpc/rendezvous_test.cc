@@ -320,7 +320,12 @@ TEST_F(RendezvousTest, LeaveIsNotAnError) {
   std::optional<Event> e = agents_[0]->WaitEvent(Kind::kStopWorkers);
   ASSERT_TRUE(e.has_value());
   EXPECT_NE(e->text.find("SIGTERM"), std::string::npos) << e->text;
-  absl::SleepFor(absl::Milliseconds(200));
+  // The server ends the leaver's stream; once the client has seen that end, any error it
+  // would report is on its loop, which the second Call drains.
+  bool ended = false;
+  agents_[2]->Call([&](GrpcRendezvousClient& c) { ended = c.WaitStreamEnded(absl::Seconds(10)); });
+  ASSERT_TRUE(ended);
+  agents_[2]->Call([](GrpcRendezvousClient&) {});
   EXPECT_EQ(agents_[2]->errors_seen(), 0);
 }
 

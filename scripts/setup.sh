@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
-  python3 python3-pytest python3-torch python3-venv python3-grpcio python3-grpc-tools python3-yaml
+  python3 python3-pytest python3-pytest-xdist python3-torch python3-venv python3-grpcio python3-grpc-tools python3-yaml
   clang libclang-rt-14-dev
   iproute2 util-linux procps
   openssh-server openssh-client

@@ -41,6 +41,13 @@ def _binaries_exist():
         assert p.exists(), f"{p} missing: build first (scripts/test.sh builds it)"
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: runs alone, after the parallel part (scripts/integration.sh): the "
+        "test asserts a latency, a deadline to 0.1 s or a peak RSS that other tests' load "
+        "would blur")
+
+
 _TEST_MARK = {"value": ""}
 
 

@@ -1,16 +1,30 @@
 """Helpers for multi-agent tests: start several agents on one machine (loopback)."""
 import contextlib
+import os
+import random
 import signal
 import socket
 import subprocess
+import time
 
 from conftest import MUSTER, muster_env
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1 for a server a test starts later. Under pytest-xdist each
+    worker draws from its own block below the kernel's ephemeral range (32768+), so two
+    workers never pick the same port and no connect() takes it in between."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    block = range(20000 + 1500 * (index % 8), 20000 + 1500 * (index % 8 + 1))
+    for port in random.sample(block, 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {block} for xdist worker {worker}")
 
 
 class Agents:
@@ -34,6 +48,21 @@ class Agents:
             out, err = p.communicate(timeout=timeout)
             results.append((p.returncode, out, err))
         return results
+
+
+def wait_job_exists(port, run_id, timeout=30):
+    """Waits until the rendezvous at 127.0.0.1:port knows job `run_id` (a node has joined):
+    `muster status` answers 0 then, and 138 before."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                            "--rdzv-id", run_id, "--json"], capture_output=True, text=True,
+                           timeout=timeout, env=muster_env())
+        if r.returncode == 0:
+            return
+        assert time.monotonic() < deadline, \
+            f"job {run_id} not at 127.0.0.1:{port} after {timeout}s: {r.stderr[-1000:]}"
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager

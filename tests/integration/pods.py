@@ -200,7 +200,11 @@ class Pods:
         self.prefix = f"mp{tok}"           # ns mp<tok>-<i>, veth mp<tok>v<i>: <= 15 chars
         self.bridge = f"mp{tok}br"
         seed = f"{os.environ.get('PYTEST_CURRENT_TEST', '')}:{os.getpid()}:{time.time_ns()}"
-        self.subnet = f"10.213.{random.Random(seed).randint(0, 250)}"
+        # Under pytest-xdist each worker has its own block of subnets: two pod sets that run
+        # at once never share one (their bridges would both route it).
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+        index = int(worker[2:]) % 4 if worker[2:].isdigit() else 0
+        self.subnet = f"10.213.{index * 60 + random.Random(seed).randint(0, 59)}"
         self.dir = tmp_path / "pods"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.pods = [Pod(self, i) for i in range(n)]

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import FAKE, MUSTER, REPO, muster_env, pid_alive, wait_for
-from multinode import Agents, serve
+from multinode import Agents, serve, wait_job_exists
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "multinode_check.py"
 
@@ -135,7 +135,7 @@ def test_bad_joiner_is_refused_and_good_ones_go_on(tmp_path, bad, needle, code):
     # The good job waits for its second node, so the bad joiner meets a live rendezvous.
     good = Agents(1, ["--nnodes", "2", "--nproc-per-node", "1", "--node-rank", "0",
                       "--no-python", FAKE, f"ranks={ranks}", "sleep=1"])
-    time.sleep(1)
+    wait_job_exists(good.port, "test")
     args = [str(MUSTER), "run", "--rdzv-endpoint", f"127.0.0.1:{good.port}", "--nnodes", "2",
             "--nproc-per-node", "1", "--rdzv-host", "false",
             *(["--rdzv-id", "test"] if "--rdzv-id" not in bad else []), *bad,
@@ -225,7 +225,7 @@ def test_status_watch_prints_each_transition_once(tmp_path):
                   "if-global-rank=2", "exit=5", "sleep=5"]
         first = subprocess.Popen([str(MUSTER), "run", *common], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, env=muster_env())
-        time.sleep(0.5)  # the job exists once a node joined
+        wait_job_exists(port, "w")  # the job exists once a node joined
         watch = subprocess.Popen([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
                                   "--rdzv-id", "w", "--watch", "--json"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

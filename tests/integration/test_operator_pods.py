@@ -318,6 +318,7 @@ def log_time(line):
 LATE_S = 10
 
 
+@pytest.mark.serial
 @TORCH113
 def test_master_addr_resolving_after_10s_needs_no_init_container(any_torch, tmp_path,
                                                                   monkeypatch):

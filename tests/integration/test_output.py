@@ -4,6 +4,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from conftest import MUSTER, fake, muster_env, run_muster
 
 
@@ -18,6 +20,7 @@ def rss_kb(pid):
     return 0
 
 
+@pytest.mark.serial
 def test_flood_does_not_delay_sibling_or_grow_agent():
     flood_bytes = 200 * 1024 * 1024
     agent = subprocess.Popen(

@@ -28,6 +28,7 @@ def read_lines(path):
         return []
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_reaches_groups_and_agent_exits_128_plus_n(tmp_path, sig, code):
     stamps, children = tmp_path / "stamps", tmp_path / "children"
@@ -47,6 +48,7 @@ def test_signal_reaches_groups_and_agent_exits_128_plus_n(tmp_path, sig, code):
     assert f"received {sig.name}" in err
 
 
+@pytest.mark.serial
 def test_shutdown_timeout_then_sigkill(tmp_path):
     stamps, children = tmp_path / "stamps", tmp_path / "children"
     agent = start_agent(["--nproc-per-node", "2", "--shutdown-timeout", "1s",

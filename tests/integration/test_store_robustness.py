@@ -81,6 +81,7 @@ for byte in request:
 """
 
 
+@pytest.mark.serial
 def test_ten_thousand_idle_connections_and_slowloris_keep_latency(server):
     """Issue 3 acceptance 4: with 10 000 idle connections open and a slowloris client
     sending one byte at a time, another client's median round trip stays within 2x of its

@@ -7,6 +7,39 @@
 #include "launch/exit_status.h"
 
 namespace muster {
+namespace {
+
+// What the policy does with a failure, in the words of the README's table, and the budget.
+std::string RestartSummary(const Config& c) {
+  std::string codes = absl::StrJoin(c.restartable_exit_codes, ", ");
+  std::string what;
+  switch (c.restart_policy) {
+    case RestartPolicy::kExitCode:
+      what = absl::StrCat("exit codes ", codes.empty() ? std::string("(none)") : codes,
+                          " restart, any other non-zero exit fails the job (torchrun restarts "
+                          "on any failure: --restart-policy OnFailure)");
+      break;
+    case RestartPolicy::kOnFailure:
+      what = "any non-zero exit restarts the job, as torchrun";
+      break;
+    case RestartPolicy::kAlways:
+      what = "any non-zero exit restarts the job, and so does a round whose workers all exit 0";
+      break;
+    case RestartPolicy::kNever:
+      what = "no exit restarts: any non-zero exit fails the job";
+      break;
+  }
+  std::string budget =
+      c.restart_policy == RestartPolicy::kNever && c.max_restarts > 0
+          ? absl::StrCat("--max-restarts ", c.max_restarts, " has no effect under Never")
+      : c.max_restarts == 0
+          ? std::string("no restart budget (--max-restarts 0): the first failure ends the job")
+          : absl::StrCat("up to ", c.max_restarts, c.max_restarts == 1 ? " restart" : " restarts",
+                         " of the whole job");
+  return absl::StrCat(RestartPolicyName(c.restart_policy), ": ", what, "; ", budget);
+}
+
+}  // namespace
 
 std::string DescribeConfig(const Config& c, const std::map<std::string, std::string>& env) {
   std::string out = "muster run --dry-run: resolved configuration\n";
@@ -44,9 +77,7 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
     line("store", absl::StrCat("worker rank 0 binds ", c.master_addr, ":", port,
                                " (TORCHELASTIC_USE_AGENT_STORE=False)", source("store")));
   }
-  line("restart policy",
-       absl::StrCat(RestartPolicyName(c.restart_policy), ", max restarts ", c.max_restarts,
-                    ", restartable codes ", absl::StrJoin(c.restartable_exit_codes, ",")));
+  line("restart policy", RestartSummary(c) + source("restart-policy"));
   std::vector<std::string> sigs;
   for (int s : c.signals_to_handle) sigs.push_back(SignalName(s));
   line("signals", absl::StrCat(absl::StrJoin(sigs, ","), "; SIGKILL after ",

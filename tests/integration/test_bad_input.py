@@ -67,7 +67,8 @@ def test_dry_run_prints_resolved_config_and_starts_nothing(tmp_path):
     assert "nproc per node          3" in r.stdout
     assert "role                    trainer (from PET_ROLE)" in r.stdout
     assert "PET_ROLE" in r.stdout.split("env sources detected", 1)[1]
-    assert "ExitCode, max restarts 2" in r.stdout
+    assert "ExitCode: exit codes 130, 137, 138, 143 restart" in r.stdout
+    assert "up to 2 restarts of the whole job" in r.stdout
     assert "fake_worker stamp=" in r.stdout
     assert not stamps.exists()
 

@@ -1,5 +1,7 @@
 """Issue 14, item 6: a failure that the default policy does not restart says how to get
 torchrun's behaviour; a spent budget or another policy does not get the hint."""
+import pytest
+
 from conftest import FAKE, run_muster
 
 
@@ -28,3 +30,20 @@ def test_no_hint_without_a_restart_budget_or_for_a_restartable_code():
         r = run_muster(args)
         assert r.returncode in (1, 137), r.stderr
         assert "--restart-policy OnFailure" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args,says", [
+    ([], "ExitCode: exit codes 130, 137, 138, 143 restart, any other non-zero exit fails the "
+         "job (torchrun restarts on any failure: --restart-policy OnFailure); no restart budget"),
+    (["--restart-policy", "OnFailure", "--max-restarts", "1"],
+     "OnFailure: any non-zero exit restarts the job, as torchrun; up to 1 restart of the whole"),
+    (["--restart-policy", "Never", "--max-restarts", "3"],
+     "Never: no exit restarts: any non-zero exit fails the job; --max-restarts 3 has no effect"),
+    (["--restartable-exit-codes", "137", "--max-restarts", "2"],
+     "ExitCode: exit codes 137 restart, any other"),
+])
+def test_dry_run_says_which_exits_restart(args, says):
+    r = run_muster(["--dry-run", *args, "--no-python", FAKE])
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.lstrip().startswith("restart policy"))
+    assert says in line, line

@@ -64,6 +64,20 @@ const char* PublishedPhase(Agent::Phase phase) {
   return "Unknown";
 }
 
+// --master-port given on the command line where the store's port is not fixed (several
+// nodes, --store agent: the group rank 0 agent's store, a fresh port per round).
+void WarnIfMasterPortUnused(const Config& c) {
+  auto where = c.sources.find("master-port");
+  if (c.store != StoreOwner::kAgent || c.max_nodes == 1 || where == c.sources.end() ||
+      where->second.rfind("--", 0) != 0) {
+    return;
+  }
+  spdlog::warn(
+      "{} {} is not used: with several nodes the store is the group rank 0 agent's, on a fresh "
+      "port each round; --store rank0 makes worker rank 0 bind {} as torchrun's static form",
+      where->second, c.master_port, c.master_port);
+}
+
 }  // namespace
 
 Agent::Agent(Config config, AgentParts parts)
@@ -99,6 +113,7 @@ absl::Status Agent::Setup() {
   // when neither --local-addr nor POD_IP is set, and the server then records the address
   // it sees this agent connect from (checked, never a guessed FQDN).
   node_.address = config_.rdzv_host_name.empty() ? config_.master_addr : config_.local_addr;
+  WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
   if (!config_.save_pid.empty()) {
     absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(getpid(), "\n"));
@@ -115,7 +130,19 @@ absl::Status Agent::PrepareRunDir() {
 absl::StatusOr<int> Agent::OpenFreshStore() {
   store_.reset();  // the previous round's key space ends here
   if (config_.store != StoreOwner::kAgent) return 0;
-  ASSIGN_OR_RETURN(store_, parts_.store_factory(StoreBindAddress(node_.address)));
+  const int port = FixedStorePort(config_);
+  absl::StatusOr<std::unique_ptr<c10d::StoreServer>> store =
+      parts_.store_factory(StoreBindAddress(node_.address), port);
+  if (!store.ok() && port != 0) {
+    auto where = config_.sources.find("master-port");
+    return absl::Status(
+        store.status().code(),
+        absl::StrCat(where == config_.sources.end() ? "--master-port" : where->second, " ", port,
+                     ": the store cannot listen there (", store.status().message(),
+                     "); pick a free port, or leave --master-port out for any free one"));
+  }
+  if (!store.ok()) return store.status();
+  store_ = *std::move(store);
   return static_cast<int>(store_->port());
 }
 

@@ -37,9 +37,10 @@ class HostedRendezvous {
   virtual bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) = 0;
 };
 
-// A fresh c10d store listening on `bind_address` (a new key space and port per round).
+// A fresh c10d store (a new key space per round) listening on `bind_address`, at `port`
+// (0: any free port).
 using StoreFactory = std::function<absl::StatusOr<std::unique_ptr<c10d::StoreServer>>(
-    const std::string& bind_address)>;
+    const std::string& bind_address, int port)>;
 
 struct AgentParts {
   // The loop everything runs on; the other parts may hold pointers to it.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/worker_env.h"
+#include "agent/worker_specs.h"
 #include "base/duration.h"
 #include "launch/exit_status.h"
 
@@ -68,9 +69,12 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
                                ", a fresh port per round (TORCHELASTIC_USE_AGENT_STORE=True)",
                                source("store")));
   } else if (c.store == StoreOwner::kAgent) {
-    line("store", absl::StrCat("served by this agent at ", c.master_addr,
-                               ", a fresh port per attempt (TORCHELASTIC_USE_AGENT_STORE=True)",
-                               source("store")));
+    std::string port = FixedStorePort(c) != 0
+                           ? absl::StrCat(":", c.master_port, " (--master-port), a fresh store")
+                           : std::string(", a fresh port");
+    line("store",
+         absl::StrCat("served by this agent at ", c.master_addr, port,
+                      " per attempt (TORCHELASTIC_USE_AGENT_STORE=True)", source("store")));
   } else {
     std::string port = c.standalone && !c.master_port_given ? std::string("a free port")
                                                             : std::to_string(c.master_port);

@@ -114,7 +114,8 @@ constexpr FlagSpec kRunFlags[] = {
     {.name = "master-port",
      .group = "Job",
      .default_text = "29500",
-     .help = "with --store rank0: the port worker rank 0 binds (--standalone: a free port)",
+     .help = "MASTER_PORT: on one node the agent's store binds it every attempt (default "
+             "there: a free port); with --store rank0 worker rank 0 binds it",
      .apply = ApplyMasterPort},
     {.name = "rdzv-backend",
      .group = "Job",

@@ -102,8 +102,9 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   } else {
     RETURN_IF_ERROR(WireGrpcRendezvous(config, parts));
   }
-  parts.store_factory = [](const std::string& bind_address) {
-    return c10d::StoreServer::Start({.bind_address = bind_address});
+  parts.store_factory = [](const std::string& bind_address, int port) {
+    return c10d::StoreServer::Start(
+        {.bind_address = bind_address, .port = static_cast<uint16_t>(port)});
   };
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,

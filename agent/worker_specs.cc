@@ -27,6 +27,12 @@ bool NeedsFreeMasterPort(const Config& config) {
   return config.store != StoreOwner::kAgent && config.standalone && !config.master_port_given;
 }
 
+int FixedStorePort(const Config& config) {
+  return config.store == StoreOwner::kAgent && config.max_nodes == 1 && config.master_port_given
+             ? config.master_port
+             : 0;
+}
+
 NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& a, const std::string& run_id,
                         int free_port) {
   NodeRound round{.group_rank = a.group_rank,

@@ -37,6 +37,10 @@ struct CpuLayout {
 // --standalone with a static store: --store rank0 and no --master-port).
 bool NeedsFreeMasterPort(const Config& config);
 
+// The port the agent's store (--store agent) binds on every attempt: --master-port on one
+// node, as torchrun's workers get MASTER_PORT=--master-port; 0 (any free port) otherwise.
+int FixedStorePort(const Config& config);
+
 // The round as this node's workers see it. `free_port` is used when NeedsFreeMasterPort.
 NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& assignment,
                         const std::string& run_id, int free_port);

@@ -1,5 +1,9 @@
 #include "agent/flag_table.h"
 
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -80,19 +84,28 @@ bool HelpRequested(const std::vector<std::string>& args, absl::Span<const FlagSp
   return false;
 }
 
+// Each group once, in the order groups first appear in the table; a flag without a default
+// text gets no "(default: )".
 std::string FlagHelp(absl::Span<const FlagSpec> specs) {
-  std::string out, group;
+  std::vector<std::string_view> groups;
   for (const FlagSpec& f : specs) {
-    if (group != f.group) {
-      group = f.group;
-      absl::StrAppend(&out, "\n", group, ":\n");
+    if (std::find(groups.begin(), groups.end(), f.group) == groups.end()) {
+      groups.push_back(f.group);
     }
-    std::string names = f.short_name
-                            ? absl::StrCat("-", std::string(1, f.short_name), ", --", f.name)
-                            : absl::StrCat("    --", f.name);
-    if (f.takes_value) absl::StrAppend(&names, " V");
-    absl::StrAppend(&out, "  ", names, std::string(names.size() < 30 ? 30 - names.size() : 1, ' '),
-                    f.help, " (default: ", f.default_text, ")\n");
+  }
+  std::string out;
+  for (std::string_view group : groups) {
+    absl::StrAppend(&out, "\n", std::string(group), ":\n");
+    for (const FlagSpec& f : specs) {
+      if (f.group != group) continue;
+      std::string names = f.short_name
+                              ? absl::StrCat("-", std::string(1, f.short_name), ", --", f.name)
+                              : absl::StrCat("    --", f.name);
+      if (f.takes_value) absl::StrAppend(&names, " V");
+      absl::StrAppend(
+          &out, "  ", names, std::string(names.size() < 30 ? 30 - names.size() : 1, ' '), f.help,
+          *f.default_text ? absl::StrCat(" (default: ", f.default_text, ")") : "", "\n");
+    }
   }
   return out;
 }

@@ -34,6 +34,12 @@ constexpr FlagSpec kRunFlags[] = {
      .default_text = "none",
      .help = "HOST[:PORT] of the rendezvous server (port 29400); needed when --nnodes > 1",
      .apply = ApplyRdzvEndpoint},
+    {.name = "standalone",
+     .takes_value = false,
+     .group = "Rendezvous",
+     .default_text = "off",
+     .help = "one node with its own rendezvous, a private store port and a fresh run id",
+     .apply = SetSwitch<&Config::standalone>},
     {.name = "rdzv-conf",
      .group = "Rendezvous",
      .default_text = "",
@@ -79,12 +85,6 @@ constexpr FlagSpec kRunFlags[] = {
      .default_text = "1",
      .help = "workers on this node: N, cpu, gpu or auto",
      .apply = SetText<&Config::nproc_spec>},
-    {.name = "standalone",
-     .takes_value = false,
-     .group = "Job",
-     .default_text = "off",
-     .help = "single node, private store port and a fresh run id",
-     .apply = SetSwitch<&Config::standalone>},
     {.name = "rdzv-id",
      .group = "Job",
      .default_text = "none",
@@ -380,6 +380,29 @@ absl::Status ResolveNproc(const HostInfo& host, Config* c) {
   return absl::OkStatus();
 }
 
+// --standalone is one node with its own rendezvous: a node count or an endpoint from
+// elsewhere contradicts it (torchrun ignores them, and the nodes then never meet).
+absl::Status CheckStandalone(const Config& c) {
+  if (!c.standalone) return absl::OkStatus();
+  auto from = [&](const char* name) {
+    auto it = c.sources.find(name);
+    return it == c.sources.end() ? std::string("--") + name : it->second;
+  };
+  if (c.max_nodes > 1) {
+    return FlagError(from("standalone"),
+                     absl::StrCat("runs one node, but ", from("nnodes"), " asks for ",
+                                  c.min_nodes == c.max_nodes ? "" : "up to ", c.max_nodes,
+                                  " nodes; drop --standalone and give every node "
+                                  "--rdzv-endpoint HOST:PORT"));
+  }
+  if (c.sources.count("rdzv-endpoint")) {
+    return FlagError(from("standalone"),
+                     absl::StrCat("serves its own rendezvous on this node; ", from("rdzv-endpoint"),
+                                  " names another: drop one of them"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, const Config& c) {
   if (c.module && c.no_python) {
     return FlagError("--module", "cannot be combined with --no-python (a module needs Python)");
@@ -431,6 +454,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   // about it come before --master-addr/--master-port's (the same variables' PET_ spelling).
   absl::Span<const FlagSpec> table = kRunFlags;
   RETURN_IF_ERROR(ApplyFlags(flags, table.first(kRendezvousEnd), &c));
+  RETURN_IF_ERROR(CheckStandalone(c));
   RETURN_IF_ERROR(FinishRendezvousFlags(env, host.hostname, &c));
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));

@@ -317,5 +317,17 @@ TEST(ConventionsTest, IndexedJobGivesRankAndRankOutsideNodesIsNamed) {
   EXPECT_NE(std::string(bad.status().message()).find("RANK"), std::string::npos);
 }
 
+TEST(FlagsTest, StandaloneContradictionsNameBothSources) {
+  ExpectError(Parse({"--standalone", "--nnodes", "2", "--no-python", "true"}),
+              "--standalone: runs one node, but --nnodes asks for 2 nodes");
+  ExpectError(Parse({"--standalone", "--nnodes", "1:4", "--no-python", "true"}),
+              "asks for up to 4 nodes");
+  ExpectError(Parse({"--standalone", "--no-python", "true"}, {{"PET_NNODES", "3"}}),
+              "but PET_NNODES asks for 3 nodes");
+  ExpectError(Parse({"--standalone", "--rdzv-endpoint", "h:29400", "--no-python", "true"}),
+              "--rdzv-endpoint names another: drop one of them");
+  EXPECT_TRUE(Parse({"--standalone", "--nnodes", "1", "--no-python", "true"}).ok());
+}
+
 }  // namespace
 }  // namespace muster

@@ -134,3 +134,13 @@ def test_pythonunbuffered_is_set_unless_the_user_set_it(user_value, worker_sees)
                     'echo "PYU=${PYTHONUNBUFFERED-unset}"'], env=agent_env(**extra))
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == [f"[default{i}]:PYU={worker_sees}" for i in "01"]
+
+
+def test_redirect_and_tee_files_get_the_raw_bytes(tmp_path):
+    script = "import sys\nsys.stdout.write('a\\rb\\r\\nc'); sys.stdout.flush()\n"
+    r = run_muster(["--nproc-per-node", "2", "--log-dir", tmp_path, "-r", "0:1", "-t", "1:1",
+                    *python_worker(script)], env=agent_env())
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["[default1]:a", "[default1]:b", "[default1]:c"]
+    logs = sorted(tmp_path.glob("*/attempt_0/*/stdout.log"))
+    assert [p.read_bytes() for p in logs] == [b"a\rb\r\nc"] * 2, logs

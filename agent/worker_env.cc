@@ -41,6 +41,10 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   // torchrun sets OMP_NUM_THREADS=1 in its own environment when unset and nproc
   // > 1.
   if (!env.count("OMP_NUM_THREADS") && p.local_world_size > 1) set("OMP_NUM_THREADS", "1");
+  // Output streams as the worker writes it: `-u` covers the interpreter muster adds, this a
+  // command that starts python itself (a Pod's `python train.py`) and its python children.
+  // The user's value, any value, wins.
+  if (!env.count("PYTHONUNBUFFERED")) set("PYTHONUNBUFFERED", "1");
   // Not set by torchrun; launchers users come from (DeepSpeed, Horovod,
   // seeds/004) do.
   num("NODE_RANK", p.group_rank);

@@ -48,6 +48,16 @@ TEST(WorkerEnvTest, OmpKeptWhenSetOrSingleWorker) {
   EXPECT_EQ(AsMap(BuildWorkerEnv({{"OMP_NUM_THREADS", "8"}}, c, two, {}))["OMP_NUM_THREADS"], "8");
 }
 
+TEST(WorkerEnvTest, PythonUnbufferedUnlessTheUserSetIt) {
+  Config c;
+  WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
+  EXPECT_EQ(AsMap(BuildWorkerEnv({}, c, p, {}))["PYTHONUNBUFFERED"], "1");
+  for (const char* user : {"0", ""}) {
+    auto env = AsMap(BuildWorkerEnv({{"PYTHONUNBUFFERED", user}}, c, p, {}));
+    EXPECT_EQ(env["PYTHONUNBUFFERED"], user);
+  }
+}
+
 TEST(WorkerEnvTest, Argv) {
   Config c;
   c.command = {"train.py", "--lr", "1"};

@@ -60,7 +60,8 @@ bool WorkerOutput::Pump(Stream& s, size_t max_reads) {
     ssize_t n = read(s.read_end.get(), buf, sizeof(buf));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errno == EAGAIN;  // EAGAIN: drained for now; anything else: give up on it
+      if (errno != EAGAIN) return false;  // a read error: give up on this stream
+      break;                              // drained for now
     }
     if (n == 0) return false;
     std::string_view data(buf, n);
@@ -79,20 +80,42 @@ bool WorkerOutput::Pump(Stream& s, size_t max_reads) {
     }
     if (s.console_source < 0) continue;
     std::string lines;
-    s.splitter.Feed(data, [&](std::string_view line) {
-      lines += prefix_;
-      lines += line;
-      lines += '\n';
-    });
-    if (!lines.empty() && !console_->Push(s.console_source, std::move(lines))) {
-      // Console queue full: stop reading this stream; the worker blocks in
-      // write().
-      s.paused = true;
-      loop_->Remove(s.read_end.get());
-      return true;
-    }
+    s.splitter.Feed(data, EventLoop::Now(), AppendTo(&lines));
+    if (!lines.empty()) Deliver(s, std::move(lines));
+    if (s.paused) break;
   }
+  ArmFlush(s);
   return true;
+}
+
+LineSplitter::Emit WorkerOutput::AppendTo(std::string* out) const {
+  return [this, out](std::string_view line) {
+    out->append(prefix_);
+    out->append(line);
+    out->push_back('\n');
+  };
+}
+
+void WorkerOutput::Deliver(Stream& s, std::string lines) {
+  if (console_->Push(s.console_source, std::move(lines)) || s.paused) return;
+  // Console queue full: stop reading this stream; the worker blocks in write().
+  s.paused = true;
+  loop_->Remove(s.read_end.get());
+}
+
+void WorkerOutput::ArmFlush(Stream& s) {
+  absl::Time deadline = s.splitter.flush_deadline();
+  if (s.flush_timer != 0 || deadline == absl::InfiniteFuture()) return;
+  s.flush_timer = loop_->AddTimer(deadline, [this, &s] { FlushPartial(s); });
+}
+
+void WorkerOutput::FlushPartial(Stream& s) {
+  s.flush_timer = 0;
+  std::string lines;
+  s.splitter.FlushDueAt(EventLoop::Now(), AppendTo(&lines));
+  if (!lines.empty()) Deliver(s, std::move(lines));
+  // A line completed since the timer was armed and a newer partial waits: its own deadline.
+  ArmFlush(s);
 }
 
 void WorkerOutput::ResumeIfRoom() {
@@ -111,13 +134,11 @@ void WorkerOutput::Close(Stream& s) {
   if (!s.open) return;
   s.open = false;
   loop_->Remove(s.read_end.get());
+  if (s.flush_timer != 0) loop_->CancelTimer(s.flush_timer);
+  s.flush_timer = 0;
   if (s.console_source >= 0) {
     std::string rest;
-    s.splitter.Finish([&](std::string_view line) {
-      rest += prefix_;
-      rest += line;
-      rest += '\n';
-    });
+    s.splitter.Finish(AppendTo(&rest));
     if (!rest.empty()) console_->Push(s.console_source, std::move(rest));
   }
   s.read_end.reset();

@@ -1,9 +1,10 @@
 // WorkerOutput: pumps one worker's stdout and stderr pipes into its per-rank
 // log files (raw bytes, as torchrun writes them) and, line by line with a
-// prefix such as
-// "[default0]:", into the ConsoleWriter. Registered with the agent's EventLoop;
-// reading pauses while the worker's console queue is full (see ConsoleWriter).
-// Not thread-safe: loop thread only.
+// prefix such as "[default0]:", into the ConsoleWriter (see LineSplitter for what a
+// line is). A partial line is shown after LineSplitter's delay by a timer on the loop,
+// so a prompt or a progress bar without a newline appears while the worker waits.
+// Registered with the agent's EventLoop; reading pauses while the worker's console
+// queue is full (see ConsoleWriter). Not thread-safe: loop thread only.
 #ifndef MUSTER_LAUNCH_WORKER_OUTPUT_H_
 #define MUSTER_LAUNCH_WORKER_OUTPUT_H_
 
@@ -51,12 +52,20 @@ class WorkerOutput {
     UniqueFd file;
     int console_source = -1;  // -1: not shown on the console
     LineSplitter splitter;
+    EventLoop::TimerId flush_timer = 0;  // 0: none armed
     bool paused = false, open = false;
   };
   WorkerOutput(EventLoop* loop, ConsoleWriter* console, std::string prefix)
       : loop_(loop), console_(console), prefix_(std::move(prefix)) {}
   // Returns false at EOF or on a read error.
   bool Pump(Stream& s, size_t max_reads);
+  // Queues `lines` for the console; stops reading `s` when its queue is full.
+  void Deliver(Stream& s, std::string lines);
+  // Arms the timer that shows `s`'s partial line, unless one is armed or none waits.
+  void ArmFlush(Stream& s);
+  void FlushPartial(Stream& s);
+  // An Emit that appends each line, prefixed and ending in '\n', to `out`.
+  LineSplitter::Emit AppendTo(std::string* out) const;
   void Close(Stream& s);
 
   EventLoop* loop_;

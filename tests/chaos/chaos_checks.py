@@ -136,84 +136,87 @@ def round_at(marks, t):
     return max(((mt, r) for mt, r in marks if mt <= t), default=(0, 1))[1]
 
 
-def check_accounting(chaos, final):
-    """Every kill the driver made is in the restart history (or the round it hit was already
-    ending), and every entry of the history is explained by a chaos event."""
-    history = final["history"] if final else []
-    for h in history:
-        h["t"] = wall(h["time"])
-    explained = set()
-    for k in chaos.kills:
-        inc, t = k["inc"], k["t"]
-        events = agent_events(inc)
-        pod = chaos.pods[k["pod"]].name
-        if k["kind"] == "worker":
-            code = 128 + k["sig"]
-            exits = [e for e in events if e["event"] == "worker_exited" and e["pid"] == k["inner"]]
-            what = f"{signal.Signals(k['sig']).name} of rank {k['rank']} on {inc.name} at " \
-                   f"{t - chaos.t0:.2f}s"
-            if not exits:
-                if inc.agent_dead_at is not None and inc.agent_dead_at < t + 2:
-                    k["how"] = "its agent died at the same time"
-                    continue
-                chaos.violate(f"{what}: the agent's event log has no exit of pid {k['inner']}")
-                continue
-            ex = exits[0]
-            ok_codes = {code} if ex["while"] == "running" else {code, 137, 143}
-            if ex["code"] not in ok_codes:
-                chaos.violate(f"{what}: the agent recorded exit {ex['code']} ({ex['while']}), "
-                              f"expected {code} (DESIGN §4.4: 128+N)")
-            # Pids repeat across a pod's incarnations: the node id tells them apart.
-            direct = [j for j, h in enumerate(history) if h.get("failure") and
-                      h["failure"]["node_id"] == node_id(inc) and
-                      h["failure"]["pid"] == k["inner"] and h["failure"]["code"] == code and
-                      h["t"] >= t - 0.5]
-            if direct:
-                j = direct[0]
-                explained.add(j)
-                k["how"] = f"history #{j}: round {history[j]['round']}, counted " \
-                           f"{history[j]['counted']}"
-                if not history[j]["counted"]:
-                    chaos.violate(f"{what}: restartable exit {code} did not consume the budget")
-                continue
-            if ex["while"] == "stopping":
-                k["how"] = "the agent was already stopping that round"
-                continue
-            started = [e["t"] for e in events if e["event"] == "worker_started" and
-                       e["pid"] == k["inner"]]
-            rnd = round_at(round_starts(inc, events), started[0] if started else t)
-            # The entry that ended the victim's round came first: the report was too late to
-            # count (the job ignores failures of a round it is already stopping).
-            ending = [j for j, h in enumerate(history) if h["round"] == rnd and
-                      h["t"] <= ex["t"] + 1.0]
-            if ending:
-                k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
-                continue
-            chaos.violate(f"{what}: exit {ex['code']} in round {rnd}, seen by the agent at "
-                          f"{ex['t'] - chaos.t0:.2f}s, is not in the restart history")
-        else:
-            what = f"SIGKILL of agent {inc.name} at {t - chaos.t0:.2f}s"
-            rnd = round_at(round_starts(inc, events), t)
-            named = [j for j, h in enumerate(history) if re.search(
-                rf"\bnode {pod} \(.*\) lost", h["reason"]) and h["round"] >= rnd and
-                t - 0.5 <= h["t"] <= t + 10]
-            if named:
-                explained.add(named[0])
-                k["how"] = f"history #{named[0]}: {history[named[0]]['reason'][:80]}"
-                continue
-            started = [e for e in events if e["event"] == "worker_started" and e["t"] <= t]
-            exited = {e["pid"] for e in events if e["event"] == "worker_exited" and e["t"] <= t}
-            running = [e for e in started if e["pid"] not in exited]
-            if not running:
-                k["how"] = "no workers ran on it"
-                continue
-            ending = [j for j, h in enumerate(history) if h["round"] == rnd and h["t"] <= t + 1.0]
-            if ending:
-                k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
-                continue
-            chaos.violate(f"{what}: its workers were running, but the history records no loss "
-                          f"of {pod}")
-    # The other direction: nothing restarted the job that the chaos did not cause.
+def account_worker_kill(chaos, k, history, explained):
+    """Finds the restart history entry a worker kill caused (adds it to `explained`), or the
+    reason it has none; a kill nothing accounts for is a violation."""
+    inc, t = k["inc"], k["t"]
+    events = agent_events(inc)
+    code = 128 + k["sig"]
+    exits = [e for e in events if e["event"] == "worker_exited" and e["pid"] == k["inner"]]
+    what = f"{signal.Signals(k['sig']).name} of rank {k['rank']} on {inc.name} at " \
+           f"{t - chaos.t0:.2f}s"
+    if not exits:
+        if inc.agent_dead_at is not None and inc.agent_dead_at < t + 2:
+            k["how"] = "its agent died at the same time"
+            return
+        chaos.violate(f"{what}: the agent's event log has no exit of pid {k['inner']}")
+        return
+    ex = exits[0]
+    ok_codes = {code} if ex["while"] == "running" else {code, 137, 143}
+    if ex["code"] not in ok_codes:
+        chaos.violate(f"{what}: the agent recorded exit {ex['code']} ({ex['while']}), "
+                      f"expected {code} (DESIGN §4.4: 128+N)")
+    # Pids repeat across a pod's incarnations: the node id tells them apart.
+    direct = [j for j, h in enumerate(history) if h.get("failure") and
+              h["failure"]["node_id"] == node_id(inc) and
+              h["failure"]["pid"] == k["inner"] and h["failure"]["code"] == code and
+              h["t"] >= t - 0.5]
+    if direct:
+        j = direct[0]
+        explained.add(j)
+        k["how"] = f"history #{j}: round {history[j]['round']}, counted " \
+                   f"{history[j]['counted']}"
+        if not history[j]["counted"]:
+            chaos.violate(f"{what}: restartable exit {code} did not consume the budget")
+        return
+    if ex["while"] == "stopping":
+        k["how"] = "the agent was already stopping that round"
+        return
+    started = [e["t"] for e in events if e["event"] == "worker_started" and
+               e["pid"] == k["inner"]]
+    rnd = round_at(round_starts(inc, events), started[0] if started else t)
+    # The entry that ended the victim's round came first: the report was too late to
+    # count (the job ignores failures of a round it is already stopping).
+    ending = [j for j, h in enumerate(history) if h["round"] == rnd and
+              h["t"] <= ex["t"] + 1.0]
+    if ending:
+        k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
+        return
+    chaos.violate(f"{what}: exit {ex['code']} in round {rnd}, seen by the agent at "
+                  f"{ex['t'] - chaos.t0:.2f}s, is not in the restart history")
+
+
+def account_agent_kill(chaos, k, history, explained):
+    """Finds the history entry that records the SIGKILLed agent's node as lost (adds it to
+    `explained`), or the reason it has none; a kill nothing accounts for is a violation."""
+    inc, t = k["inc"], k["t"]
+    events = agent_events(inc)
+    pod = chaos.pods[k["pod"]].name
+    what = f"SIGKILL of agent {inc.name} at {t - chaos.t0:.2f}s"
+    rnd = round_at(round_starts(inc, events), t)
+    named = [j for j, h in enumerate(history) if re.search(
+        rf"\bnode {pod} \(.*\) lost", h["reason"]) and h["round"] >= rnd and
+        t - 0.5 <= h["t"] <= t + 10]
+    if named:
+        explained.add(named[0])
+        k["how"] = f"history #{named[0]}: {history[named[0]]['reason'][:80]}"
+        return
+    started = [e for e in events if e["event"] == "worker_started" and e["t"] <= t]
+    exited = {e["pid"] for e in events if e["event"] == "worker_exited" and e["t"] <= t}
+    running = [e for e in started if e["pid"] not in exited]
+    if not running:
+        k["how"] = "no workers ran on it"
+        return
+    ending = [j for j, h in enumerate(history) if h["round"] == rnd and h["t"] <= t + 1.0]
+    if ending:
+        k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
+        return
+    chaos.violate(f"{what}: its workers were running, but the history records no loss "
+                  f"of {pod}")
+
+
+def check_history_explained(chaos, history, explained):
+    """The other direction: nothing restarted the job that the chaos did not cause."""
     for j, h in enumerate(history):
         if j in explained or (chaos.job_over and j == len(history) - 1):
             continue  # the entry that ended the job early is judged by check_early_end
@@ -237,6 +240,21 @@ def check_accounting(chaos, final):
                 chaos.violate(f"history #{j}: {pod} was lost with no chaos event on it: {reason}")
         else:
             chaos.violate(f"history #{j}: unexplained entry: {reason}")
+
+
+def check_accounting(chaos, final):
+    """Every kill the driver made is in the restart history (or the round it hit was already
+    ending), and every entry of the history is explained by a chaos event."""
+    history = final["history"] if final else []
+    for h in history:
+        h["t"] = wall(h["time"])
+    explained = set()
+    for k in chaos.kills:
+        if k["kind"] == "worker":
+            account_worker_kill(chaos, k, history, explained)
+        else:
+            account_agent_kill(chaos, k, history, explained)
+    check_history_explained(chaos, history, explained)
     return history
 
 

@@ -129,7 +129,7 @@ def fit(xs, ys):
     return b, my - b * mx
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ms", default="1,4,16,64,256,1024,4096")
     ap.add_argument("--runs", type=int, default=3, help="runs per M (median by round time)")
@@ -156,91 +156,112 @@ def main():
             sys.exit(H2_REFUSAL)
         if not os.path.exists(RDZV_H2LOAD):
             sys.exit(f"{RDZV_H2LOAD} missing: cmake --build <build> --target rdzv_h2load")
+    return a
+
+
+def round_row(a, m, pts, board):
+    """Measures --runs rounds of M agents; returns the table row, adds to pts and board."""
+    runs = a.runs
+
+    def measure():
+        return [run(m, client=a.client) for _ in range(runs)]
+    outs, dist = c.quiet_measure(measure, f"M={m}")
+    ok = sorted((o for o in outs if o.get("round_ms")), key=lambda o: o["round_ms"])
+    if not ok:
+        return [m, "error: " + str(outs[-1].get("errors") or outs[-1].get("error")),
+                "", "", "", "", "", "", "", ""]
+    o = ok[len(ok) // 2]
+    pts.append((m, o["round_ms"]))
+    pl = m * PL_US_PER_AGENT / 1e3
+    if m in (1024, 4096):
+        board.append(c.board_row(
+            f"B2 rendezvous round, M={m}", f"<= 2x PL = {2 * pl:.0f} ms",
+            f"median {o['round_ms']:.2f} ms of {len(ok)} runs (range "
+            f"{ok[0]['round_ms']:.2f}-{ok[-1]['round_ms']:.2f}), {o['round_ms'] / pl:.1f}x PL",
+            "- (torch's rendezvous: row B2 baseline)", c.verdict(o["round_ms"] <= 2 * pl)))
+    return [m, f"{o['round_ms']:.2f}", f"{min(x['round_ms'] for x in ok):.2f}-"
+            f"{max(x['round_ms'] for x in ok):.2f}", f"{pl:.2f}",
+            f"{o['round_ms'] / pl:.1f}x" if pl else "-",
+            f"{o['server_cpu_s'] * 1e3:.0f}",
+            f"{o['server_cpu_round_s'] * 1e3:.0f}" if "server_cpu_round_s" in o else "-",
+            f"{o['client_cpu_round_s'] * 1e3:.0f}",
+            f"{o['server_hwm_mb']:.1f}",
+            f"{o['connect_ms']:.0f} ms; {len(ok)}/{len(outs)} runs" +
+            (" *" if dist else "")]
+
+
+def round_note(pts, board):
+    """The round table's note: the least-squares fit over M >= 16 (its board row too)."""
+    note = ("Median of the runs. * = a foreign build ran. PL = M x 40 us "
+            "(perf.md B2). Server CPU (whole run): connect + round + leave (+ heartbeat window); "
+            "server CPU (round): between the compiled clients' join markers (first Join written, "
+            "last RoundStarted read); client CPU: the round only.")
+    if len(pts) < 3:
+        return note
+    big = [(x, y) for x, y in pts if x >= 16]
+    b, k = fit([x for x, _ in big], [y for _, y in big])
+    lin = "; ".join(f"M={x}: fit {k + b * x:.1f} vs {y:.1f} ms" for x, y in big)
+    note += (f"\n\nLeast-squares fit over M >= 16: round_ms = {k:.2f} + {b * 1e3:.1f} us x M "
+             f"(PL slope 40 us). Residuals: {lin}.")
+    if len(big) >= 3:
+        (x1, y1), (x2, y2) = big[-2], big[-1]
+        last, first = (y2 - y1) / (x2 - x1) * 1e3, big[0][1] / big[0][0] * 1e3
+        note += (f" Per-agent cost between the last two M: "
+                 f"{last:.1f} us (vs {first:.1f}"
+                 f" us/agent at M={big[0][0]}): growth > 1.5x would flag a superlinear term.")
+        board.append(c.board_row(
+            "B2 rendezvous, linear fit (M >= 16)",
+            "linear: no superlinear term (PL slope 40 us/agent)",
+            f"round_ms = {k:.1f} + {b * 1e3:.1f} us x M; {x1} -> {x2}: {last:.0f} us per "
+            f"agent (M={big[0][0]}: {first:.0f} us/agent)", "-",
+            c.verdict(last <= 1.5 * first)))
+    return note
+
+
+def heartbeat_table(a, board):
+    """The heartbeat window: --hb-agents joined agents for --hb-secs."""
+    def measure_hb():
+        return run(a.hb_agents, a.hb_secs, a.client, a.hb_mode, a.keepalive_ms)
+    o, dist = c.quiet_measure(measure_hb, "heartbeat")
+    if "cpu1" not in o:
+        print(f"# heartbeat run failed: {o}")
+        return
+    secs = o["t1"] - o["t0"]
+    cpu = o["cpu1"] - o["cpu0"]
+    what = ("heartbeating every 1 s" if a.hb_mode == "app" else "joined, no messages")
+    if a.keepalive_ms:
+        what += f", HTTP/2 keepalive ping every {a.keepalive_ms} ms"
+    c.table(f"B2 server cost, {a.hb_agents} joined agents {what}",
+            ["agents", "window s", "server CPU % of a core", "CPU us per heartbeat",
+             "server RSS MB (idle before join)", "RSS MB with agents", "RSS KB / agent",
+             f"client CPU % ({a.client})", "leave ms"],
+            [[a.hb_agents, f"{secs:.1f}", f"{cpu / secs * 100:.2f}",
+              f"{cpu / (secs * a.hb_agents) * 1e6:.1f}", f"{o['server_rss0_mb']:.1f}",
+              f"{o['rss1']:.1f}",
+              f"{(o['rss1'] - o['server_rss0_mb']) * 1024 / a.hb_agents:.1f}",
+              f"{o.get('client_cpu_hb_s', 0) / secs * 100:.1f}" + (" *" if dist else ""),
+              f"{o['leave_ms']:.1f}" if o.get("leave_ms") is not None else "-"]],
+            note="perf.md B9/B6 goals: heartbeat traffic for 4096 agents at 1 Hz < 1 % of "
+                 "a core; <= 30 KB per agent.")
+    board.append(liveness_row(a, cpu / secs * 100,
+                              (o["rss1"] - o["server_rss0_mb"]) * 1024 / a.hb_agents))
+
+
+def main():
+    a = parse_args()
     sb.bound_quiet_wait(a.max_wait)
     c.print_header(f"B2 rendezvous round time vs M agents (gRPC server, {a.client} agents)")
     c.check_binaries()
     rows, pts, board = [], [], []
     for m in [int(x) for x in a.ms.split(",")]:
-        runs = a.runs
-
-        def measure():
-            return [run(m, client=a.client) for _ in range(runs)]
-        outs, dist = c.quiet_measure(measure, f"M={m}")
-        ok = sorted((o for o in outs if o.get("round_ms")), key=lambda o: o["round_ms"])
-        if not ok:
-            rows.append([m, "error: " + str(outs[-1].get("errors") or outs[-1].get("error")),
-                         "", "", "", "", "", "", "", ""])
-            continue
-        o = ok[len(ok) // 2]
-        pts.append((m, o["round_ms"]))
-        pl = m * PL_US_PER_AGENT / 1e3
-        if m in (1024, 4096):
-            board.append(c.board_row(
-                f"B2 rendezvous round, M={m}", f"<= 2x PL = {2 * pl:.0f} ms",
-                f"median {o['round_ms']:.2f} ms of {len(ok)} runs (range "
-                f"{ok[0]['round_ms']:.2f}-{ok[-1]['round_ms']:.2f}), {o['round_ms'] / pl:.1f}x PL",
-                "- (torch's rendezvous: row B2 baseline)", c.verdict(o["round_ms"] <= 2 * pl)))
-        rows.append([m, f"{o['round_ms']:.2f}", f"{min(x['round_ms'] for x in ok):.2f}-"
-                     f"{max(x['round_ms'] for x in ok):.2f}", f"{pl:.2f}",
-                     f"{o['round_ms'] / pl:.1f}x" if pl else "-",
-                     f"{o['server_cpu_s'] * 1e3:.0f}",
-                     f"{o['server_cpu_round_s'] * 1e3:.0f}" if "server_cpu_round_s" in o else "-",
-                     f"{o['client_cpu_round_s'] * 1e3:.0f}",
-                     f"{o['server_hwm_mb']:.1f}",
-                     f"{o['connect_ms']:.0f} ms; {len(ok)}/{len(outs)} runs" +
-                     (" *" if dist else "")])
-    note = ("Median of the runs. * = a foreign build ran. PL = M x 40 us "
-            "(perf.md B2). Server CPU (whole run): connect + round + leave (+ heartbeat window); "
-            "server CPU (round): between the compiled clients' join markers (first Join written, "
-            "last RoundStarted read); client CPU: the round only.")
-    if len(pts) >= 3:
-        big = [(x, y) for x, y in pts if x >= 16]
-        b, k = fit([x for x, _ in big], [y for _, y in big])
-        lin = "; ".join(f"M={x}: fit {k + b * x:.1f} vs {y:.1f} ms" for x, y in big)
-        note += (f"\n\nLeast-squares fit over M >= 16: round_ms = {k:.2f} + {b * 1e3:.1f} us x M "
-                 f"(PL slope 40 us). Residuals: {lin}.")
-        if len(big) >= 3:
-            (x1, y1), (x2, y2) = big[-2], big[-1]
-            last, first = (y2 - y1) / (x2 - x1) * 1e3, big[0][1] / big[0][0] * 1e3
-            note += (f" Per-agent cost between the last two M: "
-                     f"{last:.1f} us (vs {first:.1f}"
-                     f" us/agent at M={big[0][0]}): growth > 1.5x would flag a superlinear term.")
-            board.append(c.board_row(
-                "B2 rendezvous, linear fit (M >= 16)",
-                "linear: no superlinear term (PL slope 40 us/agent)",
-                f"round_ms = {k:.1f} + {b * 1e3:.1f} us x M; {x1} -> {x2}: {last:.0f} us per "
-                f"agent (M={big[0][0]}: {first:.0f} us/agent)", "-",
-                c.verdict(last <= 1.5 * first)))
+        rows.append(round_row(a, m, pts, board))
+    note = round_note(pts, board)
     c.table("B2 rendezvous round (first Join -> last RoundStarted)",
             ["M", "round ms", "range", "PL ms", "round / PL", "server CPU ms (whole run)",
              "server CPU ms (round)", "client CPU ms (round)", "server peak RSS MB",
              "connect (untimed) / runs"], rows, note=note)
     if a.hb_agents:
-        def measure_hb():
-            return run(a.hb_agents, a.hb_secs, a.client, a.hb_mode, a.keepalive_ms)
-        o, dist = c.quiet_measure(measure_hb, "heartbeat")
-        if "cpu1" in o:
-            secs = o["t1"] - o["t0"]
-            cpu = o["cpu1"] - o["cpu0"]
-            what = ("heartbeating every 1 s" if a.hb_mode == "app" else "joined, no messages")
-            if a.keepalive_ms:
-                what += f", HTTP/2 keepalive ping every {a.keepalive_ms} ms"
-            c.table(f"B2 server cost, {a.hb_agents} joined agents {what}",
-                    ["agents", "window s", "server CPU % of a core", "CPU us per heartbeat",
-                     "server RSS MB (idle before join)", "RSS MB with agents", "RSS KB / agent",
-                     f"client CPU % ({a.client})", "leave ms"],
-                    [[a.hb_agents, f"{secs:.1f}", f"{cpu / secs * 100:.2f}",
-                      f"{cpu / (secs * a.hb_agents) * 1e6:.1f}", f"{o['server_rss0_mb']:.1f}",
-                      f"{o['rss1']:.1f}",
-                      f"{(o['rss1'] - o['server_rss0_mb']) * 1024 / a.hb_agents:.1f}",
-                      f"{o.get('client_cpu_hb_s', 0) / secs * 100:.1f}" + (" *" if dist else ""),
-                      f"{o['leave_ms']:.1f}" if o.get("leave_ms") is not None else "-"]],
-                    note="perf.md B9/B6 goals: heartbeat traffic for 4096 agents at 1 Hz < 1 % of "
-                         "a core; <= 30 KB per agent.")
-            board.append(liveness_row(a, cpu / secs * 100,
-                                      (o["rss1"] - o["server_rss0_mb"]) * 1024 / a.hb_agents))
-        else:
-            print(f"# heartbeat run failed: {o}")
+        heartbeat_table(a, board)
     c.write_summary(a.summary_json, board)
 
 

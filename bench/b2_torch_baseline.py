@@ -98,7 +98,7 @@ def summarize(d, m, cap):
     return d
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ms", default="1,4,16,64,256,1024")
     ap.add_argument("--procs", type=int, default=4,
@@ -110,8 +110,11 @@ def main():
                     help="seconds to wait for an idle machine per cell")
     ap.add_argument("--torch", default="1,2", help="which torch versions: 1 (1.13), 2 (2.x)")
     c.add_summary_arg(ap)
-    a = ap.parse_args()
-    c.print_header("B2 baseline: torch DynamicRendezvousHandler x M over one TCPStore")
+    return ap.parse_args()
+
+
+def torch_versions(a):
+    """[(row name, python, libuv store?)] for the versions --torch asks for and the box has."""
     versions = []
     if "1" in a.torch.split(","):
         v = c._importable(c.TORCH_PYTHON, "torch")
@@ -125,55 +128,74 @@ def main():
             versions.append((f"torch {c._importable(t2, 'torch')} (libuv store)", t2, True))
         else:
             print("# WARNING: no torch 2.x python (TORCH2_PYTHON): 2.x rows left out")
+    return versions
+
+
+def measure_cell(a, name, py, libuv, m):
+    """Up to --runs rounds of M handlers; returns (outs, busy before, foreign build mark)."""
+    busy = c.wait_quiet(max_wait=a.max_wait)
+    foreign = c.foreign_build_running()
+    outs = []
+    for i in range(a.runs):
+        t = time.monotonic()
+        outs.append(run_cell(py, libuv, m, a.procs, a.cap, f"b2t{m}r{i}"))
+        o = outs[-1]
+        print(f"# {name} M={m} run {i}: " + json.dumps(
+            {k: v for k, v in o.items() if k != "errors"} | {"errors": o.get(
+                "errors", [])[:2]}), flush=True)
+        if "error" in o or o["errors"] or o["capped"] or time.monotonic() - t > 20:
+            break
+    foreign = foreign or c.foreign_build_running()
+    return outs, busy, " *" if foreign else ""
+
+
+def cell_row(a, label, m, outs, busy):
+    """(table row, scoreboard figure, whether larger M are skipped) of one cell's runs."""
+    o = outs[-1]
+    if "error" in o or o["errors"]:
+        err = o.get("error") or f"{len(o['errors'])} agents failed: {o['errors'][0]}"
+        return [label, m, err] + [""] * 9 + [f"{busy:.0%}"], f"M={m} failed", True
+    if o["capped"]:
+        return ([label, m, f"> {a.cap:.0f} s ({o['done']}/{m} returned)",
+                 "", "", "", "", "", f"{o['server_cpu_s']:.2f}",
+                 f"{o['client_cpu_s']:.2f}", f"{o['server_hwm_mb']:.0f}", "",
+                 f"{busy:.0%}"], f"M={m} > {a.cap:.0f} s", True)
+    outs.sort(key=lambda x: x["round_s"])
+    o = outs[len(outs) // 2]
+    rng = f"{outs[0]['round_s']:.2f}-{outs[-1]['round_s']:.2f}"
+    by = ", ".join(f"{k} {v:.1f}" for k, v in o["ops_by"].items())
+    figure = f"M={m} {o['round_s']:.2f} s ({o['ops_mean']:.1f} store ops/agent)"
+    return ([label, m, f"{o['round_s']:.2f}", rng, len(outs),
+             f"{o['ops_mean']:.1f} / {o['ops_max']}", by,
+             f"{o['cas_failed_mean']:.2f}", f"{o['kb_mean']:.1f}",
+             f"{o['server_cpu_s']:.2f}", f"{o['client_cpu_s']:.2f}",
+             f"{o['server_hwm_mb']:.0f}" + ("" if o["ranks_ok"] else " RANKS WRONG"),
+             f"{busy:.0%}"], figure, False)
+
+
+def run_version(a, name, py, libuv, rows, figures):
+    """Every M of one torch version; a cell that fails or hits the cap skips larger M."""
+    capped_at = None
+    for m in [int(x) for x in a.ms.split(",")]:
+        if capped_at:
+            rows.append([name, m, f"skipped: M={capped_at} already hit the cap"] + [""] * 10)
+            continue
+        outs, busy, mark = measure_cell(a, name, py, libuv, m)
+        row, figure, capped = cell_row(a, name + mark, m, outs, busy)
+        rows.append(row)
+        figures.setdefault(name, []).append(figure)
+        if capped:
+            capped_at = m
+
+
+def main():
+    a = parse_args()
+    c.print_header("B2 baseline: torch DynamicRendezvousHandler x M over one TCPStore")
+    versions = torch_versions(a)
     rows = []
     figures = {}  # torch name -> ["M=256 1.23 s (n store ops/agent)", ...] for the scoreboard
     for name, py, libuv in versions:
-        capped_at = None
-        for m in [int(x) for x in a.ms.split(",")]:
-            if capped_at:
-                rows.append([name, m, f"skipped: M={capped_at} already hit the cap"] + [""] * 10)
-                continue
-            busy = c.wait_quiet(max_wait=a.max_wait)
-            foreign = c.foreign_build_running()
-            outs = []
-            for i in range(a.runs):
-                t = time.monotonic()
-                outs.append(run_cell(py, libuv, m, a.procs, a.cap, f"b2t{m}r{i}"))
-                o = outs[-1]
-                print(f"# {name} M={m} run {i}: " + json.dumps(
-                    {k: v for k, v in o.items() if k != "errors"} | {"errors": o.get(
-                        "errors", [])[:2]}), flush=True)
-                if "error" in o or o["errors"] or o["capped"] or time.monotonic() - t > 20:
-                    break
-            foreign = foreign or c.foreign_build_running()
-            mark = " *" if foreign else ""
-            o = outs[-1]
-            if "error" in o or o["errors"]:
-                err = o.get("error") or f"{len(o['errors'])} agents failed: {o['errors'][0]}"
-                rows.append([name + mark, m, err] + [""] * 9 + [f"{busy:.0%}"])
-                figures.setdefault(name, []).append(f"M={m} failed")
-                capped_at = m
-                continue
-            if o["capped"]:
-                rows.append([name + mark, m, f"> {a.cap:.0f} s ({o['done']}/{m} returned)",
-                             "", "", "", "", "", f"{o['server_cpu_s']:.2f}",
-                             f"{o['client_cpu_s']:.2f}", f"{o['server_hwm_mb']:.0f}", "",
-                             f"{busy:.0%}"])
-                figures.setdefault(name, []).append(f"M={m} > {a.cap:.0f} s")
-                capped_at = m
-                continue
-            outs.sort(key=lambda x: x["round_s"])
-            o = outs[len(outs) // 2]
-            rng = f"{outs[0]['round_s']:.2f}-{outs[-1]['round_s']:.2f}"
-            by = ", ".join(f"{k} {v:.1f}" for k, v in o["ops_by"].items())
-            figures.setdefault(name, []).append(
-                f"M={m} {o['round_s']:.2f} s ({o['ops_mean']:.1f} store ops/agent)")
-            rows.append([name + mark, m, f"{o['round_s']:.2f}", rng, len(outs),
-                         f"{o['ops_mean']:.1f} / {o['ops_max']}", by,
-                         f"{o['cas_failed_mean']:.2f}", f"{o['kb_mean']:.1f}",
-                         f"{o['server_cpu_s']:.2f}", f"{o['client_cpu_s']:.2f}",
-                         f"{o['server_hwm_mb']:.0f}" + ("" if o["ranks_ok"] else " RANKS WRONG"),
-                         f"{busy:.0%}"])
+        run_version(a, name, py, libuv, rows, figures)
     c.table(f"B2 baseline: torch DynamicRendezvousHandler x M (threads in {a.procs} processes), "
             "first next_rendezvous() -> last return",
             ["torch", "M", "round s (median)", "range s", "runs", "store ops/agent mean / max",

@@ -34,7 +34,7 @@ def run_load(port, proto, clients, ops, sizes, warm, meas, pinned):
     return out
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", default="1,16,256,1024")
     ap.add_argument("--sizes", default="16,4096")
@@ -43,11 +43,14 @@ def main():
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
     c.add_summary_arg(ap)
-    a = ap.parse_args()
-    sb.bound_quiet_wait(a.max_wait)
-    c.print_header("B3 store op latency / throughput")
-    targets = sb.servers()
-    clients = [int(x) for x in a.clients.split(",")]
+    return ap.parse_args()
+
+
+def measure_all(a, targets, clients):
+    """Every server at every C (default scheduling) and at C=1 pinned.
+
+    Returns (res, dist): res[(name, proto, pinned, C)] = {(op, size): d}; dist[(name, proto,
+    pinned)] = whether a foreign build disturbed that server's measurement."""
     res = {}  # (name, proto, pinned, C) -> {(op,size): d}
     dist = {}
     for pinned in (False, True):
@@ -67,9 +70,11 @@ def main():
             for C, v in r.items():
                 res[(name, proto, pinned, C)] = v
                 dist[(name, proto, pinned)] = d
-    echo = {p: res.get(("raw echo", "echo", p, 1), {}).get(("echo", 0)) for p in (False, True)}
+    return res, dist
 
-    # single-client latency
+
+def latency_table(res, targets, dist, echo):
+    """Single-client round-trip latency of every server and op, against the raw echo's."""
     rows = []
     for name, proto, _ in targets:
         if proto == "echo":
@@ -96,7 +101,26 @@ def main():
             "samples", "p50 us", "p99 us", "k ops/s", "p50 / echo p50", "target"], rows,
             note="* = a foreign build ran during the measurement. set = SET+CHECK, get = raw GET.")
 
-    # throughput vs C, muster vs torch per protocol
+
+def throughput_targets(res, proto, C, key, o, r):
+    """The target column of one throughput row: muster's op `key` at C clients."""
+    tgt = []
+    if proto == "legacy" and r == r:
+        tgt.append(">=2x 1.13: " + ("MET" if r >= 2 else "MISSED"))
+    if proto == "modern" and r == r:
+        tgt.append(">=1x 2.x: " + ("MET" if r >= 1 else "MISSED"))
+    if C == 256 and key[0] in ("add", "wait", "get") and key[1] in (0, 16):
+        tgt.append(">=110k: " + ("MET" if o["ops_per_s"] >= 110e3 else "MISSED"))
+    if C == 1024 and ("muster", proto, False, 256) in res:
+        o256 = res[("muster", proto, False, 256)].get(key)
+        if o256:
+            drop = o["ops_per_s"] / o256["ops_per_s"]
+            tgt.append(f"1024/256 {drop:.2f}" + ("" if drop >= 0.95 else " DROP"))
+    return "; ".join(tgt)
+
+
+def throughput_table(a, res, targets, clients, dist):
+    """Throughput vs C, muster vs torch per protocol (default scheduling)."""
     rows = []
     for proto in ("legacy", "modern"):
         torch_name = next((n for n, p, _ in targets if p == proto and n != "muster"), None)
@@ -106,25 +130,14 @@ def main():
             for key in sorted(ours):
                 o, t = ours[key], theirs.get(key)
                 r = o["ops_per_s"] / t["ops_per_s"] if t and t["ops_per_s"] else float("nan")
-                tgt = []
-                if proto == "legacy" and r == r:
-                    tgt.append(">=2x 1.13: " + ("MET" if r >= 2 else "MISSED"))
-                if proto == "modern" and r == r:
-                    tgt.append(">=1x 2.x: " + ("MET" if r >= 1 else "MISSED"))
-                if C == 256 and key[0] in ("add", "wait", "get") and key[1] in (0, 16):
-                    tgt.append(">=110k: " + ("MET" if o["ops_per_s"] >= 110e3 else "MISSED"))
-                if C == 1024 and ("muster", proto, False, 256) in res:
-                    o256 = res[("muster", proto, False, 256)].get(key)
-                    if o256:
-                        drop = o["ops_per_s"] / o256["ops_per_s"]
-                        tgt.append(f"1024/256 {drop:.2f}" + ("" if drop >= 0.95 else " DROP"))
                 rows.append([proto, C, f"{key[0]} {key[1] or ''}".strip(),
                              f"{t['ops_per_s'] / 1e3:.1f}" if t else "-",
                              f"{t['p50_us']:.0f} / {t['p99_us']:.0f}" if t else "-",
                              f"{o['ops_per_s'] / 1e3:.1f}",
                              f"{o['p50_us']:.0f} / {o['p99_us']:.0f}",
-                             f"{r:.2f}x" if r == r else "-", "; ".join(tgt)])
-        e = {C: res.get(("raw echo", "echo", False, C), {}).get(("echo", 0)) for C in clients}
+                             f"{r:.2f}x" if r == r else "-",
+                             throughput_targets(res, proto, C, key, o, r)])
+    e = {C: res.get(("raw echo", "echo", False, C), {}).get(("echo", 0)) for C in clients}
     erow = ", ".join(f"C={C}: {e[C]['ops_per_s'] / 1e3:.1f} k/s" for C in clients if e.get(C))
     c.table("B3 throughput, closed loop, default scheduling",
             ["proto", "C", "op", "torch k ops/s", "torch p50/p99 us", "muster k ops/s",
@@ -133,6 +146,18 @@ def main():
                  f"{a.measure:.1f} s per cell after {a.warmup:.1f} s warm-up; "
                  "disturbed targets: " + (", ".join(f"{n} {p}" for (n, p, pin), d in dist.items()
                                                    if d and not pin) or "none"))
+
+
+def main():
+    a = parse_args()
+    sb.bound_quiet_wait(a.max_wait)
+    c.print_header("B3 store op latency / throughput")
+    targets = sb.servers()
+    clients = [int(x) for x in a.clients.split(",")]
+    res, dist = measure_all(a, targets, clients)
+    echo = {p: res.get(("raw echo", "echo", p, 1), {}).get(("echo", 0)) for p in (False, True)}
+    latency_table(res, targets, dist, echo)
+    throughput_table(a, res, targets, clients, dist)
     c.write_summary(a.summary_json, board_rows(res, targets, echo))
 
 

@@ -64,7 +64,7 @@ def one(argv, proto, n, rounds, tag, timeout, procs):
         srv.stop()
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ns", default="64,256,1024,4096")
     ap.add_argument("--rounds", type=int, default=10)
@@ -77,8 +77,11 @@ def main():
     ap.add_argument("--max-wait", type=float, default=30,
                     help="seconds to wait for an idle machine per configuration")
     c.add_summary_arg(ap)
-    a = ap.parse_args()
-    sb.bound_quiet_wait(a.max_wait)
+    return ap.parse_args()
+
+
+def record_busy():
+    """Makes c.wait_quiet append each result (how busy the box was) to the returned list."""
     busy = []
     waited = c.wait_quiet
 
@@ -86,6 +89,52 @@ def main():
         busy.append(waited(*args, **kw))
         return busy[-1]
     c.wait_quiet = wait_quiet_recorded
+    return busy
+
+
+def storm_row(a, name, proto, argv, n, busy, medians):
+    """Measures one (server, N); returns (table row, whether larger N are skipped)."""
+    def measure():
+        out = []
+        for i in range(a.runs):
+            t = time.monotonic()
+            out.append(one(argv, proto, n, a.rounds, f"{proto}{n}r{i}", a.timeout,
+                           min(a.procs, n)))
+            if time.monotonic() - t > 30 or "error" in out[-1]:
+                break  # too slow (or broken) to repeat
+        return out
+    outs, dist = c.quiet_measure(measure, f"{name} {proto} N={n}")
+    ok = [o for o in outs if "error" not in o]
+    if not ok:
+        medians[(name, proto, n)] = outs[-1]
+        return [proto, name, n, outs[-1]["error"], "", "", "", "", "", "", "",
+                f"{busy[-1]:.0%}", ""], True
+    ok.sort(key=lambda o: o["connect_ms"] + sum(o["round_ms"]))
+    o = medians[(name, proto, n)] = ok[len(ok) // 2]
+    rm = o["round_ms"]
+    mean_round = sum(rm) / len(rm)
+    pl_conn = n / PL_CONN_S * 1e3
+    pl_round = n * PL_ROUND_US / 1e3
+    tgt = ""
+    if name == "muster":
+        okc = o["connect_ms"] <= 2 * pl_conn
+        okr = mean_round <= 2 * pl_round
+        tgt = (f"connect {'MET' if okc else 'MISSED'}, round {'MET' if okr else 'MISSED'}"
+               f", resets {'MET' if o['resets'] == 0 else 'MISSED'}")
+    row = [proto, name + (" *" if dist else ""), n,
+           f"{o['connect_ms']:.1f} (PL {pl_conn:.1f})",
+           f"{o.get('established_ms', float('nan')):.1f}",
+           f"{mean_round:.2f} (PL {pl_round:.1f})",
+           f"{min(rm):.2f} / {max(rm):.2f}", o["resets"], o["overflows"],
+           f"{o['server_cpu_s']:.2f}", f"{o['server_hwm_mb']:.1f}",
+           f"{busy[-1]:.0%}", f"{len(ok)} run(s); " + tgt]
+    return row, sum(rm) / 1e3 + o["connect_ms"] / 1e3 > 30
+
+
+def main():
+    a = parse_args()
+    sb.bound_quiet_wait(a.max_wait)
+    busy = record_busy()
     c.print_header("B4 connection storm + store-based barrier")
     targets = [t for t in sb.servers() if t[1] != "echo" and
                (not a.servers or any(x in t[0] for x in a.servers.split(",")))]
@@ -98,44 +147,9 @@ def main():
                 rows.append([proto, name, n, "skipped: a smaller N already took > 30 s", "", "",
                              "", "", "", "", "", "", ""])
                 continue
-
-            def measure():
-                out = []
-                for i in range(a.runs):
-                    t = time.monotonic()
-                    out.append(one(argv, proto, n, a.rounds, f"{proto}{n}r{i}", a.timeout,
-                                   min(a.procs, n)))
-                    if time.monotonic() - t > 30 or "error" in out[-1]:
-                        break  # too slow (or broken) to repeat
-                return out
-            outs, dist = c.quiet_measure(measure, f"{name} {proto} N={n}")
-            ok = [o for o in outs if "error" not in o]
-            if not ok:
-                medians[(name, proto, n)] = outs[-1]
-                rows.append([proto, name, n, outs[-1]["error"], "", "", "", "", "", "", "",
-                             f"{busy[-1]:.0%}", ""])
-                skip.add((name, proto))
-                continue
-            ok.sort(key=lambda o: o["connect_ms"] + sum(o["round_ms"]))
-            o = medians[(name, proto, n)] = ok[len(ok) // 2]
-            rm = o["round_ms"]
-            mean_round = sum(rm) / len(rm)
-            pl_conn = n / PL_CONN_S * 1e3
-            pl_round = n * PL_ROUND_US / 1e3
-            tgt = ""
-            if name == "muster":
-                okc = o["connect_ms"] <= 2 * pl_conn
-                okr = mean_round <= 2 * pl_round
-                tgt = (f"connect {'MET' if okc else 'MISSED'}, round {'MET' if okr else 'MISSED'}"
-                       f", resets {'MET' if o['resets'] == 0 else 'MISSED'}")
-            rows.append([proto, name + (" *" if dist else ""), n,
-                         f"{o['connect_ms']:.1f} (PL {pl_conn:.1f})",
-                         f"{o.get('established_ms', float('nan')):.1f}",
-                         f"{mean_round:.2f} (PL {pl_round:.1f})",
-                         f"{min(rm):.2f} / {max(rm):.2f}", o["resets"], o["overflows"],
-                         f"{o['server_cpu_s']:.2f}", f"{o['server_hwm_mb']:.1f}",
-                         f"{busy[-1]:.0%}", f"{len(ok)} run(s); " + tgt])
-            if sum(rm) / 1e3 + o["connect_ms"] / 1e3 > 30:
+            row, too_slow = storm_row(a, name, proto, argv, n, busy, medians)
+            rows.append(row)
+            if too_slow:
                 skip.add((name, proto))
     c.table(f"B4 connection storm + barrier ({a.procs} epoll client processes, default "
             "scheduling)",

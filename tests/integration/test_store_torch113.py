@@ -34,6 +34,89 @@ def _stoll_ok(value):
     return re.match(r"^[ \t\n\v\f\r]*[+-]?[0-9]", value) is not None
 
 
+class ClientProgram:
+    """One client's op list, built from random steps, and the model of its private keys."""
+
+    def __init__(self, rng, c):
+        self.rng, self.c = rng, c
+        self.prefix = prefix = f"c{c}/"
+        self.keys = [f"{prefix}k{i}" for i in range(5)]
+        self.counters = [f"{prefix}n{i}" for i in range(3)]
+        self.model = {}  # the keys of this client that exist, with their values
+        self.ops = []
+        self.never = 0
+
+    def value(self):
+        rng = self.rng
+        return rng.choice(["", "x", "7", " -12", "12abc", "\u00e9t\u00e9",
+                           "v" * rng.randint(1, 3000), str(rng.randint(-99, 99))])
+
+    def random_op(self):
+        """Appends one random op (maybe none); False if the step is skipped altogether."""
+        rng, ops, model, keys, counters = self.rng, self.ops, self.model, self.keys, self.counters
+        kind = rng.choice(["set", "set", "get", "add", "add", "compare_set",
+                           "delete_key", "wait", "wait_timeout", "shared_add"])
+        if kind == "set":
+            k, v = rng.choice(keys), self.value()
+            ops.append(["set", k, v])
+            model[k] = v
+        elif kind == "get":
+            present = [k for k in keys + counters if k in model]
+            if present:
+                ops.append(["get", rng.choice(present)])
+        elif kind == "add":
+            k = rng.choice(counters + [k for k in keys if _stoll_ok(model.get(k, "0"))])
+            if k in model and not _stoll_ok(model[k]):
+                return False
+            delta = rng.choice([1, -1, 0, 5, 10**12, -(10**12)])
+            ops.append(["add", k, delta])
+            model[k] = "0"  # some number; the model only needs "parses as one"
+        elif kind == "compare_set":
+            k = rng.choice(keys)
+            cur = model.get(k)
+            expected = rng.choice(["", cur if cur is not None else "", "nope"])
+            desired = self.value()
+            ops.append(["compare_set", k, expected, desired])
+            if cur is None and expected == "":
+                model[k] = desired
+            elif cur is not None and cur == expected:
+                model[k] = desired
+        elif kind == "delete_key":
+            k = rng.choice(keys + counters)
+            ops.append(["delete_key", k])
+            model.pop(k, None)
+        elif kind == "wait":
+            present = [k for k in keys + counters if k in model]
+            if present:
+                ops.append(["wait", rng.sample(present, min(len(present), 3))])
+        elif kind == "wait_timeout":
+            self.never += 1
+            missing = [f"{self.prefix}never{self.never}"]
+            if [k for k in keys if k in model]:
+                missing.append(rng.choice([k for k in keys if k in model]))
+            ops.append(["wait_timeout", missing, 200])
+        elif kind == "shared_add":
+            ops.append(["add", "shared/counter", rng.randint(1, 9)])
+            ops[-1].append("unordered")
+        return True
+
+    def finish(self):
+        """Barrier 1, then client 0 counts keys while the others wait for its answer."""
+        c, ops = self.c, self.ops
+        ops.append(["set", f"sync1/{c}", "1"])
+        ops.append(["wait", [f"sync1/{i}" for i in range(NUM_CLIENTS)]])
+        if c == 0:
+            ops.append(["num_keys"])
+            ops.append(["add", "shared/counter", 0])
+            ops.append(["set", "sync/counted", "1"])
+        else:
+            ops.append(["wait", ["sync/counted"]])
+            ops.append(["get", "shared/counter"])
+        for k in self.keys + self.counters:
+            if k in self.model:
+                ops.append(["get", k])
+
+
 def make_programs(seed):
     """Per-client op lists whose results do not depend on how the clients interleave.
 
@@ -44,80 +127,16 @@ def make_programs(seed):
     rng = random.Random(seed)
     programs = []
     for c in range(NUM_CLIENTS):
-        prefix = f"c{c}/"
-        keys = [f"{prefix}k{i}" for i in range(5)]
-        counters = [f"{prefix}n{i}" for i in range(3)]
-        model = {}  # the keys of this client that exist, with their values
-        ops = []
-        never = 0
-
-        def value():
-            return rng.choice(["", "x", "7", " -12", "12abc", "\u00e9t\u00e9",
-                               "v" * rng.randint(1, 3000), str(rng.randint(-99, 99))])
-
+        client = ClientProgram(rng, c)
         for step in range(OPS_PER_CLIENT):
-            kind = rng.choice(["set", "set", "get", "add", "add", "compare_set",
-                               "delete_key", "wait", "wait_timeout", "shared_add"])
-            if kind == "set":
-                k, v = rng.choice(keys), value()
-                ops.append(["set", k, v])
-                model[k] = v
-            elif kind == "get":
-                present = [k for k in keys + counters if k in model]
-                if present:
-                    ops.append(["get", rng.choice(present)])
-            elif kind == "add":
-                k = rng.choice(counters + [k for k in keys if _stoll_ok(model.get(k, "0"))])
-                if k in model and not _stoll_ok(model[k]):
-                    continue
-                delta = rng.choice([1, -1, 0, 5, 10**12, -(10**12)])
-                ops.append(["add", k, delta])
-                model[k] = "0"  # some number; the model only needs "parses as one"
-            elif kind == "compare_set":
-                k = rng.choice(keys)
-                cur = model.get(k)
-                expected = rng.choice(["", cur if cur is not None else "", "nope"])
-                desired = value()
-                ops.append(["compare_set", k, expected, desired])
-                if cur is None and expected == "":
-                    model[k] = desired
-                elif cur is not None and cur == expected:
-                    model[k] = desired
-            elif kind == "delete_key":
-                k = rng.choice(keys + counters)
-                ops.append(["delete_key", k])
-                model.pop(k, None)
-            elif kind == "wait":
-                present = [k for k in keys + counters if k in model]
-                if present:
-                    ops.append(["wait", rng.sample(present, min(len(present), 3))])
-            elif kind == "wait_timeout":
-                never += 1
-                missing = [f"{prefix}never{never}"]
-                if [k for k in keys if k in model]:
-                    missing.append(rng.choice([k for k in keys if k in model]))
-                ops.append(["wait_timeout", missing, 200])
-            elif kind == "shared_add":
-                ops.append(["add", "shared/counter", rng.randint(1, 9)])
-                ops[-1].append("unordered")
+            if not client.random_op():
+                continue
             if step == OPS_PER_CLIENT // 2:
                 # Cross-client wake-up: publish ours, wait for the next client's.
-                ops.append(["set", f"ring/{c}", "here"])
-                ops.append(["wait", [f"ring/{(c + 1) % NUM_CLIENTS}"]])
-        # Barrier 1, then client 0 counts keys while the others wait for its answer.
-        ops.append(["set", f"sync1/{c}", "1"])
-        ops.append(["wait", [f"sync1/{i}" for i in range(NUM_CLIENTS)]])
-        if c == 0:
-            ops.append(["num_keys"])
-            ops.append(["add", "shared/counter", 0])
-            ops.append(["set", "sync/counted", "1"])
-        else:
-            ops.append(["wait", ["sync/counted"]])
-            ops.append(["get", "shared/counter"])
-        for k in keys + counters:
-            if k in model:
-                ops.append(["get", k])
-        programs.append(ops)
+                client.ops.append(["set", f"ring/{c}", "here"])
+                client.ops.append(["wait", [f"ring/{(c + 1) % NUM_CLIENTS}"]])
+        client.finish()
+        programs.append(client.ops)
     return programs
 
 

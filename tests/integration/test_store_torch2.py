@@ -38,8 +38,6 @@ Run: MUSTER_BUILD_DIR=build /usr/bin/python3 -m pytest -q tests/integration/test
 import functools
 import json
 import os
-import random
-import re
 import subprocess
 import sys
 import textwrap
@@ -49,17 +47,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import store_helpers  # noqa: E402
+from store_torch2_programs import CLIENT_OPTIONS, NUM_CLIENTS, make_programs  # noqa: E402
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "store_torch2_helpers.py")
 VENV_SCRIPT = store_helpers.REPO / "scripts" / "torch2_venv.sh"
 SEEDS = [1, 2, 3]
-NUM_CLIENTS = 3
-OPS_PER_CLIENT = 50
-TIMEOUT_MS = 150
-# Per client: (constructor options, whether its client supports queues).
-CLIENT_OPTIONS = [({"use_libuv": True}, True),
-                  ({"use_libuv": True, "world_size": NUM_CLIENTS}, True),
-                  ({"use_libuv": False}, False)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -90,178 +82,7 @@ pytestmark = pytest.mark.skipif(
 
 
 # ---------------------------------------------------------------------------------------------
-# Random programs
-
-_STOLL = re.compile(r"^[ \t\n\v\f\r]*([+-]?[0-9]+)")
-
-
-def _stoll(value):
-    """std::stoll as torch's ADD applies it to an existing value; None if it would throw."""
-    m = _STOLL.match(value)
-    return int(m.group(1)) if m else None
-
-
-def make_programs(seed):
-    """Per-client op lists whose results do not depend on how the clients interleave.
-
-    Keys, queues and barrier keys under c<i>/ are touched by client i only. Cross-client
-    traffic: a set/wait ring, a queue ring (a blocking pop woken by the neighbour's push), a
-    shared counter whose ADD replies are compared only as "an int", and a 3-client barrier
-    after which client 0 reads num_keys/list_keys while the others are parked in a WAIT.
-    """
-    rng = random.Random(seed)
-    queue_clients = [c for c, (_, q) in enumerate(CLIENT_OPTIONS) if q]
-    programs = []
-    for c, (_, queues_ok) in enumerate(CLIENT_OPTIONS):
-        p = f"c{c}/"
-        keys = [f"{p}k{i}" for i in range(5)]
-        counters = [f"{p}n{i}" for i in range(3)]
-        queues = [f"{p}q{i}" for i in range(2)]
-        model = {}  # existing value keys of this client -> value
-        qmodel = {q: [] for q in queues}
-        barriers = {}  # private barrier key -> count
-        ops = []
-        serial = [0]
-
-        def fresh(what):
-            serial[0] += 1
-            return f"{p}{what}{serial[0]}"
-
-        def value():
-            return rng.choice(["", "x", "7", " -12", "12abc", "\u00e9t\u00e9", "a\x00b",
-                               "v" * rng.randint(1, 3000), str(rng.randint(-99, 99))])
-
-        def alive():  # the connection must still answer after a timeout + CANCEL_WAIT
-            ops.append(["add", f"{p}alive", 1])
-            model[f"{p}alive"] = str(int(model.get(f"{p}alive", "0")) + 1)
-
-        def present():
-            return [k for k in keys + counters if k in model]
-
-        kinds = ["set", "get", "add", "add", "compare_set", "check", "wait", "wait_timeout",
-                 "get_timeout", "delete_key", "append", "multi_get", "multi_set",
-                 "barrier_timeout", "barrier_again", "check_present", "shared_add"]
-        if queues_ok:
-            kinds += ["queue_push", "queue_push", "queue_pop", "queue_pop_timeout", "queue_len"]
-        else:
-            kinds += ["queue_refused"]
-
-        def emit(kind):  # appends the ops of one random step (maybe none)
-            if kind == "set":
-                k, v = rng.choice(keys), value()
-                ops.append(["set", k, v])
-                model[k] = v
-            elif kind == "get" and present():
-                ops.append(["get", rng.choice(present())])
-            elif kind == "add":
-                k = rng.choice(counters + keys)
-                cur = _stoll(model.get(k, "0"))
-                if cur is None:
-                    return  # torch closes the connection on a non-numeric ADD
-                delta = rng.choice([1, -1, 0, 5, 10**12, -(10**12)])
-                ops.append(["add", k, delta])
-                model[k] = str(cur + delta)
-            elif kind == "compare_set":
-                k = rng.choice(keys)
-                cur = model.get(k)
-                expected = rng.choice(["", cur if cur is not None else "", "nope"])
-                desired = value()
-                ops.append(["compare_set", k, expected, desired])
-                if (cur is None and expected == "") or (cur is not None and cur == expected):
-                    model[k] = desired
-            elif kind == "check":
-                cands = keys + counters + (queues if queues_ok else []) + [f"{p}absent"]
-                ops.append(["check", rng.sample(cands, rng.randint(1, 3))])
-            elif kind == "wait" and present():
-                ops.append(["wait", rng.sample(present(), min(len(present()), 3))])
-            elif kind == "wait_timeout":
-                missing = [fresh("never")] + rng.sample(present(), min(len(present()), 1))
-                ops.append(["wait_timeout", missing, TIMEOUT_MS])
-                alive()
-            elif kind == "get_timeout":
-                ops.append(["get_timeout", fresh("never"), TIMEOUT_MS])
-                alive()
-            elif kind == "delete_key":
-                k = rng.choice(keys + counters)
-                ops.append(["delete_key", k])
-                model.pop(k, None)
-            elif kind == "append":
-                k, v = rng.choice(keys), value()
-                ops.append(["append", k, v])
-                model[k] = model.get(k, "") + v
-            elif kind == "multi_get" and present():
-                ops.append(["multi_get", rng.sample(present(), min(len(present()), 4))])
-            elif kind == "multi_set":
-                ks = rng.sample(keys + counters, rng.randint(1, 4))
-                vs = [value() for _ in ks]
-                ops.append(["multi_set", ks, vs])
-                model.update(zip(ks, vs))
-            elif kind == "barrier_timeout":
-                k = fresh("bar")
-                ops.append(["barrier_timeout", k, 2, TIMEOUT_MS])
-                barriers[k] = 1
-                alive()
-            elif kind == "barrier_again" and barriers:
-                k = rng.choice(sorted(barriers))
-                barriers[k] += 1
-                ops.append(["barrier", k, barriers[k]])  # released at once: count reaches ws
-                ops.append(["get", k])
-            elif kind == "check_present":
-                ops.append(["check", present()[:3] or [f"{p}absent"]])
-            elif kind == "shared_add":
-                ops.append(["add", "shared/counter", rng.randint(1, 9), "unordered"])
-            elif kind == "queue_push":
-                q, v = rng.choice(queues), value()
-                ops.append(["queue_push", q, v])
-                qmodel[q].append(v)
-            elif kind == "queue_pop":
-                q = rng.choice(queues)
-                block = bool(qmodel[q]) and rng.random() < 0.5  # blocking only when non-empty
-                ops.append(["queue_pop", q, block])
-                if qmodel[q]:
-                    qmodel[q].pop(0)
-            elif kind == "queue_pop_timeout":
-                q = rng.choice(queues)
-                if qmodel[q]:
-                    return
-                ops.append(["queue_pop_timeout", q, TIMEOUT_MS])
-                alive()
-            elif kind == "queue_len":
-                ops.append(["queue_len", rng.choice(queues)])
-            elif kind == "queue_refused":
-                ops.append(["queue_push", f"{p}q0", "x"])
-
-        for step in range(OPS_PER_CLIENT):
-            emit(rng.choice(kinds))
-            if step == OPS_PER_CLIENT // 2:
-                # Cross-client wake-ups: publish ours, wait for the next client's.
-                ops.append(["set", f"ring/{c}", "here"])
-                ops.append(["wait", [f"ring/{(c + 1) % NUM_CLIENTS}"]])
-                if c in queue_clients:
-                    i = queue_clients.index(c)
-                    nxt = queue_clients[(i + 1) % len(queue_clients)]
-                    ops.append(["queue_push", f"ringq/{nxt}", f"from {c}"])
-                    ops.append(["queue_pop", f"ringq/{c}", True])
-        ops.append(["barrier", "sync/all", NUM_CLIENTS])
-        if c == 0:
-            ops.append(["num_keys"])
-            ops.append(["list_keys"])
-            ops.append(["add", "shared/counter", 0])
-            ops.append(["set", "sync/counted", "1"])
-        else:
-            ops.append(["wait", ["sync/counted"]])
-            ops.append(["get", "shared/counter"])
-        for k in keys + counters:
-            if k in model:
-                ops.append(["get", k])
-        if present():
-            ops.append(["multi_get", present()])
-        if queues_ok:
-            for q in queues:
-                ops.append(["queue_len", q])
-        programs.append(ops)
-    return programs
-
+# Programs: random ones (store_torch2_programs.make_programs) and fixed corner cases
 
 # Run by client 0: corner cases, ending with the requests that make torch's server close the
 # connection (non-numeric ADD/BARRIER counter). Client 1 runs EDGE_PROGRAM_2 (its own

@@ -1,0 +1,132 @@
+"""Shared by the chaos test's modules (test_chaos.py): the job's shape, the MUSTER_CHAOS_*
+knobs, time stamps, and the /proc scan that finds a pod's processes.
+
+Importing it puts tests/integration on sys.path (conftest's helpers, pods.py).
+"""
+import datetime
+import json
+import os
+import random
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[0] / "integration"))
+from conftest import MUSTER, muster_env, pid_alive  # noqa: E402,F401
+from pods import read_text  # noqa: E402
+
+TRAIN = HERE / "train.py"
+NPROC = (2, 1, 2, 1)               # workers per chaos pod; the full world is 6
+WORLD = sum(NPROC)
+RDZV = len(NPROC)                  # index of the pod that runs `muster serve`
+ENDPOINT = f"pod{RDZV}:29400"
+RUN_ID = "chaos"
+CONF = "heartbeat_interval=1s,heartbeat_misses=3,last_call_timeout=2s,join_timeout=90s"
+MAX_DISRUPTED = 2                  # pods without a working agent at once: 4 - 2 >= MIN (2)
+AGENT_GRACE = 1.0                  # s a process of a pod may outlive the pod's agent
+# The pod's PID 1: runs the agent, keeps the PID namespace alive 2 s after it (so leftovers
+# would be seen), and exits with the agent's status.
+WRAP = '"$@"; rc=$?; sleep 2; exit $rc'
+# Event kinds and their weights in the random schedule.
+KINDS = (("worker_sigkill", 3), ("worker_sigterm", 2), ("agent_sigkill", 2), ("link_down", 2))
+
+
+def chaos_seconds():
+    raw = os.environ.get("MUSTER_CHAOS_SECONDS", "180")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1
+    if value < 10:
+        raise pytest.UsageError(f"MUSTER_CHAOS_SECONDS={raw!r}: give the chaos window in "
+                                f"seconds, at least 10 (CI uses 180)")
+    return value
+
+
+def chaos_gap():
+    raw = os.environ.get("MUSTER_CHAOS_GAP", "4:12")
+    try:
+        lo, hi = (float(x) for x in raw.split(":"))
+    except ValueError:
+        lo = hi = -1
+    if not 0.5 <= lo <= hi:
+        raise pytest.UsageError(f"MUSTER_CHAOS_GAP={raw!r}: give MIN:MAX seconds between "
+                                f"events, 0.5 <= MIN <= MAX (default 4:12)")
+    return lo, hi
+
+
+def chaos_seed():
+    raw = os.environ.get("MUSTER_CHAOS_SEED")
+    if raw is None:
+        return random.SystemRandom().randrange(1 << 32)
+    try:
+        return int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"MUSTER_CHAOS_SEED={raw!r}: give an integer (the seed a "
+                                f"previous run printed)") from None
+
+
+def wall(stamp):
+    """Epoch seconds of an RFC 3339 time as muster writes it (event log, muster status)."""
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", stamp)
+    assert m, f"unexpected time format {stamp!r}"
+    frac = (m.group(2) or "0")[:6].ljust(6, "0")
+    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.datetime.fromisoformat(f"{m.group(1)}.{frac}{tz}").timestamp()
+
+
+def read_json_lines(path):
+    rows = []
+    for line in read_text(path).splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass  # a line being written
+    return rows
+
+
+# -- /proc ----------------------------------------------------------------------------------
+
+def scan_proc():
+    """{pid namespace: [process dict]} for every live process (zombies left out)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            ns = os.readlink(f"/proc/{pid}/ns/pid")
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            head, tail = stat.rsplit(")", 1)
+            fields = tail.split()
+            if fields[0] == "Z":
+                continue
+            with open(f"/proc/{pid}/status") as f:
+                nspid = next(int(l.split()[-1]) for l in f if l.startswith("NSpid:"))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except (OSError, StopIteration, ValueError):
+            continue
+        out.setdefault(ns, []).append({"pid": pid, "ppid": int(fields[1]), "inner": nspid,
+                                       "comm": head.split("(", 1)[1],
+                                       "cmd": [c.decode(errors="replace") for c in cmd if c]})
+    return out
+
+
+def worker_env(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return None
+    return {k.decode(): v.decode(errors="replace") for k, v in env.items()}
+
+
+def is_worker(p):
+    """A training process (python ... train.py), not the agent whose command line names it."""
+    return p["comm"].startswith("python") and any(c.endswith("train.py") for c in p["cmd"])
+

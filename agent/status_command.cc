@@ -1,20 +1,19 @@
 // `muster status`: one job's status from the rendezvous server, as a table or JSON.
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/endpoint.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/status_file.h"
 #include "agent/subcommand.h"
 #include "agent/subcommands.h"
+#include "base/duration.h"
+#include "base/endpoint.h"
 #include "base/exit_codes.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -49,8 +48,8 @@ constexpr FlagSpec kStatusFlags[] = {
      .help = "PEM CA of the server's certificate"},
     {.name = "timeout",
      .group = "Status",
-     .default_text = "10",
-     .help = "seconds to wait for the server"},
+     .default_text = "10s",
+     .help = "how long to wait for the server (10, 10s, 500ms)"},
 };
 
 // The server answered that it has no such job (a permanent answer, unlike 138's).
@@ -226,13 +225,14 @@ absl::StatusOr<rdzv::JobStatusQuery> StatusQuery(const FlagValues& values) {
   ASSIGN_OR_RETURN(query.token, ResolveToken(values.Get("token-file"), values.env()));
   if (auto ca = values.Get("tls-ca")) query.tls_ca_file = ca->text;
   if (auto t = values.Get("timeout")) {
-    double seconds = 0;
-    // "inf" and "nan" parse as doubles: a wait without a deadline is no answer either.
-    if (!absl::SimpleAtod(t->text, &seconds) || !std::isfinite(seconds) || seconds <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(t->where, ": '", t->text, "' is not a positive number"));
+    // A duration as everywhere else (a bare number is seconds); a wait without a deadline
+    // is no answer either.
+    absl::StatusOr<absl::Duration> d = ParseDuration(t->text);
+    if (!d.ok() || *d <= absl::ZeroDuration() || *d == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          t->where, ": '", t->text, "' is not a positive duration (e.g. 10, 10s, 500ms)"));
     }
-    query.timeout = absl::Seconds(seconds);
+    query.timeout = *d;
   }
   return query;
 }

@@ -217,6 +217,24 @@ def test_muster_serve_and_status(tmp_path):
     assert unknown.returncode == 138 and "127.0.0.1" in unknown.stderr
 
 
+@pytest.mark.parametrize("value,code", [("1.5s", 138), ("800ms", 138), ("2", 138),
+                                        ("0", 2), ("soon", 2), ("-1s", 2)])
+def test_status_timeout_is_a_duration(value, code):
+    """`muster status --timeout` takes durations as every other flag does (issue 14 item 10);
+    a server that is not there is 138 within the time given, a bad value 2 naming it."""
+    with serve() as port:
+        pass  # a port nobody listens on any more
+    t0 = time.monotonic()
+    r = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                        "--rdzv-id", "x", "--timeout", value], capture_output=True, text=True,
+                       timeout=30, env=muster_env())
+    assert r.returncode == code, r.stderr
+    if code == 2:
+        assert f"--timeout: '{value}' is not a positive duration" in r.stderr, r.stderr
+    else:
+        assert time.monotonic() - t0 < 10, r.stderr
+
+
 def test_status_watch_prints_each_transition_once(tmp_path):
     with serve() as port:
         common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "w", "--nnodes", "3",

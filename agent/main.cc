@@ -18,6 +18,7 @@
 #include "agent/wiring.h"
 #include "base/exit_codes.h"
 #include "base/logging.h"
+#include "rendezvous/grpc/grpc_log.h"
 
 extern char** environ;
 
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
     return exit_code::kSuccess;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
+  muster::rdzv::RouteGrpcLogsToSpdlog();  // before any gRPC object: its lines via spdlog
   if (cmd == "run") return muster::RunCommand(rest);
   if (cmd == "serve") return muster::ServeCommand(rest, muster::ReadEnvironment());
   if (cmd == "status") return muster::StatusCommand(rest, muster::ReadEnvironment());

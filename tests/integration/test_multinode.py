@@ -1,5 +1,6 @@
 """Issue 4: agents on several nodes (simulated on loopback) form one job over gRPC."""
 import json
+import re
 import signal
 import subprocess
 import time
@@ -215,6 +216,26 @@ def test_muster_serve_and_status(tmp_path):
                               "--rdzv-id", "sj", "--timeout", "2"], capture_output=True,
                              text=True, timeout=30)
     assert unknown.returncode == 138 and "127.0.0.1" in unknown.stderr
+
+
+# gRPC's own log line format: severity letter, MMDD, time, thread id, file:line].
+RAW_GRPC_LINE = re.compile(r"^[EWID]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]", re.M)
+
+
+def test_two_agents_on_one_host_print_no_raw_grpc_line():
+    """Both agents try to serve the endpoint (it is this host); the one that loses the bind
+    joins. gRPC's 'No address added' error line (1.5 KB, raw) used to reach the console;
+    now it goes through spdlog at debug level (issue 14 item 7)."""
+    agents = Agents(2, ["--nnodes", "2", "--nproc-per-node", "1", "--no-python", FAKE,
+                        "exit=0"])
+    for rc, _, err in agents.wait(60):
+        assert rc == 0, err[-2000:]
+        assert not RAW_GRPC_LINE.search(err), err[-2000:]
+    debug = Agents(2, ["--nnodes", "2", "--nproc-per-node", "1", "--log-level", "debug",
+                       "--no-python", FAKE, "exit=0"])
+    errs = "".join(err for _, _, err in debug.wait(60))
+    assert not RAW_GRPC_LINE.search(errs), errs[-2000:]
+    assert "grpc: " in errs and "No address added" in errs, errs[-3000:]
 
 
 @pytest.mark.parametrize("value,code", [("1.5s", 138), ("800ms", 138), ("2", 138),

@@ -109,10 +109,7 @@ absl::Status Agent::Setup() {
   node_.rank_hint = config_.node_rank;
   node_.wants_node_list = !config_.hostfile.empty() || config_.debug;  // writes a hostfile
   node_.probe = ProbeLine(config_.probe_summary);
-  // One node: the in-process rendezvous, whose master is --master-addr. Several: empty
-  // when neither --local-addr nor POD_IP is set, and the server then records the address
-  // it sees this agent connect from (checked, never a guessed FQDN).
-  node_.address = config_.rdzv_host_name.empty() ? config_.master_addr : config_.local_addr;
+  node_.address = AdvertisedAddress(config_);
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
   if (!config_.save_pid.empty()) {

@@ -27,6 +27,12 @@ bool NeedsFreeMasterPort(const Config& config) {
   return config.store != StoreOwner::kAgent && config.standalone && !config.master_port_given;
 }
 
+std::string AdvertisedAddress(const Config& c) {
+  if (c.rdzv_host_name.empty()) return c.master_addr;
+  if (c.local_addr.empty() && c.rdzv_host_name == "localhost") return c.rdzv_host_name;
+  return c.local_addr;
+}
+
 int FixedStorePort(const Config& config) {
   return config.store == StoreOwner::kAgent && config.max_nodes == 1 && config.master_port_given
              ? config.master_port

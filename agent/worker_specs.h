@@ -37,6 +37,15 @@ struct CpuLayout {
 // --standalone with a static store: --store rank0 and no --master-port).
 bool NeedsFreeMasterPort(const Config& config);
 
+// The address this node gives the others (their MASTER_ADDR when it is group rank 0). One
+// node: the in-process rendezvous, whose master is --master-addr. Several: --local-addr or
+// POD_IP; else, when the endpoint names this machine "localhost", that name as torchrun
+// gives it (every node reaches the server through it, so all run here, and a script's
+// f"tcp://{MASTER_ADDR}:{MASTER_PORT}" cannot parse the ::1 the server would see); else
+// empty, and the server records the address it sees this agent connect from (checked,
+// never a guessed FQDN).
+std::string AdvertisedAddress(const Config& config);
+
 // The port the agent's store (--store agent) binds on every attempt: --master-port on one
 // node, as torchrun's workers get MASTER_PORT=--master-port; 0 (any free port) otherwise.
 int FixedStorePort(const Config& config);

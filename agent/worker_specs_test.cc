@@ -83,6 +83,28 @@ TEST(WorkerSpecsTest, StaticStoreUsesMasterFlagsOrTheFreePort) {
   EXPECT_FALSE(NeedsFreeMasterPort(c));
 }
 
+TEST(WorkerSpecsTest, AdvertisedAddressKeepsLocalhostAndPortIsFixedOnOneNode) {
+  Config c = TwoWorkers();
+  c.master_addr = "127.0.0.1";
+  EXPECT_EQ(AdvertisedAddress(c), "127.0.0.1");  // one node: --master-addr
+  c.rdzv_host_name = "localhost";
+  EXPECT_EQ(AdvertisedAddress(c), "localhost");  // the name the user gave, not ::1
+  c.local_addr = "10.0.0.7";
+  EXPECT_EQ(AdvertisedAddress(c), "10.0.0.7");
+  c.local_addr.clear();
+  c.rdzv_host_name = "node0";
+  EXPECT_EQ(AdvertisedAddress(c), "");  // the server records what it sees
+
+  c.max_nodes = 1;
+  c.store = StoreOwner::kAgent;
+  EXPECT_EQ(FixedStorePort(c), 0);
+  c.master_port = 29511;
+  c.master_port_given = true;
+  EXPECT_EQ(FixedStorePort(c), 29511);
+  c.max_nodes = 2;
+  EXPECT_EQ(FixedStorePort(c), 0);
+}
+
 TEST(WorkerSpecsTest, BoundCoresGiveEachRankItsShareAndOmpThreads) {
   Config c = TwoWorkers();
   c.bind_cores_to_rank = true;

@@ -44,11 +44,22 @@ absl::StatusOr<absl::Duration> ParseDuration(std::string_view text) {
   return d;
 }
 
+namespace {
+
+absl::Duration RoundTo(absl::Duration d, absl::Duration unit) {
+  return absl::Floor(d + unit / 2, unit);
+}
+
+}  // namespace
+
 std::string HumanDuration(absl::Duration d) {
   if (d < absl::Seconds(1) && d != absl::ZeroDuration()) {
-    return absl::StrCat(absl::ToDoubleMilliseconds(d), "ms");
+    return absl::StrCat(absl::ToInt64Milliseconds(RoundTo(d, absl::Milliseconds(1))), "ms");
   }
-  return absl::StrCat(absl::ToDoubleSeconds(d), "s");
+  if (d < absl::Minutes(1)) {  // 1.5s, 3s: a tenth of a second at most
+    return absl::StrCat(absl::ToDoubleSeconds(RoundTo(d, absl::Milliseconds(100))), "s");
+  }
+  return absl::StrCat(absl::ToInt64Seconds(RoundTo(d, absl::Seconds(1))), "s");
 }
 
 }  // namespace muster

@@ -14,7 +14,8 @@ namespace muster {
 // --monitor-interval take plain seconds). Negative durations are rejected.
 absl::StatusOr<absl::Duration> ParseDuration(std::string_view text);
 
-// "30s", "1.5s", "250ms": the inverse used by --dry-run and log lines.
+// "30s", "1.5s", "250ms": the inverse used by --dry-run and log lines, rounded for people
+// (3.00309s is "3s", 1.26s "1.3s", 90.4s "90s", 0.2504s "250ms").
 std::string HumanDuration(absl::Duration d);
 
 }  // namespace muster

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/exit_codes.h"
+#include "base/plural.h"
 #include "rendezvous/core/join_checks.h"
 
 namespace muster::rdzv {
@@ -188,9 +189,10 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
     return;
   }
   if (phase_ == Phase::kRunning) {
-    BeginStopping("NodeLost",
-                  absl::StrCat(what, "; re-forming with the ", LiveCount(), " nodes left"),
-                  /*counted=*/false, std::nullopt, now, out);
+    BeginStopping(
+        "NodeLost",
+        absl::StrCat(what, "; re-forming with the ", Plural(LiveCount(), "node", "nodes"), " left"),
+        /*counted=*/false, std::nullopt, now, out);
   } else {
     MaybeFinishStopping(now, out);  // it will never acknowledge the stop
   }

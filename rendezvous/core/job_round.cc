@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/exit_codes.h"
+#include "base/plural.h"
 #include "rendezvous/core/job.h"
 #include "rendezvous/core/rank_order.h"
 
@@ -66,18 +67,19 @@ void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now
   if (spec_.restart_after_success && restarts_used_ < spec_.max_restarts) {
     ++restarts_used_;
     BeginStopping("RunAgain",
-                  absl::StrCat("all ", workers, " workers exited 0; policy Always: running again (",
-                               restarts_used_, " of ", spec_.max_restarts, " restarts used)"),
+                  absl::StrCat(workers == 1 ? "" : "all ", Plural(workers, "worker", "workers"),
+                               " exited 0; policy Always: running again (", restarts_used_, " of ",
+                               spec_.max_restarts, " restarts used)"),
                   /*counted=*/true, std::nullopt, now, out);
     return;
   }
-  Finish(
-      "AllWorkersSucceeded",
-      Outcome{.exit_code = exit_code::kSuccess,
-              .root_cause = std::nullopt,
-              .reason = absl::StrCat("all ", workers, " workers on ", participants_.size(), " node",
-                                     participants_.size() == 1 ? "" : "s", " exited 0")},
-      now, out);
+  Finish("AllWorkersSucceeded",
+         Outcome{.exit_code = exit_code::kSuccess,
+                 .root_cause = std::nullopt,
+                 .reason = absl::StrCat(
+                     workers == 1 ? "" : "all ", Plural(workers, "worker", "workers"), " on ",
+                     Plural(participants_.size(), "node", "nodes"), " exited 0")},
+         now, out);
 }
 
 void Job::WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
@@ -172,8 +174,8 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
     rank_base += n->info.local_world_size;
   }
   std::string started =
-      absl::StrCat("round ", round_, ": ", world_size, " workers on ", participants_.size(),
-                   " node", participants_.size() == 1 ? "" : "s", " (", restarts_used_, " of ",
+      absl::StrCat("round ", round_, ": ", Plural(world_size, "worker", "workers"), " on ",
+                   Plural(participants_.size(), "node", "nodes"), " (", restarts_used_, " of ",
                    spec_.max_restarts, " restarts used)");
   conditions_.Set(kConditionRunning, true, "RoundStarted", started, now);
   conditions_.Set(kConditionRestarting, false, "RoundStarted", started, now);

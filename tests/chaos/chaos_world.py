@@ -379,6 +379,31 @@ class Chaos:
             return
         self.counts["skipped"] += 1
         self.log(f"skip {kind}: {busy} pods already disrupted (at most {MAX_DISRUPTED})")
+        self.retry_first(kind, pick)
+
+    def retry_first(self, kind, pick):
+        """A kind that has not fired yet is tried again 1 s later while the chaos lasts, so
+        that every run of 60 s or more kills an agent (the test asserts that it did)."""
+        if self.counts[kind] == 0 and time.time() + 1 < self.chaos_start + self.seconds:
+            self.at(time.time() + 1, lambda: self.fire(kind, pick), "event")
+
+    def schedule(self, t, end):
+        """[(time, kind, pick)] from t to end, drawn by weight from the seed; where there are
+        enough events, each kind stands at least once (a missing one takes the place of an
+        event whose kind stands more than once)."""
+        events = []
+        while t < end:
+            kind = self.rng.choices([k for k, _ in KINDS], [w for _, w in KINDS])[0]
+            events.append([t, kind, self.rng.randrange(1 << 16)])
+            t += self.rng.uniform(*self.gap)
+        if len(events) >= len(KINDS):
+            for kind, _ in KINDS:
+                kinds = [e[1] for e in events]
+                if kind in kinds:
+                    continue
+                spare = [e for e in events if kinds.count(e[1]) > 1]
+                self.rng.choice(spare)[1] = kind
+        return [tuple(e) for e in events]
 
     def link_up(self, outage):
         self.pods[outage["pod"]].link_up()
@@ -429,12 +454,8 @@ class Chaos:
         self.start_watch()
         start = self.chaos_start = time.time()
         end = start + self.seconds
-        t = start + self.rng.uniform(1, 4)
-        while t < end:
-            kind = self.rng.choices([k for k, _ in KINDS], [w for _, w in KINDS])[0]
-            pick = self.rng.randrange(1 << 16)
+        for t, kind, pick in self.schedule(start + self.rng.uniform(1, 4), end):
             self.at(t, lambda k=kind, p=pick: self.fire(k, p), "event")
-            t += self.rng.uniform(*self.gap)
         self.log(f"chaos for {self.seconds:.0f} s")
         self.tick_until(end)
         if self.job_over:

@@ -131,10 +131,9 @@ absl::StatusOr<int> Agent::OpenFreshStore() {
   absl::StatusOr<std::unique_ptr<c10d::StoreServer>> store =
       parts_.store_factory(StoreBindAddress(node_.address), port);
   if (!store.ok() && port != 0) {
-    auto where = config_.sources.find("master-port");
     return absl::Status(
         store.status().code(),
-        absl::StrCat(where == config_.sources.end() ? "--master-port" : where->second, " ", port,
+        absl::StrCat(config_.SourceOf("master-port"), " ", port,
                      ": the store cannot listen there (", store.status().message(),
                      "); pick a free port, or leave --master-port out for any free one"));
   }

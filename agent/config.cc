@@ -83,4 +83,9 @@ int StreamSelection::For(int local_rank) const {
   return it == by_rank.end() ? 0 : it->second;
 }
 
+std::string Config::SourceOf(const char* flag) const {
+  auto it = sources.find(flag);
+  return it == sources.end() ? std::string("--") + flag : it->second;
+}
+
 }  // namespace muster

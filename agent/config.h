@@ -136,6 +136,10 @@ struct Config {
   // Where each value came from, for --dry-run ("flag", "MUSTER_NNODES",
   // "PET_NNODES").
   std::map<std::string, std::string> sources;
+
+  // Where `flag` (a name without dashes) came from, for messages: its source when it was
+  // given, else "--flag".
+  std::string SourceOf(const char* flag) const;
 };
 
 }  // namespace muster

@@ -130,8 +130,7 @@ struct PodVariables {
     }
     return absl::InvalidArgumentError(absl::StrCat(
         c->sources["node-rank"], ": node rank ", c->node_rank, " is outside 0..", c->max_nodes - 1,
-        " (", c->sources.count("nnodes") ? c->sources["nnodes"] : "--nnodes", " says ",
-        c->max_nodes, " nodes)"));
+        " (", c->SourceOf("nnodes"), " says ", c->max_nodes, " nodes)"));
   }
 };
 

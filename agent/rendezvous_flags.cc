@@ -13,11 +13,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/conventions.h"
-#include "base/endpoint.h"
 #include "agent/flag_parsers.h"
-#include "base/wire_values.h"
 #include "base/duration.h"
+#include "base/endpoint.h"
 #include "base/status_macros.h"
+#include "base/wire_values.h"
 
 namespace muster {
 namespace {
@@ -178,7 +178,7 @@ absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env
     return FlagError("--tls-cert/--tls-key", "give both or neither");
   }
   if (c->max_nodes > 1 && c->rdzv_host_name.empty()) {
-    return FlagError(c->sources.count("nnodes") ? c->sources["nnodes"] : "--nnodes",
+    return FlagError(c->SourceOf("nnodes"),
                      absl::StrCat("a job of up to ", c->max_nodes,
                                   " nodes needs --rdzv-endpoint HOST[:PORT]: the node that hosts "
                                   "the rendezvous, or a `muster serve`"));

@@ -358,8 +358,7 @@ absl::Status ApplyFallbacks(const std::map<std::string, std::string>& env, Confi
 // --nproc-per-node N, cpu, gpu or auto, against the host.
 absl::Status ResolveNproc(const HostInfo& host, Config* c) {
   const std::string& v = c->nproc_spec;
-  std::string where =
-      c->sources.count("nproc-per-node") ? c->sources["nproc-per-node"] : "--nproc-per-node";
+  std::string where = c->SourceOf("nproc-per-node");
   int n = 0;
   if (v == "cpu") {
     n = host.cpus;
@@ -384,21 +383,17 @@ absl::Status ResolveNproc(const HostInfo& host, Config* c) {
 // elsewhere contradicts it (torchrun ignores them, and the nodes then never meet).
 absl::Status CheckStandalone(const Config& c) {
   if (!c.standalone) return absl::OkStatus();
-  auto from = [&](const char* name) {
-    auto it = c.sources.find(name);
-    return it == c.sources.end() ? std::string("--") + name : it->second;
-  };
   if (c.max_nodes > 1) {
-    return FlagError(from("standalone"),
-                     absl::StrCat("runs one node, but ", from("nnodes"), " asks for ",
+    return FlagError(c.SourceOf("standalone"),
+                     absl::StrCat("runs one node, but ", c.SourceOf("nnodes"), " asks for ",
                                   c.min_nodes == c.max_nodes ? "" : "up to ", c.max_nodes,
                                   " nodes; drop --standalone and give every node "
                                   "--rdzv-endpoint HOST:PORT"));
   }
   if (c.sources.count("rdzv-endpoint")) {
-    return FlagError(from("standalone"),
-                     absl::StrCat("serves its own rendezvous on this node; ", from("rdzv-endpoint"),
-                                  " names another: drop one of them"));
+    return FlagError(c.SourceOf("standalone"),
+                     absl::StrCat("serves its own rendezvous on this node; ",
+                                  c.SourceOf("rdzv-endpoint"), " names another: drop one of them"));
   }
   return absl::OkStatus();
 }

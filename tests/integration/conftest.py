@@ -48,6 +48,13 @@ def pytest_configure(config):
         "would blur")
 
 
+def xdist_worker_index():
+    """0, 1, 2... for pytest-xdist's workers gw0, gw1, gw2...; 0 without xdist. Tests that
+    pick ports or subnets split them by it so that workers never collide."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
 _TEST_MARK = {"value": ""}
 
 

@@ -1,22 +1,20 @@
 """Helpers for multi-agent tests: start several agents on one machine (loopback)."""
 import contextlib
-import os
 import random
 import signal
 import socket
 import subprocess
 import time
 
-from conftest import MUSTER, muster_env
+from conftest import MUSTER, muster_env, xdist_worker_index
 
 
 def free_port():
     """A port free now on 127.0.0.1 for a server a test starts later. Under pytest-xdist each
     worker draws from its own block below the kernel's ephemeral range (32768+), so two
     workers never pick the same port and no connect() takes it in between."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
-    block = range(20000 + 1500 * (index % 8), 20000 + 1500 * (index % 8 + 1))
+    index = xdist_worker_index() % 8
+    block = range(20000 + 1500 * index, 20000 + 1500 * (index + 1))
     for port in random.sample(block, 200):
         with socket.socket() as s:
             try:
@@ -24,7 +22,7 @@ def free_port():
             except OSError:
                 continue
             return port
-    raise AssertionError(f"no free port in {block} for xdist worker {worker}")
+    raise AssertionError(f"no free port in {block} for xdist worker {index}")
 
 
 class Agents:

@@ -26,7 +26,7 @@ import uuid
 
 import pytest
 
-from conftest import muster_env
+from conftest import muster_env, xdist_worker_index
 
 _SETUP = 'hostname "$POD_HOSTNAME_"; mount --bind "$POD_HOSTS_" /etc/hosts; ' \
          'unset POD_HOSTNAME_ POD_HOSTS_; exec "$@"'
@@ -202,8 +202,7 @@ class Pods:
         seed = f"{os.environ.get('PYTEST_CURRENT_TEST', '')}:{os.getpid()}:{time.time_ns()}"
         # Under pytest-xdist each worker has its own block of subnets: two pod sets that run
         # at once never share one (their bridges would both route it).
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-        index = int(worker[2:]) % 4 if worker[2:].isdigit() else 0
+        index = xdist_worker_index() % 4
         self.subnet = f"10.213.{index * 60 + random.Random(seed).randint(0, 59)}"
         self.dir = tmp_path / "pods"
         self.dir.mkdir(parents=True, exist_ok=True)

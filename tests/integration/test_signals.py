@@ -70,6 +70,7 @@ def test_shutdown_timeout_then_sigkill(tmp_path):
     assert "SIGKILL" in err
 
 
+@pytest.mark.serial
 def test_sigkill_of_agent_leaves_nothing(tmp_path):
     stamps, children = tmp_path / "stamps", tmp_path / "children"
     agent = start_agent(["--nproc-per-node", "3",

@@ -79,6 +79,7 @@ def test_fatal_exit_stops_every_node_at_once(tmp_path):
     assert time.monotonic() - t0 < 20  # nobody waited for the 60 s sleepers
 
 
+@pytest.mark.serial
 def test_killed_agent_fails_fixed_size_job_with_138(tmp_path):
     stamps = tmp_path / "stamps"
     agents = Agents(3, ["--nnodes", "3", "--nproc-per-node", "2", "--no-python", FAKE,

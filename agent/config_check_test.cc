@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "agent/test_helpers.h"
 #include "gtest/gtest.h"
 
 namespace muster {
@@ -37,20 +38,16 @@ Config Command(std::vector<std::string> command) {
   return c;
 }
 
-void ExpectError(const absl::Status& status, const std::string& needle) {
-  ASSERT_FALSE(status.ok());
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(status.message()).find(needle), std::string::npos) << status.message();
-}
+using testing_helpers::ExpectInvalid;
 
 TEST_F(CheckRunConfigTest, TheScriptMustExist) {
   Config c = Command({"train.py"});
-  ExpectError(CheckRunConfig(&c), "training script: 'train.py' not found from the current");
+  ExpectInvalid(CheckRunConfig(&c), "training script: 'train.py' not found from the current");
   Touch("train.py");
   EXPECT_TRUE(CheckRunConfig(&c).ok());
   mkdir("dir.py", 0755);
   c.command = {"dir.py"};
-  ExpectError(CheckRunConfig(&c), "'dir.py' not found");
+  ExpectInvalid(CheckRunConfig(&c), "'dir.py' not found");
   for (auto [module, no_python] : {std::pair{true, false}, std::pair{false, true}}) {
     Config other = Command({"missing.py"});
     other.module = module;
@@ -73,10 +70,10 @@ TEST_F(CheckRunConfigTest, ACommandThatStartsWithAnInterpreterRunsAsGiven) {
   ASSERT_TRUE(CheckRunConfig(&script).ok());
   EXPECT_FALSE(script.no_python);
   Config path = Command({dir_ + "/no/bin/python3", "train.py"});
-  ExpectError(CheckRunConfig(&path), "/no/bin/python3' not found");
+  ExpectInvalid(CheckRunConfig(&path), "/no/bin/python3' not found");
   EXPECT_FALSE(path.no_python);
   Config named = Command({"pythonic.py"});
-  ExpectError(CheckRunConfig(&named), "'pythonic.py' not found");
+  ExpectInvalid(CheckRunConfig(&named), "'pythonic.py' not found");
 }
 
 TEST_F(CheckRunConfigTest, TheLogDirIsMadeAndMustBeWritable) {
@@ -91,10 +88,10 @@ TEST_F(CheckRunConfigTest, TheLogDirIsMadeAndMustBeWritable) {
   EXPECT_NE(access((c.log_dir + "/.muster_write_test").c_str(), F_OK), 0) << "probe file left";
   Touch("file");
   c.log_dir = dir_ + "/file/logs";
-  ExpectError(CheckRunConfig(&c), "--log-dir: cannot create '" + dir_ + "/file/");
+  ExpectInvalid(CheckRunConfig(&c), "--log-dir: cannot create '" + dir_ + "/file/");
   c.sources["log-dir"] = "MUSTER_LOG_DIR";
   c.log_dir = "/proc/self";
-  ExpectError(CheckRunConfig(&c), "MUSTER_LOG_DIR: '/proc/self' is not writable");
+  ExpectInvalid(CheckRunConfig(&c), "MUSTER_LOG_DIR: '/proc/self' is not writable");
 }
 
 TEST_F(CheckRunConfigTest, TlsFilesMustBeReadable) {
@@ -104,12 +101,12 @@ TEST_F(CheckRunConfigTest, TlsFilesMustBeReadable) {
   c.tls_cert = dir_ + "/cert.pem";
   c.tls_ca = dir_ + "/ca.pem";
   c.sources = {{"tls-cert", "--tls-cert"}, {"tls-ca", "MUSTER_TLS_CA"}};
-  ExpectError(CheckRunConfig(&c), "MUSTER_TLS_CA: cannot read '" + dir_ + "/ca.pem'");
+  ExpectInvalid(CheckRunConfig(&c), "MUSTER_TLS_CA: cannot read '" + dir_ + "/ca.pem'");
   c.tls_ca = dir_ + "/cert.pem";
   EXPECT_TRUE(CheckRunConfig(&c).ok());
   c.tls_key = "";
   c.sources["tls-key"] = "--tls-key";  // given, even if empty
-  ExpectError(CheckRunConfig(&c), "--tls-key: cannot read ''");
+  ExpectInvalid(CheckRunConfig(&c), "--tls-key: cannot read ''");
 }
 
 }  // namespace

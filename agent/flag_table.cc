@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "agent/flag_parsers.h"
 
 namespace muster {
 namespace {
@@ -22,12 +23,6 @@ const FlagSpec* FindFlag(std::string_view word, absl::Span<const FlagSpec> specs
     }
   }
   return nullptr;
-}
-
-absl::Status Invalid(std::string_view where, std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(absl::string_view(where.data(), where.size()),
-                                                 ": ",
-                                                 absl::string_view(what.data(), what.size())));
 }
 
 }  // namespace
@@ -54,17 +49,17 @@ absl::StatusOr<SplitArgs> SplitFlags(const std::vector<std::string>& args,
     }
     const FlagSpec* f = FindFlag(word, specs);
     if (f == nullptr) {
-      return Invalid(
+      return FlagError(
           word, absl::StrCat("unknown flag; see `",
                              absl::string_view(subcommand.data(), subcommand.size()), " --help`"));
     }
     if (f->takes_value) {
       if (!has_inline) {
-        if (i + 1 >= args.size()) return Invalid(word, "needs a value");
+        if (i + 1 >= args.size()) return FlagError(word, "needs a value");
         value = args[++i];
       }
     } else {
-      if (has_inline) return Invalid(word, "is a switch and takes no value");
+      if (has_inline) return FlagError(word, "is a switch and takes no value");
       value = "1";
     }
     out.given[f->name] = value;

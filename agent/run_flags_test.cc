@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "agent/config_check.h"
+#include "agent/test_helpers.h"
 #include "gtest/gtest.h"
 
 namespace muster {
@@ -17,9 +18,7 @@ absl::StatusOr<Config> Parse(std::vector<std::string> args,
 }
 
 void ExpectError(const absl::Status& status, const std::string& needle) {
-  ASSERT_FALSE(status.ok());
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(status.message()).find(needle), std::string::npos) << status.message();
+  testing_helpers::ExpectInvalid(status, needle);
 }
 void ExpectError(const absl::StatusOr<Config>& c, const std::string& needle) {
   ExpectError(c.status(), needle);

@@ -2,16 +2,13 @@
 
 #include <algorithm>
 
+#include "agent/test_helpers.h"
 #include "gtest/gtest.h"
 
 namespace muster {
 namespace {
 
-std::map<std::string, std::string> AsMap(const std::vector<std::string>& env) {
-  std::map<std::string, std::string> m;
-  for (const std::string& kv : env) m[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
-  return m;
-}
+using testing_helpers::AsMap;
 
 TEST(WorkerEnvTest, TorchrunSetPlusNodeRank) {
   Config c;

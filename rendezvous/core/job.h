@@ -174,7 +174,6 @@ class Job {
   std::vector<NodeInfo> participants_;  // current round, group-rank order
   std::vector<RestartRecord> history_;
   std::optional<Failure> pending_failure_;  // the failure that triggered kStopping
-  bool pending_counted_ = false;
   std::optional<Outcome> outcome_;
   Conditions conditions_;
 };

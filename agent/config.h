@@ -136,6 +136,9 @@ struct Config {
   // Where each value came from, for --dry-run ("flag", "MUSTER_NNODES",
   // "PET_NNODES").
   std::map<std::string, std::string> sources;
+  // What parsing noticed that is not an error (a misspelled MUSTER_* variable, more workers
+  // than CPUs): `muster run` prints each before it starts, --dry-run included.
+  std::vector<std::string> warnings;
 
   // Where `flag` (a name without dashes) came from, for messages: its source when it was
   // given, else "--flag".

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "agent/flag_parsers.h"
+#include "base/closest_name.h"
 
 namespace muster {
 namespace {
@@ -23,6 +24,21 @@ const FlagSpec* FindFlag(std::string_view word, absl::Span<const FlagSpec> specs
     }
   }
   return nullptr;
+}
+
+// "unknown flag; did you mean --nproc-per-node? see `muster run --help`".
+absl::Status UnknownFlag(const std::string& word, absl::Span<const FlagSpec> specs,
+                         std::string_view subcommand) {
+  std::string guess;
+  if (word.rfind("--", 0) == 0) {
+    std::vector<std::string> names;
+    for (const FlagSpec& f : specs) names.emplace_back(f.name);
+    guess = ClosestName(absl::StrReplaceAll(word.substr(2), {{"_", "-"}}), names);
+  }
+  return FlagError(
+      word, absl::StrCat("unknown flag; ",
+                         guess.empty() ? "" : absl::StrCat("did you mean --", guess, "? "), "see `",
+                         absl::string_view(subcommand.data(), subcommand.size()), " --help`"));
 }
 
 }  // namespace
@@ -48,11 +64,7 @@ absl::StatusOr<SplitArgs> SplitFlags(const std::vector<std::string>& args,
       has_inline = true;
     }
     const FlagSpec* f = FindFlag(word, specs);
-    if (f == nullptr) {
-      return FlagError(
-          word, absl::StrCat("unknown flag; see `",
-                             absl::string_view(subcommand.data(), subcommand.size()), " --help`"));
-    }
+    if (f == nullptr) return UnknownFlag(word, specs, subcommand);
     if (f->takes_value) {
       if (!has_inline) {
         if (i + 1 >= args.size()) return FlagError(word, "needs a value");

@@ -60,6 +60,9 @@ int RunCommand(const std::vector<std::string>& args) {
   if (absl::Status checked = CheckRunConfig(&*config); !checked.ok()) {
     return UsageError(run, checked.message());
   }
+  for (const std::string& warning : config->warnings) {
+    std::fprintf(stderr, "muster run: warning: %s\n", warning.c_str());
+  }
   if (config->dry_run) {
     std::fputs(DescribeConfig(*config, env).c_str(), stdout);
     return exit_code::kSuccess;

@@ -1,15 +1,20 @@
 #include "agent/run_flags.h"
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/types/span.h"
 #include "agent/flag_parsers.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/run_flag_steps.h"
+#include "base/closest_name.h"
 #include "base/duration.h"
+#include "base/plural.h"
 #include "base/status_macros.h"
 #include "launch/restart_policy.h"
 #include "launch/signals.h"
@@ -370,6 +375,12 @@ absl::Status ResolveNproc(const HostInfo& host, Config* c) {
     return FlagError(where, absl::StrCat("'", v, "' must be a positive number, cpu, gpu or auto"));
   }
   c->nproc_per_node = n;
+  if (host.gpus == 0 && host.cpus > 0 && n > host.cpus) {
+    c->warnings.push_back(absl::StrCat(where, " ", n, " starts ", Plural(n, "worker", "workers"),
+                                       " on ", Plural(host.cpus, "CPU", "CPUs"),
+                                       " and no visible GPU: they will share the CPUs; "
+                                       "--nproc-per-node cpu starts one per CPU"));
+  }
   if (n == 0 && (c->probe == ProbeMode::kOff || !host.driver_may_be_present)) {
     // --nproc-per-node gpu with no /dev/nvidiaN: only the probe can still find GPUs.
     return FlagError(where,
@@ -418,6 +429,34 @@ absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, con
   return absl::OkStatus();
 }
 
+// MUSTER_* variables muster reads that are not `muster run` flags.
+constexpr const char* kOtherVariables[] = {"MUSTER_TOKEN", "MUSTER_LIBCUDA", "MUSTER_LIBNVML",
+                                           "MUSTER_LIBNCCL"};
+
+// MUSTER_<X> variables that set no flag of `muster run` but are a typo away from one
+// (MUSTER_NPROC_PER_NODES): ignored, so a warning names the variable meant. Other
+// MUSTER_* names (a test harness' own) pass silently.
+void WarnAboutMisspelledVariables(const std::map<std::string, std::string>& env, Config* c) {
+  std::vector<std::string> names;
+  for (const FlagSpec& f : kRunFlags) names.emplace_back(f.name);
+  for (const auto& [var, value] : env) {
+    if (var.rfind("MUSTER_", 0) != 0 ||
+        std::find(std::begin(kOtherVariables), std::end(kOtherVariables), var) !=
+            std::end(kOtherVariables)) {
+      continue;
+    }
+    std::string name = absl::AsciiStrToLower(absl::StrReplaceAll(var.substr(7), {{"_", "-"}}));
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    std::string guess = ClosestName(name, names, Abbreviations::kIgnore);
+    if (guess.empty()) continue;
+    std::string meant =
+        absl::StrCat("MUSTER_", absl::AsciiStrToUpper(absl::StrReplaceAll(guess, {{"-", "_"}})));
+    c->warnings.push_back(absl::StrCat(var,
+                                       " is not a muster variable and is ignored; did you mean ",
+                                       meant, " (--", guess, ")?"));
+  }
+}
+
 // Applies each flag of `specs` that is set, in order, recording where it came from.
 absl::Status ApplyFlags(const FlagValues& flags, absl::Span<const FlagSpec> specs, Config* c) {
   for (const FlagSpec& spec : specs) {
@@ -455,6 +494,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckAcrossFlags(env, c));
+  WarnAboutMisspelledVariables(env, &c);
   return c;
 }
 

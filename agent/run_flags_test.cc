@@ -330,3 +330,45 @@ TEST(FlagsTest, StandaloneContradictionsNameBothSources) {
 
 }  // namespace
 }  // namespace muster
+
+namespace muster {
+namespace {
+
+TEST(FlagsTest, UnknownFlagSuggestsTheClosest) {
+  ExpectError(Parse({"--nproc_per_nodes", "2", "train.py"}),
+              "--nproc_per_nodes: unknown flag; did you mean --nproc-per-node? see `muster run "
+              "--help`");
+  ExpectError(Parse({"--max-restart=2", "train.py"}), "did you mean --max-restarts?");
+  // Nothing close: no guess.
+  absl::StatusOr<Config> far = Parse({"--completely-else", "train.py"});
+  ExpectError(far, "--completely-else: unknown flag; see `muster run --help`");
+}
+
+TEST(FlagsTest, MisspelledMusterVariableWarnsNamingTheOneMeant) {
+  auto c = Parse({"train.py"}, {{"MUSTER_NPROC_PER_NODES", "4"},
+                                {"MUSTER_TOKEN", "t"},
+                                {"MUSTER_LIBCUDA", "/x"},
+                                {"MUSTER_BUILD_DIR", "/b"},
+                                {"MUSTER_MAX_RESTARTS", "1"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nproc_per_node, 1);  // ignored: the default
+  EXPECT_EQ(c->warnings,
+            std::vector<std::string>{
+                "MUSTER_NPROC_PER_NODES is not a muster variable and is ignored; did you mean "
+                "MUSTER_NPROC_PER_NODE (--nproc-per-node)?"});
+}
+
+TEST(FlagsTest, MoreWorkersThanCpusWithoutGpusWarns) {
+  auto c = Parse({"--nproc-per-node", "8", "train.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->warnings, std::vector<std::string>{
+                             "--nproc-per-node 8 starts 8 workers on 6 CPUs and no visible GPU: "
+                             "they will share the CPUs; --nproc-per-node cpu starts one per CPU"});
+  EXPECT_TRUE(Parse({"--nproc-per-node", "6", "train.py"})->warnings.empty());
+  // With GPUs the count is the GPUs' business.
+  EXPECT_TRUE(ParseRunFlags({"--nproc-per-node", "8", "train.py"}, {}, {.cpus = 6, .gpus = 8})
+                  ->warnings.empty());
+}
+
+}  // namespace
+}  // namespace muster

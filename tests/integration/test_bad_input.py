@@ -1,5 +1,7 @@
 """Acceptance 7: bad input exits 2 with a message naming the flag or variable, and starts
 nothing."""
+import os
+
 import pytest
 
 from conftest import fake, muster_env, run_muster
@@ -10,6 +12,7 @@ from conftest import fake, muster_env, run_muster
     (["--nnodes", "3:2", *fake()], {}, "--nnodes"),
     (["--max-restarts", "-1", *fake()], {}, "--max-restarts"),
     (["--no-such-flag", *fake()], {}, "--no-such-flag"),
+    (["--nproc_per_nodes", "2", *fake()], {}, "did you mean --nproc-per-node?"),
     (["missing_training_script.py"], {}, "missing_training_script.py"),
     ([*fake()], {"WORLD_SIZE": "abc"}, "WORLD_SIZE"),
     ([*fake()], {"MUSTER_NPROC_PER_NODE": "many"}, "MUSTER_NPROC_PER_NODE"),
@@ -96,3 +99,18 @@ def test_command_path_that_is_not_utf8_keeps_its_exit_code_across_the_rendezvous
                    errors="backslashreplace")  # the agent's own log shows the path as it is
     assert r.returncode == 127, (r.returncode, r.stderr[-2000:])
     assert "server closed" not in r.stderr, r.stderr[-2000:]
+
+
+def test_misspelled_variable_and_oversubscription_warn_and_run(tmp_path):
+    """A typo in a MUSTER_* name is not silently ignored, and more workers than CPUs (no GPU)
+    is said once; both still run."""
+    cpus = len(os.sched_getaffinity(0))
+    n = cpus + 1
+    r = run_muster(["--nproc-per-node", str(n), *fake()],
+                   env=muster_env(MUSTER_MAX_RESTART="3", CUDA_VISIBLE_DEVICES=""))
+    assert r.returncode == 0, r.stderr
+    assert ("muster run: warning: MUSTER_MAX_RESTART is not a muster variable and is ignored; "
+            "did you mean MUSTER_MAX_RESTARTS (--max-restarts)?") in r.stderr, r.stderr
+    assert (f"muster run: warning: --nproc-per-node {n} starts {n} workers on {cpus} CPUs and "
+            "no visible GPU") in r.stderr, r.stderr
+    assert r.stderr.count(f"starts {n} workers") == 1, r.stderr

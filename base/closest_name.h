@@ -1,0 +1,28 @@
+// ClosestName: the "did you mean" of an unknown word (a flag, a variable) among the names
+// it could have meant. Thread-safe (pure).
+#ifndef MUSTER_BASE_CLOSEST_NAME_H_
+#define MUSTER_BASE_CLOSEST_NAME_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace muster {
+
+// The number of single-character insertions, deletions, substitutions and swaps of two
+// neighbours that turn `a` into `b` (optimal string alignment distance).
+int EditDistance(std::string_view a, std::string_view b);
+
+enum class Abbreviations { kCount, kIgnore };
+
+// The candidate `word` most likely misspells, or "" when none is close: the nearest by
+// EditDistance within a third of the word's length (at least 1, at most 3; ties go to the
+// earlier candidate), else, with Abbreviations::kCount, the only candidate that starts with
+// `word` (an abbreviation of at least 3 characters). Compares as given: the caller folds
+// spellings first (dashes and underscores, case).
+std::string ClosestName(std::string_view word, const std::vector<std::string>& candidates,
+                        Abbreviations abbreviations = Abbreviations::kCount);
+
+}  // namespace muster
+
+#endif  // MUSTER_BASE_CLOSEST_NAME_H_

@@ -41,6 +41,10 @@ int Main(int argc, char** argv) {
     std::fputs(ProbeUsage().c_str(), stdout);
     return 0;
   }
+  if (options->version) {
+    std::printf("muster-probe %s\n", MUSTER_VERSION);
+    return 0;
+  }
   absl::StatusOr<std::string> payload =
       RunInChild([&](const StageFn& stage) { return ReportToJson(RunProbe(*options, stage), -1); },
                  options->timeout);

@@ -112,10 +112,11 @@ absl::StatusOr<ProbeOptions> ParseProbeArgs(const std::vector<std::string>& args
       value = name.substr(eq + 1);
       name.resize(eq);
     }
-    if (name == "json" || name == "help" || name == "allow-busy") {
+    if (name == "json" || name == "help" || name == "allow-busy" || name == "version") {
       if (value) return Bad(name, "takes no value");
       if (name == "json") o.json = true;
       if (name == "help") o.help = true;
+      if (name == "version") o.version = true;
       if (name == "allow-busy") o.allow_busy = true;
       continue;
     }
@@ -157,6 +158,7 @@ std::string ProbeUsage() {
   --min-busbw GBPS     fail (exit 5) when busbw is below GBPS ...
   --check-from N       ... at any size >= N (default: the largest size)
   --min-nccl-version V fail (exit 6) on older NCCL (default 2.17.1)
+  --version            print muster-probe's version (muster's) and exit
 
 exit: 0 healthy, 1 probe error, 2 usage, 3 no NVIDIA driver, 4 unhealthy GPU,
       5 busbw below threshold, 6 NCCL missing or too old, 7 timed out

@@ -23,6 +23,7 @@ struct ProbeOptions {
   Command command = Command::kInventory;
   bool json = false;
   bool help = false;
+  bool version = false;  // --version
   std::string libcuda = "libcuda.so.1";
   std::string libnvml = "libnvidia-ml.so.1";
   std::string libnccl = "libnccl.so.2";

@@ -7,6 +7,7 @@ machine without a driver) "no NVIDIA driver found". Exit codes: nccl_probe/READM
 """
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -219,3 +220,5 @@ def test_flags_override_environment_and_usage_errors():
     r = probe("--bogus")
     assert r.returncode == USAGE and "unknown flag --bogus" in r.stderr and r.stdout == ""
     assert probe("--help").returncode == HEALTHY
+    r = probe("--version")
+    assert r.returncode == HEALTHY and re.fullmatch(r"muster-probe \d+\.\d+\.\d+\n", r.stdout), r

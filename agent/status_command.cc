@@ -27,7 +27,10 @@ constexpr FlagSpec kStatusFlags[] = {
      .group = "Status",
      .default_text = "required",
      .help = "HOST[:PORT] of the rendezvous server"},
-    {.name = "rdzv-id", .group = "Status", .default_text = "none", .help = "the job's run id"},
+    {.name = "rdzv-id",
+     .group = "Status",
+     .default_text = "",
+     .help = "the job's run id; without it, the list of the server's jobs"},
     {.name = "json",
      .takes_value = false,
      .group = "Status",
@@ -57,7 +60,9 @@ constexpr int kNoSuchJob = 1;
 
 constexpr Subcommand kStatus = {
     .name = "status",
-    .usage = "Usage: muster status --rdzv-endpoint H[:P] --rdzv-id ID [--json]\n",
+    .usage =
+        "Usage: muster status --rdzv-endpoint H[:P] [--rdzv-id ID] [--json] [--watch]\n"
+        "Without --rdzv-id: the jobs the server knows (running and finished).\n",
     .flags = kStatusFlags,
 };
 
@@ -207,6 +212,58 @@ void PrintTable(const nlohmann::json& j, bool color) {
   }
 }
 
+nlohmann::json ToJson(const rdzv::JobSummary& s) {
+  nlohmann::json j = {{"run_id", s.run_id},
+                      {"phase", rdzv::JobPhaseName(s.phase)},
+                      {"round", s.round},
+                      {"restarts_used", s.restarts_used},
+                      {"max_restarts", s.max_restarts},
+                      {"nodes", s.nodes},
+                      {"min_nodes", s.min_nodes},
+                      {"max_nodes", s.max_nodes}};
+  if (s.outcome) {
+    j["outcome"] = {{"exit_code", s.outcome->exit_code}, {"reason", s.outcome->reason}};
+  }
+  return j;
+}
+
+// `muster status` without a run id: the server's jobs, a line each.
+int PrintJobList(const rdzv::JobStatusQuery& query, bool json) {
+  absl::StatusOr<std::vector<rdzv::JobSummary>> jobs = rdzv::ListJobs(query);
+  if (!jobs.ok()) {
+    std::fprintf(stderr, "muster status: cannot list the jobs of %s: %s\n", query.endpoint.c_str(),
+                 std::string(jobs.status().message()).c_str());
+    return exit_code::kTransient;
+  }
+  if (json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const rdzv::JobSummary& s : *jobs) list.push_back(ToJson(s));
+    std::printf("%s\n", nlohmann::json{{"jobs", list}}.dump(2).c_str());
+    return 0;
+  }
+  if (jobs->empty()) {
+    std::printf("no jobs at %s yet (a job appears when its first agent joins)\n",
+                query.endpoint.c_str());
+    return 0;
+  }
+  bool color = isatty(STDOUT_FILENO);
+  std::printf("%-24s %-10s %-6s %-10s %-9s %s\n", "RUN ID", "PHASE", "ROUND", "NODES", "RESTARTS",
+              "OUTCOME");
+  for (const rdzv::JobSummary& s : *jobs) {
+    std::string nodes = s.min_nodes == s.max_nodes
+                            ? absl::StrCat(s.nodes, "/", s.max_nodes)
+                            : absl::StrCat(s.nodes, "/", s.min_nodes, ":", s.max_nodes);
+    std::string outcome =
+        s.outcome ? absl::StrCat("exit ", s.outcome->exit_code, ": ", s.outcome->reason) : "";
+    std::printf("%-24s %s %-6d %-10s %-9s %s\n", s.run_id.c_str(),
+                PaintPadded(rdzv::JobPhaseName(s.phase), 10, color).c_str(), s.round, nodes.c_str(),
+                absl::StrCat(s.restarts_used, "/", s.max_restarts).c_str(), outcome.c_str());
+  }
+  std::printf("`muster status --rdzv-endpoint %s --rdzv-id ID` shows one job\n",
+              query.endpoint.c_str());
+  return 0;
+}
+
 // The query from the flags, or a usage error's message.
 absl::StatusOr<rdzv::JobStatusQuery> StatusQuery(const FlagValues& values) {
   rdzv::JobStatusQuery query;
@@ -218,7 +275,6 @@ absl::StatusOr<rdzv::JobStatusQuery> StatusQuery(const FlagValues& values) {
   ASSIGN_OR_RETURN(Endpoint parsed,
                    ParseEndpoint(endpoint->where, endpoint->text, kDefaultRendezvousPort));
   query.endpoint = parsed.ToString();
-  query.run_id = "none";
   if (auto id = values.Get("rdzv-id")) {
     ASSIGN_OR_RETURN(query.run_id, ParseRunId(*id));
   }
@@ -248,6 +304,14 @@ int StatusCommand(const std::vector<std::string>& args,
   if (!parsed.ok()) return UsageError(kStatus, parsed.status().message());
   const rdzv::JobStatusQuery& query = *parsed;
   bool json = values->Get("json").has_value();
+  if (query.run_id.empty()) {
+    if (values->Get("watch")) {
+      return UsageError(kStatus,
+                        "--watch: follows one job; give it with --rdzv-id (without "
+                        "--watch, `muster status` lists the server's jobs)");
+    }
+    return PrintJobList(query, json);
+  }
   if (values->Get("watch")) {
     bool color = isatty(STDOUT_FILENO);
     absl::Status watched = rdzv::WatchJobStatus(query, [&](const rdzv::JobStatusSnapshot& s) {

@@ -66,7 +66,9 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
                        std::vector<Event>* out) {
   if (phase_ == Phase::kFinished) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job ", spec_.run_id, " has already finished: ", outcome_->reason));
+        absl::StrCat("job ", spec_.run_id, " has already finished (", outcome_->reason,
+                     "); the server keeps a finished job's status for `muster status`: start "
+                     "the new job with another --rdzv-id (or restart the server to reuse it)"));
   }
   if (absl::Status s = CheckJobSpec(spec, info); !s.ok()) return s;
   if (absl::Status s = CheckSameJobSpec(spec_, spec, info); !s.ok()) return s;

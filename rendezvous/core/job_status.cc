@@ -66,4 +66,19 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
   return s;
 }
 
+JobSummary JobSummaryOf(const Job& job) {
+  int live = 0;
+  for (const Job::NodeView& v : job.NodeViews())
+    live += std::string_view(v.state) != "Left" ? 1 : 0;
+  return JobSummary{.run_id = job.spec().run_id,
+                    .phase = PhaseOf(job),
+                    .round = job.round(),
+                    .restarts_used = job.restarts_used(),
+                    .max_restarts = job.spec().max_restarts,
+                    .nodes = live,
+                    .min_nodes = job.spec().min_nodes,
+                    .max_nodes = job.spec().max_nodes,
+                    .outcome = job.outcome()};
+}
+
 }  // namespace muster::rdzv

@@ -48,12 +48,28 @@ struct JobStatusSnapshot {
   std::vector<WorkerStatus> workers;  // current (or last) round, by rank
 };
 
+// One job of the server's list (JobStatus.List): its status' header, no nodes or workers.
+struct JobSummary {
+  std::string run_id;
+  JobPhase phase = JobPhase::kPending;
+  int round = 0;
+  int restarts_used = 0;
+  int max_restarts = 0;
+  int nodes = 0;  // live nodes
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::optional<Outcome> outcome;
+};
+
 // The phase a job's status shows: Pending before its first round, Restarting between
 // rounds, Succeeded or Failed by its outcome's exit code.
 JobPhase PhaseOf(const Job& job);
 
 // Copies `job`'s status in O(nodes + workers).
 JobStatusSnapshot JobStatusOf(const Job& job);
+
+// `job`'s summary, in O(nodes).
+JobSummary JobSummaryOf(const Job& job);
 
 }  // namespace muster::rdzv
 

@@ -221,6 +221,13 @@ TEST(JobTest, SuccessNeedsEveryNode) {
   ASSERT_EQ(h.job().phase(), Job::Phase::kFinished);
   EXPECT_EQ(h.job().outcome()->exit_code, 0);
   EXPECT_EQ(out.size(), 2u);
+  // A node of a new job under the same id is told how to start one.
+  absl::Status again = h.Join("3");
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.message().find("has already finished"), absl::string_view::npos);
+  EXPECT_NE(again.message().find("start the new job with another --rdzv-id"),
+            absl::string_view::npos)
+      << again.message();
 }
 
 TEST(JobTest, AlwaysPolicyRunsAgainAfterSuccess) {

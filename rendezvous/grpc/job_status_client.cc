@@ -69,4 +69,19 @@ absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
   return grpc_internal::FromProto(reply);
 }
 
+absl::StatusOr<std::vector<JobSummary>> ListJobs(const JobStatusQuery& query) {
+  ASSIGN_OR_RETURN(std::unique_ptr<v1::JobStatus::Stub> stub, MakeStub(query));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
+  context.set_wait_for_ready(true);
+  grpc_internal::AddBearerToken(query.token, &context);
+  v1::ListJobsReply reply;
+  RETURN_IF_ERROR(Explained(
+      query, grpc_internal::ToAbslStatus(stub->List(&context, v1::ListJobsRequest(), &reply))));
+  std::vector<JobSummary> jobs;
+  jobs.reserve(reply.jobs_size());
+  for (const v1::JobSummary& j : reply.jobs()) jobs.push_back(grpc_internal::FromProto(j));
+  return jobs;
+}
+
 }  // namespace muster::rdzv

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -25,6 +26,10 @@ struct JobStatusQuery {
 // NotFound for an unknown run id, Unauthenticated for a bad token, DeadlineExceeded or
 // Unavailable when the server cannot be reached in time.
 absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query);
+
+// JobStatus.List: every job the server knows, by run id (query.run_id is not used).
+// Errors as GetJobStatus.
+absl::StatusOr<std::vector<JobSummary>> ListJobs(const JobStatusQuery& query);
 
 // JobStatus.Watch: calls `on_update` with the current status, then on every change, until
 // the job has finished (OK) or the stream breaks (its error). Blocks the calling thread.

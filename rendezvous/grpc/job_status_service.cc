@@ -75,6 +75,20 @@ class JobStatusService final
   grpc::ServerWriteReactor<v1::JobStatusReply>* Watch(
       grpc::CallbackServerContext* context, const v1::GetJobStatusRequest* request) override;
 
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                 const v1::ListJobsRequest* /*request*/,
+                                 v1::ListJobsReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    absl::Status allowed = CheckBearerToken(*context, token_);
+    if (allowed.ok()) {
+      // O(jobs + nodes) under the registry's lock, once per (rare, human) call.
+      for (const JobSummary& s : registry_->Summaries()) ToProto(s, reply->add_jobs());
+    }
+    TsanCallOut out(reactor);
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
+
  private:
   absl::Status Answer(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& request,
                       grpc::ByteBuffer* reply) {

@@ -394,4 +394,30 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
   return s;
 }
 
+void ToProto(const JobSummary& s, v1::JobSummary* out) {
+  out->set_run_id(s.run_id);
+  out->set_phase(ToProto(s.phase));
+  out->set_round(s.round);
+  out->set_restarts_used(s.restarts_used);
+  out->set_max_restarts(s.max_restarts);
+  out->set_nodes(s.nodes);
+  out->set_min_nodes(s.min_nodes);
+  out->set_max_nodes(s.max_nodes);
+  if (s.outcome) ToProto(*s.outcome, out->mutable_outcome());
+}
+
+JobSummary FromProto(const v1::JobSummary& in) {
+  JobSummary s;
+  s.run_id = in.run_id();
+  s.phase = FromProto(in.phase());
+  s.round = in.round();
+  s.restarts_used = in.restarts_used();
+  s.max_restarts = in.max_restarts();
+  s.nodes = in.nodes();
+  s.min_nodes = in.min_nodes();
+  s.max_nodes = in.max_nodes();
+  if (in.has_outcome()) s.outcome = FromProto(in.outcome());
+  return s;
+}
+
 }  // namespace muster::rdzv::grpc_internal

@@ -41,6 +41,9 @@ EndedWorker FromProto(const v1::WorkerEnded& in);
 void ToProto(const JobStatusSnapshot& status, v1::JobStatusReply* out);
 JobStatusSnapshot FromProto(const v1::JobStatusReply& in);
 
+void ToProto(const JobSummary& summary, v1::JobSummary* out);
+JobSummary FromProto(const v1::JobSummary& in);
+
 }  // namespace muster::rdzv::grpc_internal
 
 #endif  // MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_

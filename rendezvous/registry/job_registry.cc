@@ -311,4 +311,14 @@ absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id,
   return JobStatusOf(it->second.job);
 }
 
+std::vector<JobSummary> JobRegistry::Summaries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<JobSummary> out;
+  out.reserve(jobs_.size());
+  for (const auto& [run_id, entry] : jobs_) out.push_back(JobSummaryOf(entry.job));
+  std::sort(out.begin(), out.end(),
+            [](const JobSummary& a, const JobSummary& b) { return a.run_id < b.run_id; });
+  return out;
+}
+
 }  // namespace muster::rdzv

@@ -88,6 +88,8 @@ class JobRegistry {
   // Changes whenever anything in the job's status but heartbeat times changes (unique
   // across jobs, also when a run id's job is started afresh). NotFound as Status. O(log jobs).
   absl::StatusOr<uint64_t> StatusVersion(const std::string& run_id) const;
+  // Every job's summary, by run id, in O(jobs + nodes).
+  std::vector<JobSummary> Summaries() const;
 
   void AddWatcher(std::weak_ptr<StatusWatcher> watcher);
 

@@ -213,6 +213,21 @@ def test_muster_serve_and_status(tmp_path):
         assert final["root_cause"]["rank"] == 0 and final["root_cause"]["code"] == 3
         table = subprocess.run(status, capture_output=True, text=True, timeout=20).stdout
         assert "job sj: Failed" in table and "outcome: exit 3" in table
+        # Without --rdzv-id: the server's jobs, a line each.
+        listing = subprocess.run([*status[:4], "--json"], capture_output=True, text=True,
+                                 timeout=20, env=muster_env())
+        jobs = json.loads(listing.stdout)["jobs"]
+        assert [(j["run_id"], j["phase"], j["outcome"]["exit_code"]) for j in jobs] == \
+            [("sj", "Failed", 3)], listing.stdout
+        listing = subprocess.run(status[:4], capture_output=True, text=True, timeout=20,
+                                 env=muster_env())
+        assert re.search(r"^sj\s+Failed\s+\d+\s+\d+/2\s+1/1\s+exit 3: ", listing.stdout,
+                         re.M), listing.stdout
+        # The same run id again: refused, naming the fix.
+        again = subprocess.run([str(MUSTER), "run", *common], capture_output=True, text=True,
+                               timeout=60, env=muster_env())
+        assert again.returncode == 2, again.stderr[-2000:]
+        assert "start the new job with another --rdzv-id" in again.stderr, again.stderr[-2000:]
     unknown = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
                               "--rdzv-id", "sj", "--timeout", "2"], capture_output=True,
                              text=True, timeout=30)

@@ -15,6 +15,7 @@ class Join;
 class Failure;
 class ServerMessage;
 class JobStatusReply;
+class JobSummary;
 class WorkersStarted;
 class WorkerEnded;
 }  // namespace muster::v1

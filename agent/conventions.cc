@@ -119,8 +119,12 @@ struct PodVariables {
     c->sources["rdzv-endpoint"] = from;
     used.push_back(absl::StrCat("rendezvous at ", *addr, ":", c->rdzv_port, " (", from, ")"));
     // The master Pod knows itself by rank 0 even when its hostname differs from the
-    // service name in MASTER_ADDR.
-    if (c->node_rank == 0 && unset("rdzv-host")) c->rdzv_hosting = RdzvHosting::kAlways;
+    // service name in MASTER_ADDR; another rank never tries to serve, also when it shares
+    // the host (agents started by hand with the operator's variables): had it bound the port
+    // first, rank 0 would fail to serve.
+    if (c->node_rank >= 0 && unset("rdzv-host")) {
+      c->rdzv_hosting = c->node_rank == 0 ? RdzvHosting::kAlways : RdzvHosting::kNever;
+    }
     return absl::OkStatus();
   }
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import FAKE, MUSTER, REPO, muster_env, pid_alive, wait_for
-from multinode import Agents, serve, wait_job_exists
+from multinode import Agents, free_port, serve, wait_job_exists
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "multinode_check.py"
 
@@ -336,3 +336,21 @@ def test_serve_and_status_on_ipv6_loopback():
         # Whether or not something serves port 29400 here, the query went to [::1]:29400.
         assert r.returncode in (1, 138), r.stderr
         assert "job ipv6-nobody from [::1]:29400: " in r.stderr, r.stderr
+
+
+def test_operator_variables_on_one_host_node_rank_0_serves(tmp_path):
+    """Two agents on one host with an operator's variables (MASTER_ADDR/MASTER_PORT,
+    WORLD_SIZE = nodes, RANK = node rank): rank 1, started first, does not take the port
+    that rank 0 is told to serve on; the job runs and nobody prints an error."""
+    port = free_port()
+    env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+    cmd = [str(MUSTER), "run", "--no-python", str(FAKE), "sleep=0.5"]
+    rank1 = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=muster_env(**env, RANK="1"))
+    time.sleep(1.0)  # rank 1 is up first: before the fix it bound the port
+    rank0 = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=muster_env(**env, RANK="0"))
+    outs = [p.communicate(timeout=60) for p in (rank0, rank1)]
+    for p, (_, err) in zip((rank0, rank1), outs):
+        assert p.returncode == 0, err[-2000:]
+        assert "cannot serve" not in err and "error" not in err.lower(), err[-2000:]

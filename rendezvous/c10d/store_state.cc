@@ -198,10 +198,15 @@ void StoreState::Append(Request& request) {
     StoreValue(key, std::move(request.values[0]));
     return;
   }
-  std::string old = it->second;
-  it->second += request.values[0];
+  // In place: std::string grows its capacity geometrically, so appending costs
+  // the appended bytes (amortised), not a copy of the whole value. The old value
+  // a watcher is told about is the prefix that was there before.
+  std::string& value = it->second;
+  size_t old_size = value.size();
+  value.append(request.values[0]);
   WakeAll(key);
-  NotifyWatchers(key, kWatchKeyAppended, old, it->second);
+  std::string_view now(value);
+  NotifyWatchers(key, kWatchKeyAppended, now.substr(0, old_size), now);
 }
 
 void StoreState::DeleteKey(ConnectionId conn, const std::string& key) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "rendezvous/c10d/wire.h"
 
@@ -183,6 +185,34 @@ TEST_F(StoreStateTest, MultiGetPassesStoredValuesWithoutCopyingThem) {
   std::string reply = out_.Take(1);
   ASSERT_EQ(reply.size(), bytes);
   EXPECT_EQ(reply.substr(0, 8 + big.size()), Str(big));
+}
+
+// APPEND grows the stored value where it is (amortised by the string's
+// geometric capacity growth) and tells watchers the old value as its prefix.
+TEST_F(StoreStateTest, AppendGrowsTheValueInPlace) {
+  ASSERT_TRUE(Run(2, Make(Op::kWatchKey, {"log"})).ok());
+  out_.Take(2);
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"log"}, {"ab"})).ok());
+  out_.Take(2);
+  ASSERT_TRUE(Run(1, Make(Op::kAppend, {"log"}, {"cd"})).ok());
+  EXPECT_EQ(out_.Take(2), std::string(1, static_cast<char>(kWatchKeyAppended)) + Str("log") +
+                              Str("ab") + Str("abcd"));
+  state_.DropConnection(2);
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"log"}, {std::string(32 * 1024 * 1024, 'a')})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kAppend, {"log"}, {std::string(1024, 'x')})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kGet, {"log"})).ok());
+  const char* after_first = out_.last_parts[1].data();
+  out_.Take(1);
+  absl::Time start = absl::Now();
+  for (int i = 1; i < 300; ++i) {
+    ASSERT_TRUE(Run(1, Make(Op::kAppend, {"log"}, {std::string(1024, 'x')})).ok());
+  }
+  absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(Run(1, Make(Op::kGet, {"log"})).ok());
+  EXPECT_EQ(out_.last_parts[1].data(), after_first) << "the value moved: it was copied";
+  EXPECT_EQ(out_.last_parts[1].size(), 32u * 1024 * 1024 + 300 * 1024);
+  // Each copy of 32 MiB costs milliseconds; 299 of them would take seconds.
+  EXPECT_LT(took, absl::Milliseconds(500));
 }
 
 }  // namespace

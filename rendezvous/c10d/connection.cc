@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 #include "base/status_macros.h"
 
@@ -61,7 +62,7 @@ absl::StatusOr<bool> Connection::Read() {
 }
 
 absl::Status Connection::ProcessInput(const std::function<absl::Status(Request&)>& handle) {
-  while (!paused()) {
+  while (!paused() && !overflowed_) {
     std::string_view buffer(in_.data() + in_pos_, in_.size() - in_pos_);
     if (buffer.size() < in_needed_) break;
     if (protocol_ == Protocol::kUnknown) {
@@ -95,13 +96,25 @@ absl::Status Connection::ProcessInput(const std::function<absl::Status(Request&)
   return absl::OkStatus();
 }
 
-void Connection::Queue(std::string_view bytes) {
+void Connection::Queue(std::span<const std::string_view> parts) {
   if (overflowed_) return;
-  if (pending_output() + bytes.size() > limits_.output_hard_limit_bytes) {
+  uint64_t total = 0;
+  for (std::string_view part : parts) total += part.size();
+  if (total > limits_.output_hard_limit_bytes ||
+      pending_output() > limits_.output_hard_limit_bytes - total) {
     overflowed_ = true;
+    refused_bytes_ = total;
+    refused_pending_ = pending_output();
     return;
   }
-  out_.append(bytes.data(), bytes.size());
+  out_.reserve(out_.size() + total);  // one allocation for a large reply
+  for (std::string_view part : parts) out_.append(part.data(), part.size());
+}
+
+std::string Connection::OverflowReason() const {
+  return absl::StrCat("refused a reply of ", refused_bytes_, " bytes: it would pass the ",
+                      limits_.output_hard_limit_bytes, "-byte output limit (", refused_pending_,
+                      " bytes not yet read by the peer)");
 }
 
 absl::Status Connection::Flush() {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -40,14 +41,19 @@ class Connection {
   // closed.
   absl::Status ProcessInput(const std::function<absl::Status(Request&)>& handle);
 
-  // Appends reply bytes. Past the hard output limit nothing more is queued and
-  // the connection reports `overflowed()`: the server closes it.
-  void Queue(std::string_view bytes);
+  // Appends one reply, the concatenation of `parts`, whole or not at all. A
+  // reply that would take the pending output past the hard limit is refused from
+  // its size, before anything is allocated or copied; from then on nothing more
+  // is queued or executed and the connection reports `overflowed()`: the server
+  // closes it.
+  void Queue(std::span<const std::string_view> parts);
   // Writes as much pending output as the socket takes.
   absl::Status Flush();
 
   size_t pending_output() const { return out_.size() - out_pos_; }
   bool overflowed() const { return overflowed_; }
+  // Why overflowed(): the refused reply's size, the limit and what was pending.
+  std::string OverflowReason() const;
   // Reading stops while the peer does not drain its replies.
   bool paused() const { return pending_output() > limits_.output_soft_limit_bytes; }
   bool has_buffered_input() const { return in_.size() > in_pos_; }
@@ -67,7 +73,9 @@ class Connection {
   std::string out_;
   size_t out_pos_ = 0;
   bool overflowed_ = false;
-  Request request_;  // reused to keep vector capacity across requests
+  uint64_t refused_bytes_ = 0;    // size of the reply that overflowed
+  uint64_t refused_pending_ = 0;  // output pending when it was refused
+  Request request_;               // reused to keep vector capacity across requests
 };
 
 }  // namespace muster::c10d

@@ -180,7 +180,7 @@ bool StoreLoop::Service(Connection& conn) {
       return false;
     }
     if (conn.overflowed()) {
-      Close(conn, "output buffer limit exceeded (peer does not read)", true);
+      Close(conn, conn.OverflowReason(), true);
       return false;
     }
     bool was_paused = conn.paused();
@@ -193,10 +193,10 @@ bool StoreLoop::Service(Connection& conn) {
   }
 }
 
-void StoreLoop::Send(ConnectionId id, std::string_view bytes) {
+void StoreLoop::Send(ConnectionId id, std::span<const std::string_view> parts) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
-  it->second->Queue(bytes);
+  it->second->Queue(parts);
   dirty_.push_back(id);
 }
 

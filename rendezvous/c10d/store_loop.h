@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -34,8 +35,9 @@ class StoreLoop : public Outbox {
   void Stop();
   size_t num_connections() const { return num_connections_.load(); }
 
-  // Outbox: queues bytes for a connection (ignored if it is gone).
-  void Send(ConnectionId conn, std::string_view bytes) override;
+  // Outbox: queues a reply for a connection (ignored if it is gone); one that
+  // would pass the output limit is refused and the connection closed.
+  void Send(ConnectionId conn, std::span<const std::string_view> parts) override;
 
  private:
   StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, const Limits& limits);

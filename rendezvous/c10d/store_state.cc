@@ -14,17 +14,63 @@ namespace {
 
 std::string Byte(uint8_t v) { return std::string(1, static_cast<char>(v)); }
 
-std::string EncodedString(std::string_view s) {
-  std::string out;
-  AppendString(&out, s);
-  return out;
-}
-
 std::string EncodedI64(int64_t v) {
   std::string out;
   AppendI64(&out, v);
   return out;
 }
+
+// One reply as a list of pieces for Outbox::Send: fixed-size fields (lengths,
+// counts, type bytes) are encoded into `fields_`, values are referenced where
+// they are stored, so even a reply that is refused costs nothing like its size.
+class ReplyParts {
+ public:
+  void U8(uint8_t v) {
+    AppendU8(&fields_, v);
+    AddField(1);
+  }
+  void I64(int64_t v) {
+    AppendI64(&fields_, v);
+    AddField(8);
+  }
+  void String(std::string_view s) {
+    I64(static_cast<int64_t>(s.size()));
+    if (!s.empty()) pieces_.push_back({s.data(), s.size()});
+  }
+  // Views into `fields_` are made here, once it no longer grows. Valid until the
+  // stored values change.
+  std::span<const std::string_view> Parts() {
+    parts_.clear();
+    parts_.reserve(pieces_.size());
+    size_t field = 0;
+    for (const Piece& piece : pieces_) {
+      if (piece.data != nullptr) {
+        parts_.emplace_back(piece.data, piece.size);
+      } else {
+        parts_.emplace_back(fields_.data() + field, piece.size);
+        field += piece.size;
+      }
+    }
+    return parts_;
+  }
+
+ private:
+  struct Piece {
+    const char* data;  // nullptr: the next `size` bytes of fields_
+    size_t size;
+  };
+  void AddField(size_t n) {
+    if (!pieces_.empty() && pieces_.back().data == nullptr) {
+      pieces_.back().size += n;
+    } else {
+      pieces_.push_back({nullptr, n});
+    }
+  }
+
+  std::string fields_;
+  std::vector<Piece> pieces_;
+  std::vector<std::string_view> parts_;
+};
 
 }  // namespace
 
@@ -55,38 +101,18 @@ absl::Status StoreState::Execute(ConnectionId conn, Request& request) {
         StoreValue(request.keys[i], std::move(request.values[i]));
       }
       return absl::OkStatus();
-    case Op::kAppend: {
-      const std::string& key = request.keys[0];
-      auto it = values_.find(key);
-      if (it == values_.end()) {
-        StoreValue(key, std::move(request.values[0]));
-        return absl::OkStatus();
-      }
-      std::string old = it->second;
-      it->second += request.values[0];
-      WakeAll(key);
-      NotifyWatchers(key, kWatchKeyAppended, old, it->second);
+    case Op::kAppend:
+      Append(request);
       return absl::OkStatus();
-    }
     case Op::kCompareSet:
       CompareSet(conn, request);
       return absl::OkStatus();
-    case Op::kGet: {
-      // Union semantics: a missing key reads as empty (libuv) instead of
-      // closing (classic).
-      auto it = values_.find(request.keys[0]);
-      Reply(conn, EncodedString(it == values_.end() ? "" : it->second));
+    case Op::kGet:
+      ReplyString(conn, ValueOrEmpty(request.keys[0]));
       return absl::OkStatus();
-    }
-    case Op::kMultiGet: {
-      std::string out;
-      for (const std::string& key : request.keys) {
-        auto it = values_.find(key);
-        AppendString(&out, it == values_.end() ? "" : it->second);
-      }
-      Reply(conn, out);
+    case Op::kMultiGet:
+      MultiGet(conn, request);
       return absl::OkStatus();
-    }
     case Op::kAdd:
       return Add(conn, request);
     case Op::kCheck: {
@@ -101,18 +127,9 @@ absl::Status StoreState::Execute(ConnectionId conn, Request& request) {
     case Op::kGetNumKeys:
       Reply(conn, EncodedI64(static_cast<int64_t>(values_.size())));
       return absl::OkStatus();
-    case Op::kDeleteKey: {
-      auto it = values_.find(request.keys[0]);
-      int64_t erased = 0;
-      if (it != values_.end()) {
-        std::string old = std::move(it->second);
-        values_.erase(it);
-        erased = 1;
-        NotifyWatchers(request.keys[0], kWatchKeyDeleted, old, "");
-      }
-      Reply(conn, EncodedI64(erased));  // waiters are not woken, as in torch
+    case Op::kDeleteKey:
+      DeleteKey(conn, request.keys[0]);
       return absl::OkStatus();
-    }
     case Op::kWatchKey:
       watchers_[request.keys[0]].push_back(conn);
       watched_keys_[conn].push_back(request.keys[0]);
@@ -152,6 +169,58 @@ absl::Status StoreState::Execute(ConnectionId conn, Request& request) {
   return absl::InternalError("unhandled op");
 }
 
+void StoreState::ReplyString(ConnectionId conn, std::string_view value) {
+  ReplyParts reply;
+  reply.String(value);
+  outbox_->Send(conn, reply.Parts());
+}
+
+std::string_view StoreState::ValueOrEmpty(const std::string& key) const {
+  // Union semantics: a missing key reads as empty (libuv) instead of closing
+  // (classic).
+  auto it = values_.find(key);
+  return it == values_.end() ? std::string_view() : std::string_view(it->second);
+}
+
+void StoreState::MultiGet(ConnectionId conn, const Request& request) {
+  // Naming one large key many times asks for many times its size: the reply
+  // goes out as views of the stored values, so the outbox can refuse it from its
+  // size before a byte of it is copied.
+  ReplyParts reply;
+  for (const std::string& key : request.keys) reply.String(ValueOrEmpty(key));
+  outbox_->Send(conn, reply.Parts());
+}
+
+void StoreState::Append(Request& request) {
+  const std::string& key = request.keys[0];
+  auto it = values_.find(key);
+  if (it == values_.end()) {
+    StoreValue(key, std::move(request.values[0]));
+    return;
+  }
+  // In place: std::string grows its capacity geometrically, so appending costs
+  // the appended bytes (amortised), not a copy of the whole value. The old value
+  // a watcher is told about is the prefix that was there before.
+  std::string& value = it->second;
+  size_t old_size = value.size();
+  value.append(request.values[0]);
+  WakeAll(key);
+  std::string_view now(value);
+  NotifyWatchers(key, kWatchKeyAppended, now.substr(0, old_size), now);
+}
+
+void StoreState::DeleteKey(ConnectionId conn, const std::string& key) {
+  auto it = values_.find(key);
+  int64_t erased = 0;
+  if (it != values_.end()) {
+    std::string old = std::move(it->second);
+    values_.erase(it);
+    erased = 1;
+    NotifyWatchers(key, kWatchKeyDeleted, old, "");
+  }
+  Reply(conn, EncodedI64(erased));  // waiters are not woken, as in torch
+}
+
 bool StoreState::Present(const std::string& key) const {
   if (values_.contains(key)) return true;
   auto it = queues_.find(key);  // libuv: a non-empty queue satisfies CHECK/WAIT
@@ -174,20 +243,19 @@ void StoreState::CompareSet(ConnectionId conn, Request& request) {
   auto it = values_.find(key);
   if (it == values_.end()) {
     if (!expected.empty()) {
-      Reply(conn,
-            EncodedString(expected));  // torch's documented "lie": not set
+      ReplyString(conn, expected);  // torch's documented "lie": not set
       return;
     }
-    Reply(conn, EncodedString(desired));
+    ReplyString(conn, desired);
     StoreValue(key, std::move(desired));  // libuv wakes waiters; so do we
     return;
   }
   if (it->second == expected) {
-    Reply(conn, EncodedString(desired));
+    ReplyString(conn, desired);
     StoreValue(key, std::move(desired));
     return;
   }
-  Reply(conn, EncodedString(it->second));
+  ReplyString(conn, it->second);
 }
 
 absl::Status StoreState::Add(ConnectionId conn, Request& request) {
@@ -281,12 +349,13 @@ void StoreState::NotifyWatchers(const std::string& key, uint8_t type, std::strin
                                 std::string_view new_value) {
   auto it = watchers_.find(key);
   if (it == watchers_.end()) return;
-  std::string out;
-  AppendU8(&out, type);
-  AppendString(&out, key);
-  AppendString(&out, old_value);
-  AppendString(&out, new_value);
-  for (ConnectionId conn : it->second) Reply(conn, out);
+  ReplyParts notice;
+  notice.U8(type);
+  notice.String(key);
+  notice.String(old_value);
+  notice.String(new_value);
+  std::span<const std::string_view> parts = notice.Parts();
+  for (ConnectionId conn : it->second) outbox_->Send(conn, parts);
 }
 
 absl::Status StoreState::Barrier(ConnectionId conn, Request& request) {
@@ -313,12 +382,12 @@ void StoreState::QueuePop(ConnectionId conn, const std::string& key) {
     Reply(conn, EncodedI64(0));
     return;
   }
-  std::string out;
-  AppendI64(&out, static_cast<int64_t>(it->second.size()));
-  AppendString(&out, it->second.front());
+  ReplyParts reply;
+  reply.I64(static_cast<int64_t>(it->second.size()));
+  reply.String(it->second.front());
+  outbox_->Send(conn, reply.Parts());  // copied before the value is dropped
   it->second.pop_front();
   if (it->second.empty()) queues_.erase(it);
-  Reply(conn, out);
 }
 
 void StoreState::ListKeys(ConnectionId conn) {
@@ -327,10 +396,10 @@ void StoreState::ListKeys(ConnectionId conn) {
   for (const auto& [key, value] : values_) keys.push_back(&key);
   std::sort(keys.begin(), keys.end(),
             [](const std::string* a, const std::string* b) { return *a < *b; });
-  std::string out;
-  AppendI64(&out, static_cast<int64_t>(keys.size()));
-  for (const std::string* key : keys) AppendString(&out, *key);
-  Reply(conn, out);
+  ReplyParts reply;
+  reply.I64(static_cast<int64_t>(keys.size()));
+  for (const std::string* key : keys) reply.String(*key);
+  outbox_->Send(conn, reply.Parts());
 }
 
 }  // namespace muster::c10d

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +29,12 @@ using ConnectionId = uint64_t;
 class Outbox {
  public:
   virtual ~Outbox() = default;
-  virtual void Send(ConnectionId conn, std::string_view bytes) = 0;
+  // Queues the concatenation of `parts` as one reply, or nothing: a receiver may
+  // refuse a reply whole, from its size, before copying any of it (StoreLoop does
+  // when it would pass the connection's output limit, and closes the
+  // connection). `parts` are views of the stored values, valid only during the
+  // call, so no reply is ever assembled outside the connection's buffer.
+  virtual void Send(ConnectionId conn, std::span<const std::string_view> parts) = 0;
 };
 
 class StoreState {
@@ -54,8 +60,11 @@ class StoreState {
     std::vector<std::string> keys;  // where this connection may sit in waiters_
   };
 
-  void Reply(ConnectionId conn, std::string_view bytes) { outbox_->Send(conn, bytes); }
+  void Reply(ConnectionId conn, std::string_view bytes) { outbox_->Send(conn, {&bytes, 1}); }
+  // `u64 len` + `value`, sent from where `value` is stored.
+  void ReplyString(ConnectionId conn, std::string_view value);
   bool Present(const std::string& key) const;
+  std::string_view ValueOrEmpty(const std::string& key) const;
   void StoreValue(const std::string& key, std::string value);
   void Register(ConnectionId conn, std::vector<std::string> missing);
   // Every waiter of `key` counts one key down; those reaching zero get
@@ -68,6 +77,9 @@ class StoreState {
   void NotifyWatchers(const std::string& key, uint8_t type, std::string_view old_value,
                       std::string_view new_value);
 
+  void Append(Request& request);
+  void MultiGet(ConnectionId conn, const Request& request);
+  void DeleteKey(ConnectionId conn, const std::string& key);
   void Wait(ConnectionId conn, Request& request);
   absl::Status Add(ConnectionId conn, Request& request);
   void CompareSet(ConnectionId conn, Request& request);

@@ -1,9 +1,12 @@
 #include "rendezvous/c10d/store_state.h"
 
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "rendezvous/c10d/wire.h"
 
@@ -12,11 +15,13 @@ namespace {
 
 class RecordingOutbox : public Outbox {
  public:
-  void Send(ConnectionId conn, std::string_view bytes) override {
-    sent[conn].append(bytes.data(), bytes.size());
+  void Send(ConnectionId conn, std::span<const std::string_view> parts) override {
+    for (std::string_view part : parts) sent[conn].append(part.data(), part.size());
+    last_parts = std::vector<std::string_view>(parts.begin(), parts.end());
   }
   std::string Take(ConnectionId conn) { return std::exchange(sent[conn], ""); }
   std::map<ConnectionId, std::string> sent;
+  std::vector<std::string_view> last_parts;  // dangle once the state changes
 };
 
 Request Make(Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
@@ -157,6 +162,57 @@ TEST_F(StoreStateTest, ListKeysIsSortedAndMultiOpsWork) {
   ASSERT_TRUE(Run(1, Make(Op::kAppend, {"/a"}, {"xy"})).ok());
   ASSERT_TRUE(Run(1, Make(Op::kGet, {"/a"})).ok());
   EXPECT_EQ(out_.Take(1), Str("1xy"));
+}
+
+// A MULTI_GET reply is handed to the outbox as views of the stored value, not
+// assembled: naming a key 1000 times costs 1000 views, and the outbox (the
+// connection) can refuse the whole reply from its size before copying it.
+TEST_F(StoreStateTest, MultiGetPassesStoredValuesWithoutCopyingThem) {
+  const std::string big(1024 * 1024, 'v');
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"k"}, {big})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kGet, {"k"})).ok());
+  ASSERT_EQ(out_.last_parts.size(), 2u);
+  const char* stored = out_.last_parts[1].data();
+  out_.Take(1);
+  ASSERT_TRUE(Run(1, Make(Op::kMultiGet, std::vector<std::string>(1000, "k"))).ok());
+  size_t views_of_stored = 0, bytes = 0;
+  for (std::string_view part : out_.last_parts) {
+    bytes += part.size();
+    if (part.data() == stored && part.size() == big.size()) ++views_of_stored;
+  }
+  EXPECT_EQ(views_of_stored, 1000u);
+  EXPECT_EQ(bytes, 1000 * (8 + big.size()));
+  std::string reply = out_.Take(1);
+  ASSERT_EQ(reply.size(), bytes);
+  EXPECT_EQ(reply.substr(0, 8 + big.size()), Str(big));
+}
+
+// APPEND grows the stored value where it is (amortised by the string's
+// geometric capacity growth) and tells watchers the old value as its prefix.
+TEST_F(StoreStateTest, AppendGrowsTheValueInPlace) {
+  ASSERT_TRUE(Run(2, Make(Op::kWatchKey, {"log"})).ok());
+  out_.Take(2);
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"log"}, {"ab"})).ok());
+  out_.Take(2);
+  ASSERT_TRUE(Run(1, Make(Op::kAppend, {"log"}, {"cd"})).ok());
+  EXPECT_EQ(out_.Take(2), std::string(1, static_cast<char>(kWatchKeyAppended)) + Str("log") +
+                              Str("ab") + Str("abcd"));
+  state_.DropConnection(2);
+  ASSERT_TRUE(Run(1, Make(Op::kSet, {"log"}, {std::string(32 * 1024 * 1024, 'a')})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kAppend, {"log"}, {std::string(1024, 'x')})).ok());
+  ASSERT_TRUE(Run(1, Make(Op::kGet, {"log"})).ok());
+  const char* after_first = out_.last_parts[1].data();
+  out_.Take(1);
+  absl::Time start = absl::Now();
+  for (int i = 1; i < 300; ++i) {
+    ASSERT_TRUE(Run(1, Make(Op::kAppend, {"log"}, {std::string(1024, 'x')})).ok());
+  }
+  absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(Run(1, Make(Op::kGet, {"log"})).ok());
+  EXPECT_EQ(out_.last_parts[1].data(), after_first) << "the value moved: it was copied";
+  EXPECT_EQ(out_.last_parts[1].size(), 32u * 1024 * 1024 + 300 * 1024);
+  // Each copy of 32 MiB costs milliseconds; 299 of them would take seconds.
+  EXPECT_LT(took, absl::Milliseconds(500));
 }
 
 }  // namespace

@@ -74,8 +74,9 @@ struct Limits {
   uint64_t max_request_bytes = 256 * 1024 * 1024;
   // Pending output above which the connection stops reading new requests.
   uint64_t output_soft_limit_bytes = 4 * 1024 * 1024;
-  // Pending output above which the connection is closed (a peer that never
-  // reads).
+  // Pending output above which the connection is closed: a peer that never
+  // reads, or a reply (MULTI_GET naming a large key many times) that alone would
+  // pass it, refused from its size before it is built.
   uint64_t output_hard_limit_bytes = 512 * 1024 * 1024;
 };
 

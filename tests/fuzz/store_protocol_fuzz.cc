@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -19,7 +20,9 @@ using muster::c10d::ConnectionId;
 
 class CountingOutbox : public muster::c10d::Outbox {
  public:
-  void Send(ConnectionId, std::string_view bytes) override { sent += bytes.size(); }
+  void Send(ConnectionId, std::span<const std::string_view> parts) override {
+    for (std::string_view part : parts) sent += part.size();
+  }
   size_t sent = 0;
 };
 

@@ -52,7 +52,8 @@ constexpr FlagSpec kStatusFlags[] = {
     {.name = "timeout",
      .group = "Status",
      .default_text = "10s",
-     .help = "how long to wait for the server (10, 10s, 500ms)"},
+     .help = "wait up to this long for a server still starting (10, 10s, 500ms); without "
+             "it a refused connection fails at once and an unanswered call after 10s"},
 };
 
 // The server answered that it has no such job (a permanent answer, unlike 138's).
@@ -289,6 +290,7 @@ absl::StatusOr<rdzv::JobStatusQuery> StatusQuery(const FlagValues& values) {
           t->where, ": '", t->text, "' is not a positive duration (e.g. 10, 10s, 500ms)"));
     }
     query.timeout = *d;
+    query.wait_for_server = true;  // without --timeout, a refused connection fails at once
   }
   return query;
 }

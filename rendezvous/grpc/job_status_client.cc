@@ -37,7 +37,7 @@ absl::Status WatchJobStatus(const JobStatusQuery& query,
     // Reach the server within query.timeout; after that the watch lasts as long as the job.
     grpc::ClientContext probe;
     probe.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
-    probe.set_wait_for_ready(true);
+    probe.set_wait_for_ready(query.wait_for_server);
     grpc_internal::AddBearerToken(query.token, &probe);
     v1::GetJobStatusRequest request;
     request.set_run_id(query.run_id);
@@ -59,7 +59,7 @@ absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
   ASSIGN_OR_RETURN(std::unique_ptr<v1::JobStatus::Stub> stub, MakeStub(query));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
-  context.set_wait_for_ready(true);  // a server still starting is waited for, not refused
+  context.set_wait_for_ready(query.wait_for_server);
   grpc_internal::AddBearerToken(query.token, &context);
   v1::GetJobStatusRequest request;
   request.set_run_id(query.run_id);
@@ -73,7 +73,7 @@ absl::StatusOr<std::vector<JobSummary>> ListJobs(const JobStatusQuery& query) {
   ASSIGN_OR_RETURN(std::unique_ptr<v1::JobStatus::Stub> stub, MakeStub(query));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
-  context.set_wait_for_ready(true);
+  context.set_wait_for_ready(query.wait_for_server);
   grpc_internal::AddBearerToken(query.token, &context);
   v1::ListJobsReply reply;
   RETURN_IF_ERROR(Explained(

@@ -20,7 +20,10 @@ struct JobStatusQuery {
   std::string tls_ca_file;  // PEM; set: TLS
   std::string tls_cert_file;
   std::string tls_key_file;
-  absl::Duration timeout = absl::Seconds(10);  // waits for the server to be reachable
+  absl::Duration timeout = absl::Seconds(10);  // the call's deadline
+  // false: a refused connection (nothing listens there) fails the call at once; true: the
+  // call waits up to `timeout` for a server that is still starting.
+  bool wait_for_server = false;
 };
 
 // NotFound for an unknown run id, Unauthenticated for a bad token, DeadlineExceeded or

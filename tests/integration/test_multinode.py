@@ -354,3 +354,22 @@ def test_operator_variables_on_one_host_node_rank_0_serves(tmp_path):
     for p, (_, err) in zip((rank0, rank1), outs):
         assert p.returncode == 0, err[-2000:]
         assert "cannot serve" not in err and "error" not in err.lower(), err[-2000:]
+
+
+def test_status_of_a_refused_endpoint_fails_at_once():
+    """Nothing listens there: `muster status` says so within a second, naming the address;
+    with --timeout it waits that long for a server that may be starting."""
+    port = free_port()
+    t0 = time.monotonic()
+    r = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                        "--rdzv-id", "x"], capture_output=True, text=True, timeout=30,
+                       env=muster_env())
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 138, r.stderr
+    assert f"nothing accepts connections on port {port} of 127.0.0.1" in r.stderr, r.stderr
+    assert elapsed < 1.5, elapsed
+    t0 = time.monotonic()
+    r = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                        "--timeout", "2s"], capture_output=True, text=True, timeout=30,
+                       env=muster_env())
+    assert r.returncode == 138 and 1.9 < time.monotonic() - t0 < 10, r.stderr

@@ -1,7 +1,10 @@
-// torchrun's command lines: argparse's forms of a flag (-r3, --nproc) work.
+// torchrun's command lines: every torchrun flag is accepted with its meaning or refused with
+// what to use instead, argparse's forms (-r3, --nproc) work, and torch's --rdzv-conf keys.
 
 #include "agent/run_flags.h"
 #include "agent/test_helpers.h"
+#include "agent/torchrun_compat.h"
+#include "agent/worker_env.h"
 #include "gtest/gtest.h"
 
 namespace muster {
@@ -20,6 +23,66 @@ void ExpectRefused(const std::vector<std::string>& flags, const std::string& nee
                    std::map<std::string, std::string> env = {}) {
   SCOPED_TRACE(flags.empty() ? std::string("(env)") : flags[0]);
   ExpectInvalid(ParseTorchrun(flags, std::move(env)).status(), needle);
+}
+
+TEST(TorchrunFlagsTest, StartMethodIsCheckedAndHasNoEffect) {
+  for (const char* method : {"spawn", "fork", "forkserver"}) {
+    auto c = ParseTorchrun({"--start-method", method});
+    ASSERT_TRUE(c.ok()) << method << ": " << c.status();
+    EXPECT_EQ(BuildWorkerArgv(*c), (std::vector<std::string>{"python3", "-u", "train.py"}));
+  }
+  EXPECT_TRUE(ParseTorchrun({"--start_method=fork"}).ok());
+  ExpectRefused({"--start-method", "thread"},
+                "--start-method: 'thread' must be spawn, fork or forkserver");
+  ExpectRefused({}, "PET_START_METHOD: 'x' must be", {{"PET_START_METHOD", "x"}});
+}
+
+TEST(TorchrunFlagsTest, RunPathRunsTheScriptUnderPythonOverModuleAndNoPython) {
+  auto c = ParseTorchrun({"-m", "--no-python", "--run-path"});
+  ASSERT_TRUE(c.ok()) << c.status();  // torchrun: --run-path wins, no conflict reported
+  EXPECT_FALSE(c->module);
+  EXPECT_FALSE(c->no_python);
+  EXPECT_EQ(BuildWorkerArgv(*c), (std::vector<std::string>{"python3", "-u", "train.py"}));
+  // Off: -m and --no-python still conflict.
+  ExpectRefused({"-m", "--no-python"}, "--module: cannot be combined with --no-python");
+  c = ParseTorchrun({"--no-python"}, {{"PET_RUN_PATH", "0"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->no_python);
+}
+
+TEST(TorchrunFlagsTest, EventLogHandlerTakesTorchrunsHandlersOnly) {
+  for (const char* handler : {"null", "console", "dynamic_rendezvous"}) {
+    auto c = ParseTorchrun({"--event-log-handler", handler});
+    ASSERT_TRUE(c.ok()) << handler << ": " << c.status();
+    EXPECT_EQ(c->event_log, "");
+  }
+  ExpectRefused({"--event_log_handler", "my_handler"}, "--event-log FILE");
+  ExpectRefused({"--event-log-handler", "scuba"}, "'scuba' is not one of torchrun's handlers");
+}
+
+TEST(TorchrunFlagsTest, RefusedFlagsSayWhatToUseInstead) {
+  ExpectRefused({"--logs-specs", "my_specs"}, "--logs-specs: names a Python LogsSpecs plugin");
+  ExpectRefused({"--logs_specs=x"}, "--log-dir DIR, -r/--redirects, -t/--tee");
+  ExpectRefused({"--numa-binding", "node"}, "--numa-binding: muster does not bind");
+  ExpectRefused({"--numa_binding", "exclusive"}, "--bind-cores-to-rank");
+  ExpectRefused({"--duplicate-stdout-filters", "loss,acc"}, "--duplicate-stdout-filters: ");
+  ExpectRefused({"--duplicate_stderr_filters", "error"}, "--log-dir DIR and -t 3");
+  ExpectRefused({}, "PET_DUPLICATE_STDOUT_FILTERS: muster does not copy",
+                {{"PET_DUPLICATE_STDOUT_FILTERS", "x"}});
+  ExpectRefused({"--print-completion", "bash"}, "`muster run --help` lists every flag");
+}
+
+TEST(TorchrunFlagsTest, RdzvBackendStaticAndC10dWorkEtcdWaits) {
+  for (const char* backend : {"static", "c10d"}) {
+    auto c = ParseTorchrun({"--rdzv-backend", backend});
+    EXPECT_TRUE(c.ok()) << backend << ": " << c.status();
+  }
+  ExpectRefused({"--rdzv-backend", "etcd"},
+                "--rdzv-backend: 'etcd': muster has no etcd backend until it lands (issue 16); "
+                "use c10d or static");
+  ExpectRefused({"--rdzv_backend=etcd-v2"}, "'etcd-v2': muster has no etcd backend");
+  ExpectRefused({}, "PET_RDZV_BACKEND: 'etcd'", {{"PET_RDZV_BACKEND", "etcd"}});
+  ExpectRefused({"--rdzv-backend", "zookeeper"}, "'zookeeper' is not a torchrun backend");
 }
 
 TEST(TorchrunFlagsTest, ShortFlagsTakeAnAttachedValue) {
@@ -54,13 +117,63 @@ TEST(TorchrunFlagsTest, UniquePrefixesOfLongFlagsAreTheFlag) {
 
 TEST(TorchrunFlagsTest, AmbiguousPrefixesNameTheCandidates) {
   ExpectRefused({"--log", "x"},
-                "--log: is ambiguous: it could be --log-dir, --log-line-prefix-template or "
-                "--log-level; write more of the name");
+                "--log: is ambiguous: it could be --log-dir, --log-line-prefix-template, "
+                "--log-level or --logs-specs; write more of the name");
   ExpectRefused({"--tls-c=x"}, "it could be --tls-cert or --tls-ca");
   ExpectRefused({"--he", "x"}, "it could be --health-port or --help");
   EXPECT_TRUE(RunHelpRequested({"--nproc", "4", "--help"}));
   EXPECT_TRUE(RunHelpRequested({"--hel"}));
   EXPECT_FALSE(RunHelpRequested({"--he"}));  // the parse names the candidates
+}
+
+TEST(TorchrunFlagsTest, RdzvConfTakesTorchsKeys) {
+  auto c = ParseTorchrun({"--rdzv-conf",
+                          "keep_alive_interval=7,keep_alive_max_attempt=5,store_type=tcp,"
+                          "use_libuv=1,heartbeat_timeout=30,read_timeout=60,timeout=900"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->heartbeat_interval, absl::Seconds(7));
+  EXPECT_EQ(c->heartbeat_misses, 5);
+  EXPECT_EQ(c->join_timeout, absl::Seconds(900));
+  ExpectRefused({"--rdzv-conf", "keep_alive_interval=0"}, "keep_alive_interval must be positive");
+  ExpectRefused({"--rdzv-conf", "keep_alive_max_attempt=x"},
+                "keep_alive_max_attempt: 'x' must be a positive integer");
+  ExpectRefused({"--rdzv-conf", "store_type=file"}, "store_type=file: muster's rendezvous");
+  ExpectRefused({"--rdzv-conf", "store_type=redis"}, "store_type: 'redis' must be tcp");
+  ExpectRefused({"--rdzv-conf", "use_libuv=maybe"}, "use_libuv: 'maybe' is not a boolean");
+  for (const char* key : {"etcd_prefix", "protocol", "cacert", "cert", "key", "ssl_cert",
+                          "ssl_cert_key", "ca_cert"}) {
+    ExpectRefused({"--rdzv-conf", std::string(key) + "=x"},
+                  std::string(key) + " is a key of torch's etcd backends");
+  }
+  ExpectRefused({"--rdzv-conf", "colour=blue"}, "keep_alive_interval");  // in the known list
+}
+
+TEST(TorchrunFlagsTest, RdzvConfRankIsTheNodeRankHint) {
+  std::vector<std::string> two = {"--nnodes", "2", "--rdzv-endpoint", "node0:29400"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> flags = two;
+    flags.insert(flags.end(), more.begin(), more.end());
+    return ParseTorchrun(flags);
+  };
+  auto c = with({"--rdzv-conf", "rank=1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->node_rank, 1);
+  EXPECT_EQ(c->sources["node-rank"], "--rdzv-conf rank");
+  c = with({"--rdzv-conf", "rank=1", "--node-rank", "0"});  // as torchrun: --node-rank wins
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->node_rank, 0);
+  ExpectInvalid(with({"--rdzv-conf", "rank=2"}).status(),
+                "--rdzv-conf rank: 2 is outside 0..1 (--nnodes allows 2 nodes)");
+  ExpectInvalid(with({"--rdzv-conf", "rank=-1"}).status(), "--rdzv-conf rank: '-1'");
+}
+
+TEST(TorchrunFlagsTest, HelpListsTheAcceptedAndTheRefusedFlags) {
+  std::string help = RunHelp();
+  for (const char* s : {"--start-method V", "--run-path", "--event-log-handler V",
+                        "torchrun flags muster refuses (exit 2):", "--logs-specs V",
+                        "--numa-binding V", "--print-completion V"}) {
+    EXPECT_NE(help.find(s), std::string::npos) << s;
+  }
 }
 
 }  // namespace

@@ -465,6 +465,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
+  RETURN_IF_ERROR(CheckTorchrunFlags(env, c));
   RETURN_IF_ERROR(CheckAcrossFlags(env, c));
   return c;
 }

@@ -110,4 +110,37 @@ std::optional<absl::Status> ApplyTorchRdzvConfKey(const std::string& where, cons
   return std::nullopt;
 }
 
+std::optional<std::vector<std::string>> VirtualLocalDevices(
+    const std::map<std::string, std::string>& agent_env) {
+  auto it = agent_env.find("CUDA_VISIBLE_DEVICES");
+  if (it == agent_env.end()) return std::nullopt;
+  std::vector<std::string> devices;
+  for (absl::string_view d : absl::StrSplit(it->second, ',')) {
+    devices.emplace_back(absl::StripAsciiWhitespace(d));
+  }
+  return devices;
+}
+
+std::string VirtualLocalDevice(const std::map<std::string, std::string>& agent_env,
+                               int local_rank) {
+  std::optional<std::vector<std::string>> devices = VirtualLocalDevices(agent_env);
+  if (!devices) return std::to_string(local_rank);
+  return local_rank < static_cast<int>(devices->size()) ? (*devices)[local_rank] : "";
+}
+
+absl::Status CheckTorchrunFlags(const std::map<std::string, std::string>& env, const Config& c) {
+  if (!c.virtual_local_rank) return absl::OkStatus();
+  std::optional<std::vector<std::string>> devices = VirtualLocalDevices(env);
+  if (!devices || c.nproc_per_node <= static_cast<int>(devices->size())) {
+    return absl::OkStatus();
+  }
+  size_t n = devices->size();
+  return FlagError(c.SourceOf("virtual-local-rank"),
+                   absl::StrCat("gives each worker one device of CUDA_VISIBLE_DEVICES=",
+                                Quoted(env.at("CUDA_VISIBLE_DEVICES")), ", which lists ", n,
+                                n == 1 ? " device" : " devices", " for ", c.nproc_per_node,
+                                " workers (", c.SourceOf("nproc-per-node"), "); start at most ", n,
+                                " per node or list more devices"));
+}
+
 }  // namespace muster

@@ -8,8 +8,10 @@
 #ifndef MUSTER_AGENT_TORCHRUN_COMPAT_H_
 #define MUSTER_AGENT_TORCHRUN_COMPAT_H_
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "agent/config.h"
@@ -40,6 +42,12 @@ absl::Status RefusePrintCompletion(const FlagValue& value, Config* config);
 inline constexpr char kRefusedGroup[] = "torchrun flags muster refuses (exit 2)";
 
 inline constexpr FlagSpec kTorchrunFlags[] = {
+    {.name = "virtual-local-rank",
+     .takes_value = false,
+     .group = "Job",
+     .default_text = "off",
+     .help = "every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES = its own GPU",
+     .apply = SetSwitch<&Config::virtual_local_rank>},
     {.name = "start-method",
      .group = "Command",
      .default_text = "spawn",
@@ -90,6 +98,20 @@ inline constexpr FlagSpec kTorchrunFlags[] = {
 // muster has an etcd backend. nullopt when `key` is none of them.
 std::optional<absl::Status> ApplyTorchRdzvConfKey(const std::string& where, const std::string& key,
                                                   const std::string& value, Config* config);
+
+// --virtual-local-rank, as torchrun: the devices handed out one per local rank are the
+// entries of the agent's CUDA_VISIBLE_DEVICES (split at ',', blanks stripped); nullopt when
+// it is unset, and then local rank N gets device N.
+std::optional<std::vector<std::string>> VirtualLocalDevices(
+    const std::map<std::string, std::string>& agent_env);
+// Worker `local_rank`'s CUDA_VISIBLE_DEVICES under --virtual-local-rank ("" past the end of
+// the list, which CheckTorchrunFlags refuses up front).
+std::string VirtualLocalDevice(const std::map<std::string, std::string>& agent_env, int local_rank);
+
+// After --nproc-per-node is resolved: with --virtual-local-rank, CUDA_VISIBLE_DEVICES (when
+// set) lists a device for every local worker (torchrun fails each worker past its end).
+absl::Status CheckTorchrunFlags(const std::map<std::string, std::string>& env,
+                                const Config& config);
 
 }  // namespace muster
 

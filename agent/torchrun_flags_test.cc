@@ -167,11 +167,36 @@ TEST(TorchrunFlagsTest, RdzvConfRankIsTheNodeRankHint) {
   ExpectInvalid(with({"--rdzv-conf", "rank=-1"}).status(), "--rdzv-conf rank: '-1'");
 }
 
+TEST(TorchrunFlagsTest, VirtualLocalRankNeedsADevicePerWorker) {
+  auto c = ParseTorchrun({"--virtual-local-rank", "--nproc-per-node", "2"},
+                         {{"CUDA_VISIBLE_DEVICES", "4,5"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->virtual_local_rank);
+  ExpectRefused({"--virtual-local-rank", "--nproc-per-node", "3"},
+                "--virtual-local-rank: gives each worker one device of "
+                "CUDA_VISIBLE_DEVICES='4,5', which lists 2 devices for 3 workers "
+                "(--nproc-per-node); start at most 2 per node or list more devices",
+                {{"CUDA_VISIBLE_DEVICES", "4,5"}});
+  // Unset: local rank N gets device N, as torchrun.
+  EXPECT_TRUE(ParseTorchrun({"--virtual_local_rank", "--nproc-per-node", "3"}).ok());
+  c = ParseTorchrun({}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->virtual_local_rank);
+}
+
+TEST(TorchrunFlagsTest, VirtualLocalDevicesFollowTorchrun) {
+  EXPECT_EQ(VirtualLocalDevice({}, 3), "3");
+  std::map<std::string, std::string> env = {{"CUDA_VISIBLE_DEVICES", "GPU-a, GPU-b"}};
+  EXPECT_EQ(VirtualLocalDevice(env, 0), "GPU-a");
+  EXPECT_EQ(VirtualLocalDevice(env, 1), "GPU-b");  // blanks stripped
+  EXPECT_EQ(VirtualLocalDevice(env, 2), "");
+}
+
 TEST(TorchrunFlagsTest, HelpListsTheAcceptedAndTheRefusedFlags) {
   std::string help = RunHelp();
-  for (const char* s : {"--start-method V", "--run-path", "--event-log-handler V",
-                        "torchrun flags muster refuses (exit 2):", "--logs-specs V",
-                        "--numa-binding V", "--print-completion V"}) {
+  for (const char* s : {"--virtual-local-rank", "--start-method V", "--run-path",
+                        "--event-log-handler V", "torchrun flags muster refuses (exit 2):",
+                        "--logs-specs V", "--numa-binding V", "--print-completion V"}) {
     EXPECT_NE(help.find(s), std::string::npos) << s;
   }
 }

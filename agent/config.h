@@ -67,6 +67,7 @@ struct Config {
   bool module = false;               // -m: python -u -m MODULE
   bool no_python = false;            // --no-python: exec the command directly
   bool local_rank_arg = false;       // --local-rank-arg: append --local_rank=N (DeepSpeed)
+  bool virtual_local_rank = false;   // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's own GPU
   bool bind_cores_to_rank = false;   // give each local rank its own share of CPUs
   std::vector<int> bind_core_list;   // CPUs to split (empty: the agent's affinity)
   std::string save_pid;              // --save-pid FILE: the agent's pid

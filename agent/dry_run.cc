@@ -61,6 +61,10 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
        absl::StrCat(c.nproc_per_node, " (", c.nproc_spec, ")", source("nproc-per-node")));
   line("world size", std::to_string(c.nproc_per_node * c.max_nodes));
   line("role", c.role + source("role"));
+  if (c.virtual_local_rank) {
+    line("local rank", "0 for every worker, each with its own CUDA_VISIBLE_DEVICES entry" +
+                           source("virtual-local-rank"));
+  }
   line("run id",
        (c.standalone && c.run_id == "none" ? std::string("random (standalone)") : c.run_id) +
            source("rdzv-id"));

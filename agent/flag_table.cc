@@ -43,6 +43,46 @@ absl::Status UnknownFlag(const std::string& word, absl::Span<const FlagSpec> spe
 
 }  // namespace
 
+namespace {
+
+// argparse's other spellings of a flag, which torchrun's command lines use: a short flag with
+// its value attached (-r3, -r=3), and a long name cut short where no other flag starts the
+// same way (--nproc for --nproc-per-node; both spellings of one flag are one flag). Rewrites
+// *word to the flag's own spelling and, for an attached value, sets *value and *has_value.
+// A prefix that several flags share is an error naming them; any other word (a switch with
+// text attached too) stays as it is.
+absl::Status ResolveArgparseForm(absl::Span<const FlagSpec> specs, std::string* word,
+                                 std::string* value, bool* has_value) {
+  std::string_view w = *word;
+  if (w.size() <= 2 || FindFlag(w, specs) != nullptr) return absl::OkStatus();
+  if (w[1] != '-') {
+    const FlagSpec* f = FindFlag(w.substr(0, 2), specs);
+    if (f == nullptr || !f->takes_value) return absl::OkStatus();  // -mX: an unknown flag
+    std::string_view attached = w.substr(w[2] == '=' ? 3 : 2);
+    *value = std::string(attached);
+    *has_value = true;
+    word->resize(2);
+    return absl::OkStatus();
+  }
+  std::string prefix = absl::StrReplaceAll(std::string(w.substr(2)), {{"_", "-"}});
+  std::vector<std::string> matches;
+  for (const FlagSpec& f : specs) {
+    if (std::string_view(f.name).starts_with(prefix)) matches.push_back(f.name);
+  }
+  if (std::string_view("help").starts_with(prefix)) matches.push_back("help");
+  if (matches.size() == 1) *word = absl::StrCat("--", matches[0]);
+  if (matches.size() <= 1) return absl::OkStatus();
+  std::string names;
+  for (size_t i = 0; i < matches.size(); ++i) {
+    const char* separator = i == 0 ? "" : i + 1 < matches.size() ? ", " : " or ";
+    absl::StrAppend(&names, separator, "--", matches[i]);
+  }
+  return FlagError(*word,
+                   absl::StrCat("is ambiguous: it could be ", names, "; write more of the name"));
+}
+
+}  // namespace
+
 absl::StatusOr<SplitArgs> SplitFlags(const std::vector<std::string>& args,
                                      absl::Span<const FlagSpec> specs,
                                      std::string_view subcommand) {
@@ -62,6 +102,9 @@ absl::StatusOr<SplitArgs> SplitFlags(const std::vector<std::string>& args,
       word = a.substr(0, eq);
       value = a.substr(eq + 1);
       has_inline = true;
+    }
+    if (absl::Status s = ResolveArgparseForm(specs, &word, &value, &has_inline); !s.ok()) {
+      return s;
     }
     const FlagSpec* f = FindFlag(word, specs);
     if (f == nullptr) return UnknownFlag(word, specs, subcommand);
@@ -85,8 +128,13 @@ bool HelpRequested(const std::vector<std::string>& args, absl::Span<const FlagSp
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") return true;
     if (a == "--" || a.empty() || a[0] != '-') return false;  // the command starts here
-    const FlagSpec* f = FindFlag(a, specs);
-    if (f != nullptr && f->takes_value && a.find('=') == std::string::npos) ++i;  // its value
+    size_t eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
+    std::string word = a.substr(0, eq), value;
+    bool has_value = eq != std::string::npos;
+    if (!ResolveArgparseForm(specs, &word, &value, &has_value).ok()) return false;
+    if (word == "--help") return true;
+    const FlagSpec* f = FindFlag(word, specs);
+    if (f != nullptr && f->takes_value && !has_value) ++i;  // its value
   }
   return false;
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "agent/conventions.h"
 #include "agent/flag_parsers.h"
+#include "agent/torchrun_compat.h"
 #include "base/duration.h"
 #include "base/endpoint.h"
 #include "base/status_macros.h"
@@ -33,17 +34,18 @@ absl::Status ApplyRdzvConfItem(const std::string& where, const std::string& key,
   };
   if (key == "join_timeout" || key == "timeout") return duration(&c->join_timeout);
   if (key == "last_call_timeout") return duration(&c->last_call_timeout);
-  if (key == "heartbeat_interval") {
+  // keep_alive_*: torch's dynamic rendezvous' names for the same two settings.
+  if (key == "heartbeat_interval" || key == "keep_alive_interval") {
     RETURN_IF_ERROR(duration(&c->heartbeat_interval));
     if (c->heartbeat_interval <= absl::ZeroDuration()) {
-      return FlagError(where, "heartbeat_interval must be positive");
+      return FlagError(where, absl::StrCat(key, " must be positive"));
     }
     return absl::OkStatus();
   }
-  if (key == "heartbeat_misses") {
+  if (key == "heartbeat_misses" || key == "keep_alive_max_attempt") {
     if (!absl::SimpleAtoi(value, &c->heartbeat_misses) || c->heartbeat_misses < 1) {
-      return FlagError(where,
-                       absl::StrCat("heartbeat_misses: '", value, "' must be a positive integer"));
+      return FlagError(
+          where, absl::StrCat(key, ": '", EscapeForMessage(value), "' must be a positive integer"));
     }
     return absl::OkStatus();
   }
@@ -57,15 +59,23 @@ absl::Status ApplyRdzvConfItem(const std::string& where, const std::string& key,
     c->rdzv_hosting = *is_host ? RdzvHosting::kAlways : RdzvHosting::kNever;
     return absl::OkStatus();
   }
-  if (key == "read_timeout" || key == "close_timeout" || key == "exit_barrier_timeout") {
+  if (key == "read_timeout" || key == "close_timeout" || key == "exit_barrier_timeout" ||
+      key == "heartbeat_timeout") {
     // torch's keys without a meaning here: accepted so torchrun command lines work, but
     // checked as torch would (a number of seconds).
     absl::Duration unused;
     return duration(&unused);
   }
+  if (std::optional<absl::Status> torch = ApplyTorchRdzvConfKey(where, key, value, c)) {
+    return *torch;
+  }
   return FlagError(where, absl::StrCat("unknown key '", EscapeForMessage(key),
-                                       "'; known: join_timeout, last_call_timeout, "
-                                       "heartbeat_interval, heartbeat_misses, is_host"));
+                                       "'; known: join_timeout (or timeout), last_call_timeout, "
+                                       "heartbeat_interval (or keep_alive_interval), "
+                                       "heartbeat_misses (or keep_alive_max_attempt), is_host, "
+                                       "rank; torch's read_timeout, close_timeout, "
+                                       "heartbeat_timeout, store_type=tcp and use_libuv are "
+                                       "checked and have no effect"));
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "base/wire_values.h"
 #include "base/duration.h"
+#include "base/wire_values.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"
 
@@ -46,12 +46,16 @@ absl::Status ApplyMasterPort(const FlagValue& v, Config* c) {
 }
 
 absl::Status CheckRdzvBackend(const FlagValue& v, Config*) {
-  if (v.text != "static" && v.text != "c10d" && v.text != "etcd" && v.text != "etcd-v2") {
+  if (v.text == "static" || v.text == "c10d") return absl::OkStatus();
+  if (v.text == "etcd" || v.text == "etcd-v2") {
     return FlagError(v.where, absl::StrCat("'", v.text,
-                                           "' is not a torchrun backend (static, c10d, etcd, "
-                                           "etcd-v2)"));
+                                           "': muster has no etcd backend until it lands "
+                                           "(issue 16); use c10d or static, which both meet "
+                                           "at muster's own rendezvous (--rdzv-endpoint)"));
   }
-  return absl::OkStatus();
+  return FlagError(v.where, absl::StrCat("'", EscapeForMessage(v.text),
+                                         "' is not a torchrun backend (static, c10d; etcd and "
+                                         "etcd-v2 are not in muster yet)"));
 }
 
 absl::Status ApplyBindCoreList(const FlagValue& v, Config* c) {

@@ -65,7 +65,8 @@ absl::Status ApplyNnodes(const FlagValue& value, Config* config);
 absl::Status ApplyMasterAddr(const FlagValue& value, Config* config);
 // --master-port: 1..65535.
 absl::Status ApplyMasterPort(const FlagValue& value, Config* config);
-// --rdzv-backend: torchrun's names, accepted and otherwise unused.
+// --rdzv-backend: static or c10d, accepted and otherwise unused (both meet at muster's own
+// rendezvous); etcd and etcd-v2 are refused until muster has an etcd backend.
 absl::Status CheckRdzvBackend(const FlagValue& value, Config* config);
 // --bind-core-list: a CPU list; implies --bind-cores-to-rank.
 absl::Status ApplyBindCoreList(const FlagValue& value, Config* config);

@@ -1,6 +1,7 @@
 #include "agent/run_flags.h"
 
 #include <algorithm>
+#include <array>
 #include <string_view>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "agent/flag_parsers.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/run_flag_steps.h"
+#include "agent/torchrun_compat.h"
 #include "base/closest_name.h"
 #include "base/duration.h"
 #include "base/plural.h"
@@ -27,8 +29,9 @@ constexpr char kDefaultSignals[] = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
 // The table: --help lists it in this order, and ParseRunFlags applies it in this order
 // (so --nnodes comes before --node-rank, which is checked against it; --bind-cores-to-rank
 // before --bind-core-list, which sets it; --enable-each-rank-log before --log-dir, which
-// wins). --nnodes and the rendezvous flags head it: see ParseRunFlags.
-constexpr FlagSpec kRunFlags[] = {
+// wins). --nnodes and the rendezvous flags head it: see ParseRunFlags. torchrun's flags that
+// muster has no flag of its own for (torchrun_compat.h) end it.
+constexpr FlagSpec kMusterFlags[] = {
     {.name = "nnodes",
      .group = "Job",
      .default_text = "1",
@@ -125,7 +128,7 @@ constexpr FlagSpec kRunFlags[] = {
     {.name = "rdzv-backend",
      .group = "Job",
      .default_text = "static",
-     .help = "accepted for torchrun compatibility; muster has its own",
+     .help = "static or c10d: both meet at muster's own rendezvous (etcd: not yet)",
      .apply = CheckRdzvBackend},
     {.name = "module",
      .short_name = 'm',
@@ -292,6 +295,14 @@ constexpr FlagSpec kRunFlags[] = {
      .help = "print the resolved configuration and exit",
      .apply = SetSwitch<&Config::dry_run>},
 };
+
+template <size_t N, size_t M>
+constexpr std::array<FlagSpec, N + M> Join(const FlagSpec (&a)[N], const FlagSpec (&b)[M]) {
+  std::array<FlagSpec, N + M> out{};
+  for (size_t i = 0; i < N + M; ++i) out[i] = i < N ? a[i] : b[i - N];
+  return out;
+}
+constexpr std::array kRunFlags = Join(kMusterFlags, kTorchrunFlags);
 
 // The head of the table: --nnodes and the rendezvous flags.
 constexpr size_t kRendezvousEnd = [] {
@@ -493,6 +504,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
+  RETURN_IF_ERROR(CheckTorchrunFlags(env, c));
   RETURN_IF_ERROR(CheckAcrossFlags(env, c));
   WarnAboutMisspelledVariables(env, &c);
   return c;

@@ -339,7 +339,8 @@ TEST(FlagsTest, UnknownFlagSuggestsTheClosest) {
   ExpectError(Parse({"--nproc_per_nodes", "2", "train.py"}),
               "--nproc_per_nodes: unknown flag; did you mean --nproc-per-node? see `muster run "
               "--help`");
-  ExpectError(Parse({"--max-restart=2", "train.py"}), "did you mean --max-restarts?");
+  // (--max-restart would be a unique abbreviation, accepted as argparse does.)
+  ExpectError(Parse({"--max-restrats=2", "train.py"}), "did you mean --max-restarts?");
   // Nothing close: no guess.
   absl::StatusOr<Config> far = Parse({"--completely-else", "train.py"});
   ExpectError(far, "--completely-else: unknown flag; see `muster run --help`");

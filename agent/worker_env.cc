@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "agent/torchrun_compat.h"
 
 namespace muster {
 
@@ -18,6 +19,11 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   auto set = [&](const char* name, const std::string& value) { env[name] = value; };
   auto num = [&](const char* name, int value) { env[name] = std::to_string(value); };
   num("LOCAL_RANK", p.local_rank);
+  if (config.virtual_local_rank) {
+    // torchrun's --virtual-local-rank: the worker sees its own GPU alone, as device 0.
+    set("LOCAL_RANK", "0");
+    set("CUDA_VISIBLE_DEVICES", VirtualLocalDevice(agent_env, p.local_rank));
+  }
   num("RANK", p.rank);
   num("GROUP_RANK", p.group_rank);
   num("ROLE_RANK", p.role_rank);

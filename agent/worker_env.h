@@ -25,13 +25,15 @@ struct RoundInfo {
 };
 
 // The agent's environment, updated with the torchrun set. Sorted "NAME=value"
-// strings.
+// strings. With --virtual-local-rank, LOCAL_RANK is 0 and CUDA_VISIBLE_DEVICES the worker's
+// own device (VirtualLocalDevice), as torchrun.
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& agent_env,
                                         const Config& config, const WorkerPlacement& placement,
                                         const RoundInfo& round);
 
 // [python, -u, (-m), script, args...] or the command itself with --no-python; with
-// --local-rank-arg, "--local_rank=N" follows (DeepSpeed's launcher does that).
+// --local-rank-arg, "--local_rank=N" follows (DeepSpeed's launcher does that; N is the
+// worker's LOCAL_RANK, so 0 under --virtual-local-rank).
 std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank = 0);
 
 // --bind-cores-to-rank: the CPUs of `local_rank`'s share. `available` are the CPUs to split

@@ -55,6 +55,23 @@ TEST(WorkerEnvTest, PythonUnbufferedUnlessTheUserSetIt) {
   }
 }
 
+// torchrun's --virtual-local-rank: LOCAL_RANK=0, and the worker's own entry of the agent's
+// CUDA_VISIBLE_DEVICES (else its local rank); the other variables keep the real placement.
+TEST(WorkerEnvTest, VirtualLocalRankNarrowsTheDevicesToTheWorkersOwn) {
+  Config c;
+  WorkerPlacement p{1, 5, 1, 2, 4, 8, 5, 8};
+  auto plain = AsMap(BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}, c, p, {}));
+  EXPECT_EQ(plain["LOCAL_RANK"], "1");
+  EXPECT_EQ(plain["CUDA_VISIBLE_DEVICES"], "4,5,6,7");
+  c.virtual_local_rank = true;
+  auto env = AsMap(BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}, c, p, {}));
+  EXPECT_EQ(env["LOCAL_RANK"], "0");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "5");
+  EXPECT_EQ(env["RANK"], "5");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "4");
+  EXPECT_EQ(AsMap(BuildWorkerEnv({}, c, p, {}))["CUDA_VISIBLE_DEVICES"], "1");
+}
+
 TEST(WorkerEnvTest, Argv) {
   Config c;
   c.command = {"train.py", "--lr", "1"};

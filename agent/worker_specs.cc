@@ -86,7 +86,7 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
 
     RoundInfo info = round.info;
     info.error_file = spec.error_file;
-    spec.spawn.argv = BuildWorkerArgv(config, local);
+    spec.spawn.argv = BuildWorkerArgv(config, config.virtual_local_rank ? 0 : local);
     spec.spawn.env = BuildWorkerEnv(config.worker_env_base, config, spec.placement, info);
     if (config.bind_cores_to_rank) {
       spec.spawn.cpus = CpuShare(cpus.available, cpus.numa_of, local, n);

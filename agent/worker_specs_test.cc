@@ -121,6 +121,25 @@ TEST(WorkerSpecsTest, BoundCoresGiveEachRankItsShareAndOmpThreads) {
   EXPECT_EQ(AsMap(specs[0].spawn.env)["OMP_NUM_THREADS"], "8");
 }
 
+// --virtual-local-rank: each worker's env and --local_rank argument say local rank 0, its
+// console prefix and directory keep the real one.
+TEST(WorkerSpecsTest, VirtualLocalRankGivesEachWorkerItsOwnDevice) {
+  Config c = TwoWorkers();
+  c.virtual_local_rank = true;
+  c.local_rank_arg = true;
+  c.worker_env_base["CUDA_VISIBLE_DEVICES"] = "2,3";
+  std::vector<WorkerSpec> specs =
+      BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", {});
+  for (int local : {0, 1}) {
+    auto env = AsMap(specs[local].spawn.env);
+    EXPECT_EQ(env["LOCAL_RANK"], "0");
+    EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], local == 0 ? "2" : "3");
+    EXPECT_EQ(specs[local].spawn.argv.back(), "--local_rank=0");
+  }
+  EXPECT_EQ(specs[1].output_prefix, "[default1]:");
+  EXPECT_EQ(specs[1].dir, "/r/attempt_1/1");
+}
+
 TEST(WorkerSpecsTest, StreamsFollowRedirectsTeeAndFilter) {
   Config c = TwoWorkers();
   c.redirects.by_rank[StreamSelection::kAllRanks] = 1;  // -r 1: stdout to files only

@@ -389,6 +389,7 @@ std::string Fingerprint(const absl::StatusOr<Config>& r) {
       c.log_line_prefix_template, "|", c.log_level, c.event_log, c.status_file, c.termination_log,
       c.health_port, ModeName(c.probe), ModeName(c.stale_gpu_policy),
       absl::FormatDuration(c.probe_timeout), c.debug, c.debug_command, c.debug_dir, c.dry_run, "|",
+      c.virtual_local_rank, "|",
       sources);
 }
 

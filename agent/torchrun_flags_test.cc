@@ -1,0 +1,205 @@
+// torchrun's command lines: every torchrun flag is accepted with its meaning or refused with
+// what to use instead, argparse's forms (-r3, --nproc) work, and torch's --rdzv-conf keys.
+
+#include "agent/run_flags.h"
+#include "agent/test_helpers.h"
+#include "agent/torchrun_compat.h"
+#include "agent/worker_env.h"
+#include "gtest/gtest.h"
+
+namespace muster {
+namespace {
+
+using testing_helpers::ExpectInvalid;
+
+// A command line ending in a script, on a host with 6 CPUs and no GPU.
+absl::StatusOr<Config> ParseTorchrun(std::vector<std::string> flags,
+                                     std::map<std::string, std::string> env = {}) {
+  flags.push_back("train.py");
+  return ParseRunFlags(flags, env, {.cpus = 6, .gpus = 0});
+}
+
+void ExpectRefused(const std::vector<std::string>& flags, const std::string& needle,
+                   std::map<std::string, std::string> env = {}) {
+  SCOPED_TRACE(flags.empty() ? std::string("(env)") : flags[0]);
+  ExpectInvalid(ParseTorchrun(flags, std::move(env)).status(), needle);
+}
+
+TEST(TorchrunFlagsTest, StartMethodIsCheckedAndHasNoEffect) {
+  for (const char* method : {"spawn", "fork", "forkserver"}) {
+    auto c = ParseTorchrun({"--start-method", method});
+    ASSERT_TRUE(c.ok()) << method << ": " << c.status();
+    EXPECT_EQ(BuildWorkerArgv(*c), (std::vector<std::string>{"python3", "-u", "train.py"}));
+  }
+  EXPECT_TRUE(ParseTorchrun({"--start_method=fork"}).ok());
+  ExpectRefused({"--start-method", "thread"},
+                "--start-method: 'thread' must be spawn, fork or forkserver");
+  ExpectRefused({}, "PET_START_METHOD: 'x' must be", {{"PET_START_METHOD", "x"}});
+}
+
+TEST(TorchrunFlagsTest, RunPathRunsTheScriptUnderPythonOverModuleAndNoPython) {
+  auto c = ParseTorchrun({"-m", "--no-python", "--run-path"});
+  ASSERT_TRUE(c.ok()) << c.status();  // torchrun: --run-path wins, no conflict reported
+  EXPECT_FALSE(c->module);
+  EXPECT_FALSE(c->no_python);
+  EXPECT_EQ(BuildWorkerArgv(*c), (std::vector<std::string>{"python3", "-u", "train.py"}));
+  // Off: -m and --no-python still conflict.
+  ExpectRefused({"-m", "--no-python"}, "--module: cannot be combined with --no-python");
+  c = ParseTorchrun({"--no-python"}, {{"PET_RUN_PATH", "0"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->no_python);
+}
+
+TEST(TorchrunFlagsTest, EventLogHandlerTakesTorchrunsHandlersOnly) {
+  for (const char* handler : {"null", "console", "dynamic_rendezvous"}) {
+    auto c = ParseTorchrun({"--event-log-handler", handler});
+    ASSERT_TRUE(c.ok()) << handler << ": " << c.status();
+    EXPECT_EQ(c->event_log, "");
+  }
+  ExpectRefused({"--event_log_handler", "my_handler"}, "--event-log FILE");
+  ExpectRefused({"--event-log-handler", "scuba"}, "'scuba' is not one of torchrun's handlers");
+}
+
+TEST(TorchrunFlagsTest, RefusedFlagsSayWhatToUseInstead) {
+  ExpectRefused({"--logs-specs", "my_specs"}, "--logs-specs: names a Python LogsSpecs plugin");
+  ExpectRefused({"--logs_specs=x"}, "--log-dir DIR, -r/--redirects, -t/--tee");
+  ExpectRefused({"--numa-binding", "node"}, "--numa-binding: muster does not bind");
+  ExpectRefused({"--numa_binding", "exclusive"}, "--bind-cores-to-rank");
+  ExpectRefused({"--duplicate-stdout-filters", "loss,acc"}, "--duplicate-stdout-filters: ");
+  ExpectRefused({"--duplicate_stderr_filters", "error"}, "--log-dir DIR and -t 3");
+  ExpectRefused({}, "PET_DUPLICATE_STDOUT_FILTERS: muster does not copy",
+                {{"PET_DUPLICATE_STDOUT_FILTERS", "x"}});
+  ExpectRefused({"--print-completion", "bash"}, "`muster run --help` lists every flag");
+}
+
+TEST(TorchrunFlagsTest, RdzvBackendStaticAndC10dWorkEtcdWaits) {
+  for (const char* backend : {"static", "c10d"}) {
+    auto c = ParseTorchrun({"--rdzv-backend", backend});
+    EXPECT_TRUE(c.ok()) << backend << ": " << c.status();
+  }
+  ExpectRefused({"--rdzv-backend", "etcd"},
+                "--rdzv-backend: 'etcd': muster has no etcd backend until it lands (issue 16); "
+                "use c10d or static");
+  ExpectRefused({"--rdzv_backend=etcd-v2"}, "'etcd-v2': muster has no etcd backend");
+  ExpectRefused({}, "PET_RDZV_BACKEND: 'etcd'", {{"PET_RDZV_BACKEND", "etcd"}});
+  ExpectRefused({"--rdzv-backend", "zookeeper"}, "'zookeeper' is not a torchrun backend");
+}
+
+TEST(TorchrunFlagsTest, ShortFlagsTakeAnAttachedValue) {
+  auto c = ParseTorchrun({"-r3", "-t=1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->redirects.For(0), 3);
+  EXPECT_EQ(c->tee.For(4), 1);
+  c = ParseTorchrun({"-r0:1,1:2"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->redirects.For(1), 2);
+  ExpectRefused({"-r9"}, "--redirects");
+  ExpectRefused({"-mX"}, "-mX: unknown flag");  // a switch takes nothing attached
+  EXPECT_TRUE(RunHelpRequested({"-r3", "--help"}));
+  EXPECT_FALSE(RunHelpRequested({"-r", "--help"}));  // --help is -r's value
+}
+
+TEST(TorchrunFlagsTest, UniquePrefixesOfLongFlagsAreTheFlag) {
+  auto c = ParseTorchrun({"--nproc", "4", "--max-re=3", "--stand", "--rdzv_i", "job"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nproc_per_node, 4);
+  EXPECT_EQ(c->max_restarts, 3);
+  EXPECT_TRUE(c->standalone);
+  EXPECT_EQ(c->run_id, "job");
+  EXPECT_EQ(c->sources["nproc-per-node"], "--nproc-per-node");
+  EXPECT_EQ(ParseTorchrun({"--nproc_per", "2"})->nproc_per_node, 2);
+  // A whole name wins over the longer names it starts.
+  c = ParseTorchrun({"--event-log", "/tmp/ev", "--debug"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->event_log, "/tmp/ev");
+  EXPECT_TRUE(c->debug);
+}
+
+TEST(TorchrunFlagsTest, AmbiguousPrefixesNameTheCandidates) {
+  ExpectRefused({"--log", "x"},
+                "--log: is ambiguous: it could be --log-dir, --log-line-prefix-template, "
+                "--log-level or --logs-specs; write more of the name");
+  ExpectRefused({"--tls-c=x"}, "it could be --tls-cert or --tls-ca");
+  ExpectRefused({"--he", "x"}, "it could be --health-port or --help");
+  EXPECT_TRUE(RunHelpRequested({"--nproc", "4", "--help"}));
+  EXPECT_TRUE(RunHelpRequested({"--hel"}));
+  EXPECT_FALSE(RunHelpRequested({"--he"}));  // the parse names the candidates
+}
+
+TEST(TorchrunFlagsTest, RdzvConfTakesTorchsKeys) {
+  auto c = ParseTorchrun({"--rdzv-conf",
+                          "keep_alive_interval=7,keep_alive_max_attempt=5,store_type=tcp,"
+                          "use_libuv=1,heartbeat_timeout=30,read_timeout=60,timeout=900"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->heartbeat_interval, absl::Seconds(7));
+  EXPECT_EQ(c->heartbeat_misses, 5);
+  EXPECT_EQ(c->join_timeout, absl::Seconds(900));
+  ExpectRefused({"--rdzv-conf", "keep_alive_interval=0"}, "keep_alive_interval must be positive");
+  ExpectRefused({"--rdzv-conf", "keep_alive_max_attempt=x"},
+                "keep_alive_max_attempt: 'x' must be a positive integer");
+  ExpectRefused({"--rdzv-conf", "store_type=file"}, "store_type=file: muster's rendezvous");
+  ExpectRefused({"--rdzv-conf", "store_type=redis"}, "store_type: 'redis' must be tcp");
+  ExpectRefused({"--rdzv-conf", "use_libuv=maybe"}, "use_libuv: 'maybe' is not a boolean");
+  for (const char* key : {"etcd_prefix", "protocol", "cacert", "cert", "key", "ssl_cert",
+                          "ssl_cert_key", "ca_cert"}) {
+    ExpectRefused({"--rdzv-conf", std::string(key) + "=x"},
+                  std::string(key) + " is a key of torch's etcd backends");
+  }
+  ExpectRefused({"--rdzv-conf", "colour=blue"}, "keep_alive_interval");  // in the known list
+}
+
+TEST(TorchrunFlagsTest, RdzvConfRankIsTheNodeRankHint) {
+  std::vector<std::string> two = {"--nnodes", "2", "--rdzv-endpoint", "node0:29400"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> flags = two;
+    flags.insert(flags.end(), more.begin(), more.end());
+    return ParseTorchrun(flags);
+  };
+  auto c = with({"--rdzv-conf", "rank=1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->node_rank, 1);
+  EXPECT_EQ(c->sources["node-rank"], "--rdzv-conf rank");
+  c = with({"--rdzv-conf", "rank=1", "--node-rank", "0"});  // as torchrun: --node-rank wins
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->node_rank, 0);
+  ExpectInvalid(with({"--rdzv-conf", "rank=2"}).status(),
+                "--rdzv-conf rank: 2 is outside 0..1 (--nnodes allows 2 nodes)");
+  ExpectInvalid(with({"--rdzv-conf", "rank=-1"}).status(), "--rdzv-conf rank: '-1'");
+}
+
+TEST(TorchrunFlagsTest, VirtualLocalRankNeedsADevicePerWorker) {
+  auto c = ParseTorchrun({"--virtual-local-rank", "--nproc-per-node", "2"},
+                         {{"CUDA_VISIBLE_DEVICES", "4,5"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->virtual_local_rank);
+  ExpectRefused({"--virtual-local-rank", "--nproc-per-node", "3"},
+                "--virtual-local-rank: gives each worker one device of "
+                "CUDA_VISIBLE_DEVICES='4,5', which lists 2 devices for 3 workers "
+                "(--nproc-per-node); start at most 2 per node or list more devices",
+                {{"CUDA_VISIBLE_DEVICES", "4,5"}});
+  // Unset: local rank N gets device N, as torchrun.
+  EXPECT_TRUE(ParseTorchrun({"--virtual_local_rank", "--nproc-per-node", "3"}).ok());
+  c = ParseTorchrun({}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->virtual_local_rank);
+}
+
+TEST(TorchrunFlagsTest, VirtualLocalDevicesFollowTorchrun) {
+  EXPECT_EQ(VirtualLocalDevice({}, 3), "3");
+  std::map<std::string, std::string> env = {{"CUDA_VISIBLE_DEVICES", "GPU-a, GPU-b"}};
+  EXPECT_EQ(VirtualLocalDevice(env, 0), "GPU-a");
+  EXPECT_EQ(VirtualLocalDevice(env, 1), "GPU-b");  // blanks stripped
+  EXPECT_EQ(VirtualLocalDevice(env, 2), "");
+}
+
+TEST(TorchrunFlagsTest, HelpListsTheAcceptedAndTheRefusedFlags) {
+  std::string help = RunHelp();
+  for (const char* s : {"--virtual-local-rank", "--start-method V", "--run-path",
+                        "--event-log-handler V", "torchrun flags muster refuses (exit 2):",
+                        "--logs-specs V", "--numa-binding V", "--print-completion V"}) {
+    EXPECT_NE(help.find(s), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace muster

@@ -13,7 +13,6 @@
 #include "agent/debug_mode.h"
 #include "agent/failure_report.h"
 #include "agent/gpu_probe.h"
-#include "agent/remove_tree.h"
 #include "agent/run_dir.h"
 #include "agent/this_host.h"
 #include "agent/worker_specs.h"
@@ -543,14 +542,14 @@ void Agent::Teardown() {
     }
     parts_.hosted_rendezvous.reset();
   }
-  if (run_dir_.remove_root && !RemoveTree(run_dir_.root)) {
-    spdlog::debug("could not remove all of {}", run_dir_.root);
-  }
+  const bool kept_logs =
+      CleanUpRunDir(run_dir_, /*job_failed=*/outcome_ && outcome_->exit_code != 0);
   const ExitPlan& plan = *exit_plan_;
   WriteTerminationLog(config_.termination_log, TerminationLogText(plan.summary, plan.details));
   store_.reset();  // its thread has had the time above to end
   launcher_->FinishShutdown();
   // After the workers' last output; the summary stays the last line.
+  if (kept_logs) spdlog::info("logs of the failed job kept in {}", run_dir_.path);
   if (!plan.details.empty()) spdlog::error("{}", plan.details);
   if (plan.is_error) {
     spdlog::error("{}", plan.summary);

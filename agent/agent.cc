@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/debug_mode.h"
+#include "agent/failure_report.h"
 #include "agent/gpu_probe.h"
-#include "agent/remove_tree.h"
 #include "agent/run_dir.h"
 #include "agent/this_host.h"
 #include "agent/worker_specs.h"
@@ -24,7 +24,6 @@
 #include "base/status_macros.h"
 #include "base/wire_values.h"
 #include "launch/cpu_topology.h"
-#include "launch/error_file.h"
 #include "launch/restart_policy.h"
 #include "spdlog/spdlog.h"
 
@@ -208,30 +207,14 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
     }
     return;
   }
-  std::string line =
-      absl::StrCat("rank ", e.placement.rank, " (local_rank ", e.placement.local_rank, ", pid ",
-                   e.pid, ", host ", hostname_, ") failed: ", e.what);
-  if (e.error && !e.error->message.empty()) absl::StrAppend(&line, ": ", e.error->message);
-  spdlog::error("{} ({} policy: {})", line, RestartPolicyName(config_.restart_policy),
-                ExitVerdictName(verdict));
+  rdzv::Failure failure = FailureOf(e, node_, verdict == ExitVerdict::kRestartable);
+  spdlog::error("{} ({} policy: {})", FailedWorkerLine(failure),
+                RestartPolicyName(config_.restart_policy), ExitVerdictName(verdict));
   if (e.error && !e.error->traceback.empty()) {
     spdlog::error("rank {} traceback:\n{}", e.placement.rank, e.error->traceback);
   }
-  ReportFailure(e, verdict == ExitVerdict::kRestartable);
+  rdzv_->ReportFailure(round_, failure);
   StopWorkers(Phase::kRestarting, SIGTERM);  // at once: no need to wait for the job's word
-}
-
-void Agent::ReportFailure(const WorkerExit& e, bool restartable) {
-  rdzv_->ReportFailure(round_,
-                       rdzv::Failure{.node_id = node_.node_id,
-                                     .host = hostname_,
-                                     .rank = e.placement.rank,
-                                     .local_rank = e.placement.local_rank,
-                                     .pid = e.pid,
-                                     .code = e.code,
-                                     .what = ToValidUtf8(e.what),
-                                     .message = ToValidUtf8(e.error ? e.error->message : ""),
-                                     .restartable = restartable});
 }
 
 void Agent::StopWorkers(Phase next, int sig) {
@@ -298,16 +281,7 @@ void Agent::OnStopRequested(const rdzv::Event& e) {
 
 void Agent::OnFinished(const rdzv::Outcome& o) {
   outcome_ = o;
-  if (o.exit_code != 0 && o.root_cause) {
-    auto it = config_.worker_env_base.find("TORCHELASTIC_ERROR_FILE");
-    if (it != config_.worker_env_base.end() && !it->second.empty()) {
-      // The agent's own launcher (torchrun's convention) reads the root cause there.
-      WorkerError err{o.root_cause->message.empty() ? o.root_cause->what : o.root_cause->message,
-                      "", absl::ToUnixSeconds(absl::Now())};
-      absl::Status st = WriteAgentErrorFile(it->second, err, o.exit_code);
-      if (!st.ok()) spdlog::warn("cannot write TORCHELASTIC_ERROR_FILE: {}", st.message());
-    }
-  }
+  WriteRootCauseErrorFile(config_, o);
   if (o.exit_code == 0) {
     ExitAfterStop({.summary = absl::StrCat("job succeeded: ", o.reason)});
   } else {
@@ -319,7 +293,10 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
                       absl::StrJoin(config_.restartable_exit_codes, ", "),
                       "; --restart-policy OnFailure restarts on any failure, as torchrun does)");
     }
-    ExitAfterStop({.code = o.exit_code, .summary = std::move(summary), .is_error = true});
+    ExitAfterStop({.code = o.exit_code,
+                   .summary = std::move(summary),
+                   .details = o.root_cause ? StderrBlock(*o.root_cause) : "",
+                   .is_error = true});
   }
 }
 
@@ -565,13 +542,15 @@ void Agent::Teardown() {
     }
     parts_.hosted_rendezvous.reset();
   }
-  if (run_dir_.remove_root && !RemoveTree(run_dir_.root)) {
-    spdlog::debug("could not remove all of {}", run_dir_.root);
-  }
+  const bool kept_logs =
+      CleanUpRunDir(run_dir_, /*job_failed=*/outcome_ && outcome_->exit_code != 0);
   const ExitPlan& plan = *exit_plan_;
-  WriteTerminationLog(config_.termination_log, plan.summary);
+  WriteTerminationLog(config_.termination_log, TerminationLogText(plan.summary, plan.details));
   store_.reset();  // its thread has had the time above to end
   launcher_->FinishShutdown();
+  // After the workers' last output; the summary stays the last line.
+  if (kept_logs) spdlog::info("logs of the failed job kept in {}", run_dir_.path);
+  if (!plan.details.empty()) spdlog::error("{}", plan.details);
   if (plan.is_error) {
     spdlog::error("{}", plan.summary);
   } else if (!plan.summary.empty()) {

@@ -61,6 +61,9 @@ class Agent {
   struct ExitPlan {
     int code = 0;
     std::string summary;  // the agent's last log line (and the termination log)
+    // Lines logged before the summary and written after it to the termination log: the
+    // root cause's stderr (StderrBlock).
+    std::string details;
     bool is_error = false;
   };
 
@@ -71,7 +74,6 @@ class Agent {
   void OnSignalFd();
   void OnAgentSignal(int sig);
   void OnWorkerExit(const WorkerExit& exit);
-  void ReportFailure(const WorkerExit& exit, bool restartable);
   void OnWorkersStopped();
   void OnRendezvousEvent(const rdzv::Event& event);
   void OnStopRequested(const rdzv::Event& event);

@@ -6,10 +6,22 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "agent/remove_tree.h"
 #include "base/errno_status.h"
+#include "spdlog/spdlog.h"
 
 namespace muster {
 namespace {
+
+// -r/-t send some worker's stream to a file (`-r 0` sends none).
+bool WritesStreamFiles(const Config& config) {
+  for (const StreamSelection* sel : {&config.redirects, &config.tee}) {
+    for (const auto& [rank, mask] : sel->by_rank) {
+      if (mask != 0) return true;
+    }
+  }
+  return false;
+}
 
 // Without --log-dir the directory holds only torch's per-rank error.json (plus stream files
 // when -r/-t ask for them). Creating and removing a directory per rank on every attempt
@@ -17,7 +29,7 @@ namespace {
 // it goes to tmpfs (/dev/shm) unless TMPDIR says otherwise.
 absl::StatusOr<std::string> MakeTemporaryRoot(const Config& config) {
   const char* tmp = getenv("TMPDIR");
-  bool streams = !config.redirects.by_rank.empty() || !config.tee.by_rank.empty();
+  bool streams = WritesStreamFiles(config);
   std::string root = tmp && *tmp                                        ? tmp
                      : !streams && access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm"
                                                                         : "/tmp";
@@ -50,7 +62,15 @@ absl::StatusOr<RunDir> MakeRunDir(const Config& config) {
     return absl::Status(st.code(), absl::StrCat("--log-dir: ", st.message()));
   }
   dir.path = std::move(run);
+  dir.stream_files = WritesStreamFiles(config);
   return dir;
+}
+
+bool CleanUpRunDir(const RunDir& dir, bool job_failed) {
+  if (!dir.remove_root) return false;  // --log-dir: the user's directory, kept
+  if (job_failed && dir.stream_files) return true;
+  if (!RemoveTree(dir.root)) spdlog::debug("could not remove all of {}", dir.root);
+  return false;
 }
 
 absl::Status CheckDirectoryOf(const char* flag, const std::string& path) {

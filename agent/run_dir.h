@@ -1,7 +1,8 @@
 // The run directory: where a round's per-rank files go (torch's error.json, -r/-t stream
 // files, the debug mode's env files). Under --log-dir it is a fresh <log-dir>/<run-id>_XXXXXX
 // that stays; without it, the same inside a private temporary root the agent removes at
-// exit.
+// exit, unless the job failed and -r/-t wrote the workers' output there (torchrun keeps
+// its log directory too).
 #ifndef MUSTER_AGENT_RUN_DIR_H_
 #define MUSTER_AGENT_RUN_DIR_H_
 
@@ -13,13 +14,18 @@
 namespace muster {
 
 struct RunDir {
-  std::string root;          // --log-dir, or the temporary root
-  bool remove_root = false;  // the agent made the root: it removes it at exit
-  std::string path;          // this run's directory under root
+  std::string root;           // --log-dir, or the temporary root
+  bool remove_root = false;   // the agent made the root: it removes it at exit
+  std::string path;           // this run's directory under root
+  bool stream_files = false;  // -r/-t write the workers' output into it
 };
 
 // Makes the directories. An error names what to change (--log-dir, TMPDIR).
 absl::StatusOr<RunDir> MakeRunDir(const Config& config);
+
+// At exit: removes the temporary root, except when `job_failed` and it holds stream files:
+// then they are the failed job's logs, left for the user. Returns whether it left them.
+bool CleanUpRunDir(const RunDir& dir, bool job_failed);
 
 // A file the agent writes later (--status-file) must have its directory now: a status that
 // never appears is worse than a refusal at start. `flag` names it in the error.

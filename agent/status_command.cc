@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/failure_report.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/status_file.h"
 #include "agent/subcommand.h"
@@ -159,6 +160,15 @@ std::string TimeOfDay(const std::string& rfc3339) {
   return absl::FormatTime("%H:%M:%S", t, absl::LocalTimeZone());
 }
 
+// The root cause's last lines of stderr, when it wrote no error file.
+void PrintRootCauseStderr(const nlohmann::json& j) {
+  if (!j.contains("root_cause")) return;
+  const nlohmann::json& f = j["root_cause"];
+  std::string block =
+      StderrBlock(f["rank"].get<int>(), f["host"].get<std::string>(), f.value("stderr_tail", ""));
+  if (!block.empty()) std::printf("%s\n", block.c_str());
+}
+
 void PrintTable(const nlohmann::json& j, bool color) {
   std::printf("job %s: %s, round %d, restarts %d of %d, nodes %zu (min %d, max %d)\n",
               j["run_id"].get<std::string>().c_str(),
@@ -211,6 +221,7 @@ void PrintTable(const nlohmann::json& j, bool color) {
     std::printf("outcome: exit %d: %s\n", j["outcome"]["exit_code"].get<int>(),
                 j["outcome"]["reason"].get<std::string>().c_str());
   }
+  PrintRootCauseStderr(j);
 }
 
 nlohmann::json ToJson(const rdzv::JobSummary& s) {

@@ -23,6 +23,7 @@ nlohmann::json FailureJson(const rdzv::Failure& f) {
           {"code", f.code},
           {"what", f.what},
           {"message", f.message},
+          {"stderr_tail", f.stderr_tail},
           {"restartable", f.restartable}};
 }
 

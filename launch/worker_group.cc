@@ -137,7 +137,7 @@ void WorkerGroup::OnChildExited(pid_t pid, int wstatus) {
   }
 }
 
-void WorkerGroup::ReportExit(const Worker& w, WorkerExit exit) {
+void WorkerGroup::ReportExit(Worker& w, WorkerExit exit) {
   exit.placement = w.placement;
   exit.pid = w.pid;
   exit.signal = w.status ? w.status->signal : 0;
@@ -149,6 +149,9 @@ void WorkerGroup::ReportExit(const Worker& w, WorkerExit exit) {
     } else {
       exit.error = *error;
     }
+    // The worker has exited: what it wrote is in the pipe now, whether or not the loop
+    // has read it yet.
+    if (w.output) exit.stderr_tail = w.output->StderrTail();
   }
   // Posted, so the agent never reacts from inside Start() or a reap loop.
   loop_->Post([cb = callbacks_.on_exit, exit = std::move(exit)] { cb(exit); });

@@ -64,7 +64,8 @@ class WorkerGroup : public WorkerLauncher {
   bool SpawnWorker(Worker& w, SpawnSpec spec);
   void OnChildExited(pid_t pid, int wstatus);
   void OnProcessesStopped(const std::vector<pid_t>& abandoned);
-  void ReportExit(const Worker& w, WorkerExit exit);
+  // Completes `exit` (the error file and the stderr tail of a failure) and posts it.
+  void ReportExit(Worker& w, WorkerExit exit);
 
   EventLoop* loop_;
   std::unique_ptr<Watchdog> watchdog_;

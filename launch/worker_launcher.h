@@ -31,6 +31,9 @@ struct WorkerExit {
   bool while_stopping = false;       // the group was being stopped (not a failure of its own)
   std::string what;                  // "exit 1", "signal 9 (SIGKILL)", "cannot execute ..."
   std::optional<WorkerError> error;  // from TORCHELASTIC_ERROR_FILE
+  // Its last lines of stderr (OutputTail::Text: printable, <= 20 lines, <= 4 KB) when it
+  // failed on its own; "" otherwise.
+  std::string stderr_tail;
 };
 
 // What one worker of the current (or last) attempt is doing, for status reports.

@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<WorkerOutput>> WorkerOutput::Create(EventLoop* lo
       if (fd < 0) return ErrnoStatus("open " + options[i]->file, errno);
       s.file.reset(fd);
     }
+    s.keeps_tail = i == 1;
     if (options[i]->to_console) s.console_source = console->AddSource(i == 0 ? 1 : 2);
     WorkerOutput* self = w.get();
     absl::Status st = loop->Add(fds[0], EPOLLIN, [self, i](uint32_t) {
@@ -65,6 +66,7 @@ bool WorkerOutput::Pump(Stream& s, size_t max_reads) {
     }
     if (n == 0) return false;
     std::string_view data(buf, n);
+    if (s.keeps_tail) err_tail_.Append(data);
     if (s.file.valid()) {
       size_t off = 0;
       while (off < data.size()) {
@@ -143,6 +145,13 @@ void WorkerOutput::Close(Stream& s) {
   }
   s.read_end.reset();
   s.file.reset();
+}
+
+std::string WorkerOutput::StderrTail() {
+  Stream& s = streams_[1];
+  // Bounded as Finish: a child of the worker may still be writing.
+  if (s.open && !Pump(s, 16)) Close(s);
+  return err_tail_.Text();
 }
 
 void WorkerOutput::Finish() {

@@ -1,7 +1,8 @@
 // WorkerOutput: pumps one worker's stdout and stderr pipes into its per-rank
 // log files (raw bytes, as torchrun writes them) and, line by line with a
 // prefix such as "[default0]:", into the ConsoleWriter (see LineSplitter for what a
-// line is). A partial line is shown after LineSplitter's delay by a timer on the loop,
+// line is); the last lines of stderr are kept for the report of a failure (OutputTail).
+// A partial line is shown after LineSplitter's delay by a timer on the loop,
 // so a prompt or a progress bar without a newline appears while the worker waits.
 // Registered with the agent's EventLoop; reading pauses while the worker's console
 // queue is full (see ConsoleWriter). Not thread-safe: loop thread only.
@@ -17,6 +18,7 @@
 #include "base/unique_fd.h"
 #include "launch/console_writer.h"
 #include "launch/line_splitter.h"
+#include "launch/output_tail.h"
 
 namespace muster {
 
@@ -42,6 +44,9 @@ class WorkerOutput {
   void CloseChildEnds();
   // Resumes streams that were paused on a full console queue and now have room.
   void ResumeIfRoom();
+  // The last lines the worker wrote to stderr (OutputTail::Text), after reading what the
+  // pipe holds now: called once the worker has exited, so nothing it wrote is missed.
+  std::string StderrTail();
   // Reads whatever is left without blocking (a worker's children may still hold
   // the pipe), flushes partial lines, and unregisters. Idempotent.
   void Finish();
@@ -54,6 +59,7 @@ class WorkerOutput {
     LineSplitter splitter;
     EventLoop::TimerId flush_timer = 0;  // 0: none armed
     bool paused = false, open = false;
+    bool keeps_tail = false;  // stderr: its last lines go to err_tail_
   };
   WorkerOutput(EventLoop* loop, ConsoleWriter* console, std::string prefix)
       : loop_(loop), console_(console), prefix_(std::move(prefix)) {}
@@ -72,6 +78,7 @@ class WorkerOutput {
   ConsoleWriter* console_;
   std::string prefix_;
   std::array<Stream, 2> streams_;
+  OutputTail err_tail_;
 };
 
 }  // namespace muster

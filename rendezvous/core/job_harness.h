@@ -33,7 +33,8 @@ class JobHarness {
     now_ += d;
     job_.Tick(now_, &events_);
   }
-  void Fail(const std::string& id, int code, bool restartable) {
+  void Fail(const std::string& id, int code, bool restartable, std::string message = "",
+            std::string stderr_tail = "") {
     Failure f{.node_id = id,
               .host = "host-" + id,
               .rank = 1,
@@ -41,7 +42,8 @@ class JobHarness {
               .pid = 42,
               .code = code,
               .what = "exit " + std::to_string(code),
-              .message = "",
+              .message = std::move(message),
+              .stderr_tail = std::move(stderr_tail),
               .restartable = restartable};
     job_.WorkerFailed(id, job_.round(), f, now_, &events_);
   }

@@ -24,13 +24,19 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
             failure.what);
   std::string what =
       absl::StrCat("rank ", failure.rank, " on ", failure.host, " failed: ", failure.what);
-  if (!failure.message.empty()) absl::StrAppend(&what, ": ", failure.message);
+  if (std::string detail = FailureDetail(failure); !detail.empty()) {
+    absl::StrAppend(&what, ": ", detail);
+  }
+  // The stderr lines go with the outcome only: a job that restarts a thousand times keeps
+  // a thousand history records, and the other nodes need no more than `what` to restart.
+  Failure brief = failure;
+  brief.stderr_tail.clear();
   if (failure.restartable && restarts_used_ < spec_.max_restarts) {
     ++restarts_used_;
     BeginStopping("WorkerFailed",
                   absl::StrCat(what, "; restarting (", restarts_used_, " of ", spec_.max_restarts,
                                " restarts used)"),
-                  /*counted=*/true, failure, now, out);
+                  /*counted=*/true, brief, now, out);
     return;
   }
   std::string why = failure.restartable
@@ -41,7 +47,7 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
                                    .time = now,
                                    .reason = absl::StrCat(what, "; ", why),
                                    .counted = false,
-                                   .failure = failure});
+                                   .failure = brief});
   // Every agent exits with this code: a failure must never read as success (a report with
   // code 0, or 256 that the exit status truncates to 0; found by tests/fuzz/rendezvous_fuzz).
   int code = failure.code >= 1 && failure.code <= 255 ? failure.code : 1;

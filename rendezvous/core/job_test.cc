@@ -411,5 +411,45 @@ TEST(JobTest, FinishReasonsNameTheCause) {
   }
 }
 
+TEST(JobTest, TheStderrTailNamesTheCauseAndStaysWithTheOutcomeOnly) {
+  JobHarness h(Spec(2, 2, 1));
+  ASSERT_TRUE(h.Join("1").ok());
+  ASSERT_TRUE(h.Join("2").ok());
+  h.Fail("1", 137, true, "", "Traceback (most recent call last):\n  File \"t.py\"\nOSError: first");
+  auto stop = h.Last("2", Event::Kind::kStopWorkers);
+  ASSERT_TRUE(stop.has_value() && stop->failure.has_value());
+  EXPECT_NE(stop->text.find("failed: exit 137: OSError: first; restarting"), std::string::npos)
+      << stop->text;
+  EXPECT_EQ(stop->failure->stderr_tail, "");  // every node gets the stop; one needs the lines
+  h.StopAll();
+  const std::string tail =
+      "Traceback (most recent call last):\nValueError: " + std::string(300, 'v');
+  h.Fail("2", 1, false, "", tail);
+  auto finished = h.Last("1", Event::Kind::kFinished);
+  ASSERT_TRUE(finished.has_value());
+  EXPECT_EQ(finished->outcome.root_cause->stderr_tail, tail);
+  // A long last line is cut to kMaxDetailBytes in the one-line reason.
+  const std::string detail = "ValueError: " + std::string(241, 'v') + "...";
+  EXPECT_EQ(FailureDetail(*finished->outcome.root_cause), detail);
+  EXPECT_NE(finished->outcome.reason.find("failed: exit 1: " + detail + "; not restartable"),
+            std::string::npos)
+      << finished->outcome.reason;
+  ASSERT_EQ(h.job().history().size(), 2u);
+  for (const RestartRecord& r : h.job().history()) EXPECT_EQ(r.failure->stderr_tail, "");
+}
+
+TEST(JobTest, FailureDetailPrefersTheErrorFileMessageAndCutsOnACharacter) {
+  EXPECT_EQ(FailureDetail(Failure{.message = "boom", .stderr_tail = "a\nb"}), "boom");
+  EXPECT_EQ(FailureDetail(Failure{.stderr_tail = "a\nlast"}), "last");
+  EXPECT_EQ(FailureDetail(Failure{}), "");
+  // 2-byte characters from byte 2 on: byte 253 is the second byte of one, so the cut
+  // comes a byte earlier.
+  std::string line = "xy";
+  for (int i = 0; i < 200; ++i) line += "\xC3\xA9";
+  std::string detail = FailureDetail(Failure{.stderr_tail = line});
+  EXPECT_EQ(detail.size(), 252u + 3);
+  EXPECT_EQ(detail.substr(249), "\xA9\xC3\xA9...");
+}
+
 }  // namespace
 }  // namespace muster::rdzv

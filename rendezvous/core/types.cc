@@ -1,6 +1,20 @@
 #include "rendezvous/core/types.h"
 
+#include <string_view>
+
 namespace muster::rdzv {
+
+std::string FailureDetail(const Failure& f) {
+  if (!f.message.empty()) return f.message;
+  std::string_view tail = f.stderr_tail;
+  size_t nl = tail.rfind('\n');
+  std::string_view last = nl == std::string_view::npos ? tail : tail.substr(nl + 1);
+  if (last.size() <= kMaxDetailBytes) return std::string(last);
+  size_t keep = kMaxDetailBytes - 3;
+  // Cut before a UTF-8 continuation byte, never inside a character.
+  while (keep > 0 && (static_cast<unsigned char>(last[keep]) & 0xC0) == 0x80) --keep;
+  return std::string(last.substr(0, keep)) + "...";
+}
 
 const char* WorkerStateName(WorkerState state) {
   switch (state) {

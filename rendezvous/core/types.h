@@ -3,6 +3,7 @@
 #ifndef MUSTER_RENDEZVOUS_CORE_TYPES_H_
 #define MUSTER_RENDEZVOUS_CORE_TYPES_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,11 +49,19 @@ struct Failure {
   int rank = -1;  // global rank of the failed worker
   int local_rank = -1;
   int pid = 0;
-  int code = 0;              // exit code or 128+signal
-  std::string what;          // "exit 1", "signal 9 (SIGKILL)", "node lost: stream closed", ...
-  std::string message;       // error.json message, may be empty
+  int code = 0;         // exit code or 128+signal
+  std::string what;     // "exit 1", "signal 9 (SIGKILL)", "node lost: stream closed", ...
+  std::string message;  // error.json message, may be empty
+  // Without a message: the worker's last lines of stderr (<= 20 lines, <= 4 KB, printable
+  // UTF-8), else "". Kept in the outcome's root cause only, not in history or events.
+  std::string stderr_tail;
   bool restartable = false;  // the agent's restart policy says so
 };
+
+// Why the worker failed, in one line for a reason or a log: the error file's message, else
+// the last line of its stderr (at most kMaxDetailBytes of it), else "".
+inline constexpr size_t kMaxDetailBytes = 256;
+std::string FailureDetail(const Failure& f);
 
 // A round's layout as one node sees it.
 struct Assignment {

@@ -217,6 +217,7 @@ void ToProto(const Failure& f, v1::Failure* out) {
   out->set_code(f.code);
   out->set_what(f.what);
   out->set_message(f.message);
+  out->set_stderr_tail(f.stderr_tail);
   out->set_restartable(f.restartable);
 }
 
@@ -230,6 +231,7 @@ Failure FromProto(const v1::Failure& in) {
   f.code = in.code();
   f.what = in.what();
   f.message = in.message();
+  f.stderr_tail = in.stderr_tail();
   f.restartable = in.restartable();
   return f;
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/remove_tree.h"
+#include "agent/stale_run_dirs.h"
 #include "base/errno_status.h"
 #include "spdlog/spdlog.h"
 
@@ -45,12 +46,22 @@ absl::StatusOr<std::string> MakeTemporaryRoot(const Config& config) {
 }  // namespace
 
 absl::StatusOr<RunDir> MakeRunDir(const Config& config) {
+  for (const std::string& stale : RemoveStaleRunDirs(TemporaryParents())) {
+    spdlog::info("removed {}: the run directory of an agent killed before it could clean up",
+                 stale);
+  }
   RunDir dir;
   if (config.log_dir.empty()) {
     absl::StatusOr<std::string> root = MakeTemporaryRoot(config);
     if (!root.ok()) return root.status();
     dir.root = *std::move(root);
     dir.remove_root = true;
+    absl::StatusOr<UniqueFd> lock = LockRunRoot(dir.root);
+    if (!lock.ok()) {
+      RemoveTree(dir.root);
+      return lock.status();
+    }
+    dir.lock = *std::move(lock);
   } else {
     dir.root = config.log_dir;
   }
@@ -68,7 +79,11 @@ absl::StatusOr<RunDir> MakeRunDir(const Config& config) {
 
 bool CleanUpRunDir(const RunDir& dir, bool job_failed) {
   if (!dir.remove_root) return false;  // --log-dir: the user's directory, kept
-  if (job_failed && dir.stream_files) return true;
+  if (job_failed && dir.stream_files) {
+    // The failed job's logs stay: without the lock file no later agent takes them for stale.
+    unlink(absl::StrCat(dir.root, "/", kRunDirLockName).c_str());
+    return true;
+  }
   if (!RemoveTree(dir.root)) spdlog::debug("could not remove all of {}", dir.root);
   return false;
 }

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/config.h"
+#include "base/unique_fd.h"
 
 namespace muster {
 
@@ -18,9 +19,11 @@ struct RunDir {
   bool remove_root = false;   // the agent made the root: it removes it at exit
   std::string path;           // this run's directory under root
   bool stream_files = false;  // -r/-t write the workers' output into it
+  UniqueFd lock;  // the temporary root's lock, held while the agent lives (stale_run_dirs.h)
 };
 
-// Makes the directories. An error names what to change (--log-dir, TMPDIR).
+// Makes the directories, after removing the temporary roots of agents that died without
+// cleaning up (stale_run_dirs.h). An error names what to change (--log-dir, TMPDIR).
 absl::StatusOr<RunDir> MakeRunDir(const Config& config);
 
 // At exit: removes the temporary root, except when `job_failed` and it holds stream files:

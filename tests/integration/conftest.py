@@ -15,6 +15,18 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("MUSTER_BUILD_DIR", REPO / "build"))
 MUSTER = BUILD / "bin" / "muster"
 FAKE = BUILD / "tests" / "fake_worker"
+
+
+def sanitizer_of_build():
+    """The build's MUSTER_SANITIZE ("address", "thread"), or "" for a plain build."""
+    cache = BUILD / "CMakeCache.txt"
+    if not cache.exists():
+        return ""
+    for line in cache.read_text().splitlines():
+        if line.startswith("MUSTER_SANITIZE:"):
+            value = line.split("=", 1)[1].strip().lower()
+            return "" if value in ("", "off") else value
+    return ""
 TORCH_PYTHON = os.environ.get("TORCH_PYTHON", "/usr/bin/python3")
 TORCHRUN113 = REPO / "tests" / "tools" / "torchrun113.py"
 

@@ -28,6 +28,14 @@ absl::Status Explained(const JobStatusQuery& query, absl::Status status) {
                                                   grpc_internal::ExplainNoAnswer(query.endpoint)));
 }
 
+// A unary call's context: it reaches the server within query.timeout, waiting for the
+// server to come up only where the query asks for it.
+void PrepareUnary(const JobStatusQuery& query, grpc::ClientContext* context) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
+  context->set_wait_for_ready(query.wait_for_server);
+  grpc_internal::AddBearerToken(query.token, context);
+}
+
 }  // namespace
 
 absl::Status WatchJobStatus(const JobStatusQuery& query,
@@ -36,9 +44,7 @@ absl::Status WatchJobStatus(const JobStatusQuery& query,
   {
     // Reach the server within query.timeout; after that the watch lasts as long as the job.
     grpc::ClientContext probe;
-    probe.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
-    probe.set_wait_for_ready(query.wait_for_server);
-    grpc_internal::AddBearerToken(query.token, &probe);
+    PrepareUnary(query, &probe);
     v1::GetJobStatusRequest request;
     request.set_run_id(query.run_id);
     v1::JobStatusReply reply;
@@ -58,9 +64,7 @@ absl::Status WatchJobStatus(const JobStatusQuery& query,
 absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
   ASSIGN_OR_RETURN(std::unique_ptr<v1::JobStatus::Stub> stub, MakeStub(query));
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
-  context.set_wait_for_ready(query.wait_for_server);
-  grpc_internal::AddBearerToken(query.token, &context);
+  PrepareUnary(query, &context);
   v1::GetJobStatusRequest request;
   request.set_run_id(query.run_id);
   v1::JobStatusReply reply;
@@ -72,9 +76,7 @@ absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
 absl::StatusOr<std::vector<JobSummary>> ListJobs(const JobStatusQuery& query) {
   ASSIGN_OR_RETURN(std::unique_ptr<v1::JobStatus::Stub> stub, MakeStub(query));
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
-  context.set_wait_for_ready(query.wait_for_server);
-  grpc_internal::AddBearerToken(query.token, &context);
+  PrepareUnary(query, &context);
   v1::ListJobsReply reply;
   RETURN_IF_ERROR(Explained(
       query, grpc_internal::ToAbslStatus(stub->List(&context, v1::ListJobsRequest(), &reply))));

@@ -84,6 +84,8 @@ absl::Status ApplyRestartPolicy(const FlagValue& v, Config* c) {
 
 // As torchrun: no empty entry.
 absl::Status ApplyLocalRanksFilter(const FlagValue& v, Config* c) {
+  c->local_ranks_filter.clear();
+  if (v.text.empty()) return absl::OkStatus();  // torchrun's default "": every local rank
   for (absl::string_view part : absl::StrSplit(v.text, ',')) {
     ASSIGN_OR_RETURN(int r, ParseNonNegative(v.where, part));
     c->local_ranks_filter.insert(r);

@@ -382,6 +382,11 @@ absl::Status ResolveNproc(const HostInfo& host, Config* c) {
     n = host.gpus;  // 0: the GPU probe decides at start, or the check below refuses
   } else if (v == "auto") {
     n = host.gpus > 0 ? host.gpus : host.cpus;
+  } else if (v == "xpu") {
+    return FlagError(where,
+                     "'xpu' (torchrun: one worker per Intel GPU) is not detected by "
+                     "muster, which counts NVIDIA GPUs only; give the number of workers, "
+                     "e.g. --nproc-per-node 8");
   } else if (!absl::SimpleAtoi(v, &n) || n < 1) {
     return FlagError(where, absl::StrCat("'", v, "' must be a positive number, cpu, gpu or auto"));
   }

@@ -56,6 +56,8 @@ TEST(FlagsTest, NprocKinds) {
   EXPECT_EQ(Parse({"--nproc-per-node", "cpu", "--no-python", "true"})->nproc_per_node, 6);
   EXPECT_EQ(Parse({"--nproc-per-node", "auto", "--no-python", "true"})->nproc_per_node, 6);
   ExpectError(Parse({"--nproc-per-node", "gpu", "--no-python", "true"}), "no GPU");
+  ExpectError(Parse({"--nproc-per-node", "xpu", "--no-python", "true"}),
+              "give the number of workers");
   std::vector<std::string> gpu = {"--nproc-per-node", "gpu", "--no-python", "true"};
   EXPECT_EQ(ParseRunFlags(gpu, {}, {.cpus = 6, .gpus = 8})->nproc_per_node, 8);
   // No GPU seen but a driver may be here: 0 for now, the GPU probe counts them at start.
@@ -145,6 +147,9 @@ TEST(FlagsTest, ValuesAreConsumedWhole) {
       << "the flag is named once: " << codes.status().message();
   EXPECT_TRUE(with({"--restartable-exit-codes", ""})->restartable_exit_codes.empty());
   ExpectError(with({"--local-ranks-filter", "0,,3"}), "--local-ranks-filter");
+  // torchrun's default value, "", shows every local rank.
+  EXPECT_TRUE(with({"--local-ranks-filter", ""})->local_ranks_filter.empty());
+  EXPECT_EQ(with({"--local-ranks-filter", "0,3"})->local_ranks_filter.size(), 2u);
 
   ExpectError(with({"--log-level", "verbose"}), "--log-level: 'verbose' is not a log level");
   ExpectError(with({}, {{"LOGLEVEL", "LOUD"}}), "LOGLEVEL");

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/debug_dir_owner.h"
 #include "agent/debug_mode.h"
 #include "agent/failure_report.h"
 #include "agent/gpu_probe.h"
@@ -86,7 +87,13 @@ Agent::Agent(Config config, AgentParts parts)
       launcher_(parts_.launcher.get()),
       rdzv_(parts_.rendezvous.get()) {}
 
-Agent::~Agent() = default;
+Agent::~Agent() { ReleaseDebugDirIfHeld(); }
+
+void Agent::ReleaseDebugDirIfHeld() {
+  if (!debug_dir_lock_.valid()) return;
+  ReleaseDebugDir(config_.debug_dir);
+  debug_dir_lock_.reset();
+}
 
 absl::Status Agent::Setup() {
   char host[256] = {};
@@ -100,6 +107,15 @@ absl::Status Agent::Setup() {
   status_file_ = std::make_unique<StatusFile>(config_.status_file);
   RETURN_IF_ERROR(loop_->Add(parts_.signal_fd.get(), EPOLLIN, [this](uint32_t) { OnSignalFd(); }));
   RETURN_IF_ERROR(PrepareRunDir());
+  if (config_.debug) {
+    RETURN_IF_ERROR(CheckDebugPort(config_));
+    absl::StatusOr<UniqueFd> lock = ClaimDebugDir(config_.debug_dir);
+    if (!lock.ok()) {
+      return absl::Status(lock.status().code(),
+                          absl::StrCat("--debug-dir ", lock.status().message()));
+    }
+    debug_dir_lock_ = *std::move(lock);
+  }
   launcher_->SetCallbacks({.on_exit = [this](const WorkerExit& e) { OnWorkerExit(e); },
                            .on_stopped = [this] { OnWorkersStopped(); }});
   node_.node_id = absl::StrCat(hostname_, ":", getpid(), ":", RandomHex(4));
@@ -542,6 +558,7 @@ void Agent::Teardown() {
     }
     parts_.hosted_rendezvous.reset();
   }
+  ReleaseDebugDirIfHeld();
   const bool kept_logs =
       CleanUpRunDir(run_dir_, /*job_failed=*/outcome_ && outcome_->exit_code != 0);
   const ExitPlan& plan = *exit_plan_;

@@ -95,6 +95,7 @@ class Agent {
   // Rewrites --status-file and the health service's state for the current phase.
   void Publish();
   void Teardown();
+  void ReleaseDebugDirIfHeld();
 
   Config config_;
   AgentParts parts_;
@@ -110,6 +111,7 @@ class Agent {
   std::unique_ptr<c10d::StoreServer> store_;
 
   RunDir run_dir_;
+  UniqueFd debug_dir_lock_;  // --debug: held while the agent lives (debug_dir_owner.h)
   rdzv::NodeInfo node_;
 
   Phase phase_ = Phase::kInit;

@@ -132,6 +132,7 @@ struct Config {
   bool debug = false;
   std::string debug_command;  // empty: /usr/sbin/sshd -D -e when present, else sleep infinity
   std::string debug_dir = "/run/muster";
+  int debug_port = 22;  // the default sshd's port
 
   bool dry_run = false;
   // Where each value came from, for --dry-run ("flag", "MUSTER_NNODES",

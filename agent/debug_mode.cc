@@ -1,5 +1,7 @@
 #include "agent/debug_mode.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,11 +15,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "agent/debug_dir_owner.h"
 #include "agent/status_file.h"
 #include "agent/subcommand.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
+#include "base/unique_fd.h"
 #include "launch/spawner.h"
 #include "spdlog/spdlog.h"
 
@@ -121,6 +125,28 @@ absl::Status WriteRankFiles(const std::string& dir, int rank, const std::string&
   return WriteFileAtomically(absl::StrCat(dir, "/rank-", rank, ".argv"), joined);
 }
 
+bool UsesDefaultSshd(const Config& config) {
+  return config.debug_command.empty() && access("/usr/sbin/sshd", X_OK) == 0;
+}
+
+absl::Status CheckDebugPort(const Config& config) {
+  if (!UsesDefaultSshd(config)) return absl::OkStatus();
+  UniqueFd fd(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::OkStatus();  // no IPv6 socket: sshd's own error will say
+  int on = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  sockaddr_in6 any{.sin6_family = AF_INET6, .sin6_port = htons(config.debug_port)};
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&any), sizeof(any)) == 0 || errno != EADDRINUSE) {
+    return absl::OkStatus();  // free (EACCES and the like: sshd reports them itself)
+  }
+  // Outside a container, port 22 is the host's own sshd: a second one there fails, or
+  // worse, a user's ssh reaches debug mode thinking it is the host.
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--debug-port ", config.debug_port, ": something on this host already listens there ",
+      "(the host's own sshd?); give debug mode's sshd another port, e.g. --debug-port 2222, ",
+      "or set --debug-command"));
+}
+
 absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const rdzv::Assignment& a,
                                               const std::vector<WorkerSpec>& specs) {
   for (const WorkerSpec& spec : specs) {
@@ -139,8 +165,9 @@ absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const rdzv::
   if (command.empty()) {
     // sshd refuses to start without its privilege-separation directory, which only an init
     // system creates; -e sends its log to stderr (a pod has no syslog).
-    command = access("/usr/sbin/sshd", X_OK) == 0
-                  ? "mkdir -p -m 755 /run/sshd && exec /usr/sbin/sshd -D -e"
+    command = UsesDefaultSshd(config)
+                  ? absl::StrCat("mkdir -p -m 755 /run/sshd && exec /usr/sbin/sshd -D -e -p ",
+                                 config.debug_port)
                   : "sleep infinity";
   }
   spdlog::info(
@@ -162,6 +189,9 @@ int ExecCommand(const std::vector<std::string>& args,
     return UsageError(kExec, "--rank: give the global rank to start, e.g. --rank 0");
   }
   std::string dir = values->TextOr("debug-dir", "/run/muster");
+  if (absl::Status owner = CheckDebugDirOwner(dir); !owner.ok()) {
+    return UsageError(kExec, std::string(owner.message()));
+  }
   std::string env_path = absl::StrCat(dir, "/rank-", rank, ".env");
   absl::StatusOr<std::string> text = ReadFile(env_path);
   if (!text.ok()) {

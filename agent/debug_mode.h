@@ -30,6 +30,13 @@ std::string HostfileText(const rdzv::Assignment& assignment);
 absl::Status WriteRankFiles(const std::string& dir, int rank, const std::string& env_text,
                             const std::vector<std::string>& argv);
 
+// Whether debug mode runs /usr/sbin/sshd (no --debug-command, and sshd installed).
+bool UsesDefaultSshd(const Config& config);
+
+// With the default sshd: FailedPrecondition naming --debug-port when that port is already
+// in use in this network namespace (the host's sshd on bare metal).
+absl::Status CheckDebugPort(const Config& config);
+
 // One round of debug mode: writes every local rank's files (from the same specs its
 // workers would run with) and the hostfile into --debug-dir, and returns the shell command
 // to run instead of the workers (--debug-command, or sshd / sleep infinity). The error

@@ -6,8 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "base/wire_values.h"
 #include "base/status_macros.h"
+#include "base/wire_values.h"
 
 namespace muster {
 absl::Status FlagError(absl::string_view where, absl::string_view what) {

@@ -106,6 +106,14 @@ absl::Status ApplyHealthPort(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+absl::Status ApplyDebugPort(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(c->debug_port, ParseNonNegative(v.where, v.text));
+  if (c->debug_port < 1 || c->debug_port > 65535) {
+    return FlagError(v.where, absl::StrCat("'", v.text, "' is not a port (1..65535)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ApplyProbeTimeout(const FlagValue& v, Config* c) {
   absl::StatusOr<absl::Duration> d = ParseDuration(v.text);
   if (!d.ok() || *d <= absl::ZeroDuration()) {

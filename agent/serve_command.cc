@@ -5,11 +5,11 @@
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
-#include "base/endpoint.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/subcommand.h"
 #include "agent/subcommands.h"
 #include "base/duration.h"
+#include "base/endpoint.h"
 #include "base/exit_codes.h"
 #include "base/logging.h"
 #include "base/status_macros.h"

@@ -39,12 +39,18 @@ def test_debug_env_files_equal_the_real_workers_env(tmp_path):
     assert r.returncode == 0, r.stderr
     real = json.loads((tmp_path / "real" / "0.json").read_text())
 
-    debug_dir = tmp_path / "debug"
+    # The files live as long as their agent: the debug command itself copies them and starts
+    # rank 0 by hand, as a user logged into the pod would.
+    debug_dir, snap = tmp_path / "debug", tmp_path / "snap"
+    snap.mkdir()
+    (tmp_path / "exec").mkdir()
+    command = (f"cp {debug_dir}/rank-0.env {debug_dir}/rank-0.argv {snap}/ && "
+               f"ENVDUMP_DIR={tmp_path / 'exec'} {MUSTER} exec --rank 0 --debug-dir {debug_dir}")
     r = subprocess.run([str(MUSTER), "run", "--debug", "--debug-dir", str(debug_dir),
-                        "--debug-command", "true", *JOB], capture_output=True, text=True,
+                        "--debug-command", command, *JOB], capture_output=True, text=True,
                        timeout=60, env=agent_env)
     assert r.returncode == 0, r.stderr
-    env_file = parse_env_file((debug_dir / "rank-0.env").read_text())
+    env_file = parse_env_file((snap / "rank-0.env").read_text())
 
     # What muster set for the worker (everything that differs from the agent's own
     # environment) is exactly what the env file exports, value for value.
@@ -52,15 +58,10 @@ def test_debug_env_files_equal_the_real_workers_env(tmp_path):
     assert "OMP_NUM_THREADS" in set_by_muster  # the --bind-cores-to-rank share
     assert without(env_file, PER_RUN) == without(set_by_muster, PER_RUN)
     assert set(env_file) == set(set_by_muster)
-    argv = (debug_dir / "rank-0.argv").read_bytes().split(b"\0")[:-1]
+    argv = (snap / "rank-0.argv").read_bytes().split(b"\0")[:-1]
     assert [a.decode() for a in argv] == JOB[JOB.index("/usr/bin/python3"):]
 
     # Started by hand, rank 0 sees what the worker saw.
-    (tmp_path / "exec").mkdir()
-    r = subprocess.run([str(MUSTER), "exec", "--rank", "0", "--debug-dir", str(debug_dir)],
-                       capture_output=True, text=True, timeout=60,
-                       env=muster_env(ENVDUMP_DIR=tmp_path / "exec"))
-    assert r.returncode == 0, r.stderr
     by_hand = json.loads((tmp_path / "exec" / "0.json").read_text())
     per_run = PER_RUN | {"ENVDUMP_DIR"}
     assert without(by_hand["env"], per_run) == without(real["env"], per_run)

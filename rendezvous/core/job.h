@@ -144,6 +144,8 @@ class Job {
   // Marks a worker of `node` ended, unless it already is.
   static void EndWorker(Node& node, int local_rank, int pid, WorkerState state, int code,
                         int signal, const std::string& what);
+  // Marks every still pending or running worker of `node` stopped, with `what`.
+  static void EndRunningWorkers(Node& node, const std::string& what);
   std::string ProgressText(absl::Time now) const;
   void Touch(Node& node, absl::Time now);
   // Drops `info`'s entry from hinted_ if it is that node's.

@@ -43,11 +43,8 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
                         ? absl::StrCat("restart budget spent (", restarts_used_, " of ",
                                        spec_.max_restarts, " restarts used)")
                         : std::string("not restartable");
-  history_.push_back(RestartRecord{.round = round_,
-                                   .time = now,
-                                   .reason = absl::StrCat(what, "; ", why),
-                                   .counted = false,
-                                   .failure = brief});
+  // No history record: the history lists restarts that happened; this failure is the
+  // outcome's root cause.
   // Every agent exits with this code: a failure must never read as success (a report with
   // code 0, or 256 that the exit status truncates to 0; found by tests/fuzz/rendezvous_fuzz).
   int code = failure.code >= 1 && failure.code <= 255 ? failure.code : 1;
@@ -96,6 +93,7 @@ void Job::WorkersStopped(const std::string& node_id, int round, int store_port, 
   Touch(it->second, now);
   if (phase_ != Phase::kStopping || round != round_) return;
   it->second.stopped = true;
+  EndRunningWorkers(it->second, "stopped by its agent");
   MaybeFinishStopping(now, out);
 }
 
@@ -237,7 +235,9 @@ void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector
   conditions_.Set(ok ? kConditionSucceeded : kConditionFailed, true, cause, outcome_->reason, now);
   conditions_.Set(ok ? kConditionFailed : kConditionSucceeded, false, "Finished", outcome_->reason,
                   now);
-  for (const auto& [id, node] : nodes_) {
+  for (auto& [id, node] : nodes_) {
+    // Every worker's state is final: the ones still running are stopped by their agents now.
+    EndRunningWorkers(node, "stopped: the job ended");
     Event e = MakeEvent(Event::Kind::kFinished, id, outcome_->reason);
     e.outcome = *outcome_;
     out->push_back(std::move(e));

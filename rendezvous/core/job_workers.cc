@@ -90,6 +90,15 @@ void Job::WorkerEnded(const std::string& node_id, int round, const EndedWorker& 
   WorkerState state = ended.stopped     ? WorkerState::kStopped
                       : ended.code == 0 ? WorkerState::kSucceeded
                                         : WorkerState::kFailed;
+  std::vector<WorkerStatus>& workers = it->second.workers;
+  if (ended.local_rank >= 0 && ended.local_rank < static_cast<int>(workers.size())) {
+    WorkerStatus& w = workers[ended.local_rank];
+    // A stop the job marked itself (EndRunningWorkers: code and signal 0) until the agent
+    // says how the worker really ended.
+    if (w.state == WorkerState::kStopped && w.code == 0 && w.signal == 0) {
+      w.state = WorkerState::kRunning;
+    }
+  }
   EndWorker(it->second, ended.local_rank, ended.pid, state, ended.code, ended.signal, ended.what);
 }
 
@@ -103,6 +112,12 @@ void Job::EndWorker(Node& node, int local_rank, int pid, WorkerState state, int 
   w.code = code;
   w.signal = signal;
   w.what = what;
+}
+
+void Job::EndRunningWorkers(Node& node, const std::string& what) {
+  for (int local = 0; local < static_cast<int>(node.workers.size()); ++local) {
+    EndWorker(node, local, 0, WorkerState::kStopped, 0, 0, what);
+  }
 }
 
 }  // namespace muster::rdzv

@@ -80,6 +80,45 @@ TEST(JobWorkersTest, WorkersShowRanksPidsAndHowTheyEnded) {
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_STREQ(nodes[0].state, "Stopping");
   EXPECT_STREQ(nodes[1].state, "Failed");
+  // Node 1 says its workers are stopped, without a report for local rank 1: no worker of a
+  // stopped node is left Running.
+  std::vector<Event> out;
+  h.job().WorkersStopped("1", 1, 1100, h.now(), &out);
+  EXPECT_EQ(h.job().Workers()[1].state, WorkerState::kStopped);
+}
+
+TEST(JobWorkersTest, AFinishedJobLeavesNoWorkerRunningAndNoRecordOfARestartNotMade) {
+  JobHarness h(Spec(2, 2, 0));
+  ASSERT_TRUE(h.Join("1", -1, 2).ok());
+  ASSERT_TRUE(h.Join("2", -1, 2).ok());
+  h.job().WorkersStarted(
+      "1", 1, {{.local_rank = 0, .rank = 0, .pid = 101}, {.local_rank = 1, .rank = 1, .pid = 102}},
+      h.now());
+  h.job().WorkersStarted("2", 1, {{.local_rank = 0, .rank = 2, .pid = 201}}, h.now());
+  h.Fail("2", 137, true);  // local rank 1 (rank 3): restartable, but the budget is 0
+  ASSERT_EQ(h.job().phase(), Job::Phase::kFinished);
+  std::vector<WorkerStatus> w = h.job().Workers();
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[3].state, WorkerState::kFailed);
+  for (int r : {0, 1, 2}) {
+    EXPECT_EQ(w[r].state, WorkerState::kStopped) << "rank " << r;
+    EXPECT_EQ(w[r].what, "stopped: the job ended");
+  }
+  EXPECT_EQ(w[0].pid, 101);
+  EXPECT_TRUE(h.job().history().empty());  // no restart happened
+  // The agent's report, arriving after the outcome, says how the worker really ended.
+  h.job().WorkerEnded("1", 1,
+                      EndedWorker{.local_rank = 0,
+                                  .pid = 101,
+                                  .code = 143,
+                                  .signal = 15,
+                                  .what = "signal 15 (SIGTERM)",
+                                  .stopped = true},
+                      h.now());
+  w = h.job().Workers();
+  EXPECT_EQ(w[0].state, WorkerState::kStopped);
+  EXPECT_EQ(w[0].signal, 15);
+  EXPECT_EQ(w[0].what, "signal 15 (SIGTERM)");
 }
 
 TEST(JobWorkersTest, ARestartedRoundStartsPendingAndTheFinalStatusKeepsWhoLeft) {

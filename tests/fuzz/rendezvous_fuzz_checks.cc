@@ -189,6 +189,14 @@ void JobChecker::CheckWorkers(const Tracked& t) {
     }
     CHECK_OR_FAIL(static_cast<int>(workers.size()) == expected, "extra workers");
   }
+  // A finished job's status is final: no worker still reads Pending or Running.
+  if (job.phase() == Job::Phase::kFinished) {
+    for (const WorkerStatus& w : job.Workers()) {
+      CHECK_OR_FAIL(
+          w.state != WorkerState::kPending && w.state != WorkerState::kRunning,
+          absl::StrCat("worker ", w.rank, " of a finished job reads ", WorkerStateName(w.state)));
+    }
+  }
 }
 
 void JobChecker::CheckEvents(Tracked& t, const std::vector<Event>& events,

@@ -396,11 +396,11 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
   }
   std::vector<WorkerView> workers = launcher_->Workers();
   const int n = config_.nproc_per_node;
-  spdlog::info("attempt {}: started {} worker{} in {:.2f} ms (ranks {}..{} of {}, master {}:{})",
-               round.info.restart_count, workers.size(), workers.size() == 1 ? "" : "s",
-               absl::ToDoubleMilliseconds(EventLoop::Now() - t0), round.rank_base,
-               round.rank_base + n - 1, round.world_size, round.info.master_addr,
-               round.info.master_port);
+  spdlog::info(
+      "attempt {} (round {}): started {} worker{} in {:.2f} ms (ranks {}..{} of {}, master {}:{})",
+      round.info.restart_count, round_, workers.size(), workers.size() == 1 ? "" : "s",
+      absl::ToDoubleMilliseconds(EventLoop::Now() - t0), round.rank_base, round.rank_base + n - 1,
+      round.world_size, round.info.master_addr, round.info.master_port);
   // The job's status shows the pids (DESIGN §4.6). A worker that could not be executed has
   // none; its exit follows through OnWorkerExit.
   std::vector<rdzv::StartedWorker> started;

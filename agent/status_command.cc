@@ -72,6 +72,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
   nlohmann::json j = {{"run_id", s.run_id},
                       {"phase", rdzv::JobPhaseName(s.phase)},
                       {"round", s.round},
+                      {"attempt", s.attempt},
                       {"restarts_used", s.restarts_used},
                       {"max_restarts", s.max_restarts},
                       {"min_nodes", s.min_nodes},
@@ -124,6 +125,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
   }
   for (const rdzv::RestartRecord& r : s.history) {
     nlohmann::json h = {{"round", r.round},
+                        {"attempt", r.attempt},
                         {"time", absl::FormatTime(r.time)},
                         {"reason", r.reason},
                         {"counted", r.counted}};
@@ -170,11 +172,11 @@ void PrintRootCauseStderr(const nlohmann::json& j) {
 }
 
 void PrintTable(const nlohmann::json& j, bool color) {
-  std::printf("job %s: %s, round %d, restarts %d of %d, nodes %zu (min %d, max %d)\n",
+  std::printf("job %s: %s, round %d (attempt %d), restarts %d of %d, nodes %zu (min %d, max %d)\n",
               j["run_id"].get<std::string>().c_str(),
               Paint(j["phase"].get<std::string>(), color).c_str(), j["round"].get<int>(),
-              j["restarts_used"].get<int>(), j["max_restarts"].get<int>(), j["nodes"].size(),
-              j["min_nodes"].get<int>(), j["max_nodes"].get<int>());
+              j.value("attempt", 0), j["restarts_used"].get<int>(), j["max_restarts"].get<int>(),
+              j["nodes"].size(), j["min_nodes"].get<int>(), j["max_nodes"].get<int>());
   std::printf("%-11s %-6s %-9s %-20s %s\n", "CONDITION", "STATUS", "SINCE", "REASON", "MESSAGE");
   for (const auto& c : j["conditions"]) {
     std::string status = c["status"].get<std::string>();
@@ -213,8 +215,8 @@ void PrintTable(const nlohmann::json& j, bool color) {
     }
   }
   for (const auto& h : j["history"]) {
-    std::printf("restart after round %d%s: %s\n", h["round"].get<int>(),
-                h["counted"].get<bool>() ? " (counted)" : "",
+    std::printf("restart after round %d (attempt %d%s): %s\n", h["round"].get<int>(),
+                h.value("attempt", 0), h["counted"].get<bool>() ? ", counted" : "",
                 h["reason"].get<std::string>().c_str());
   }
   if (j.contains("outcome")) {

@@ -55,6 +55,9 @@ class Job {
   Phase phase() const { return phase_; }
   int round() const { return round_; }
   int restarts_used() const { return restarts_used_; }
+  // The restart count (TORCHELASTIC_RESTART_COUNT, the agents' "attempt N") of the round
+  // running or last run: the budget used when it started.
+  int attempt() const { return attempt_; }
   const std::vector<RestartRecord>& history() const { return history_; }
   const std::optional<Outcome>& outcome() const { return outcome_; }
   // Participants of the current round in group-rank order (empty while gathering).
@@ -160,6 +163,7 @@ class Job {
   Phase phase_ = Phase::kGathering;
   int round_ = 0;  // number of the round running or last run; first round is 1
   int restarts_used_ = 0;
+  int attempt_ = 0;
   int64_t arrivals_ = 0;
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_;  // set once min_nodes are present

@@ -100,8 +100,12 @@ void Job::WorkersStopped(const std::string& node_id, int round, int store_port, 
 void Job::BeginStopping(const char* cause, const std::string& reason, bool counted,
                         const std::optional<Failure>& failure, absl::Time now,
                         std::vector<Event>* out) {
-  history_.push_back(RestartRecord{
-      .round = round_, .time = now, .reason = reason, .counted = counted, .failure = failure});
+  history_.push_back(RestartRecord{.round = round_,
+                                   .attempt = attempt_,
+                                   .time = now,
+                                   .reason = reason,
+                                   .counted = counted,
+                                   .failure = failure});
   phase_ = Phase::kStopping;
   conditions_.Set(kConditionRunning, false, cause, reason, now);
   conditions_.Set(kConditionRestarting, true, cause, reason, now);
@@ -149,6 +153,7 @@ void Job::MaybeCompleteRound(absl::Time now, std::vector<Event>* out) {
 void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   std::vector<Node*> order = RoundOrder();
   ++round_;
+  attempt_ = restarts_used_;
   phase_ = Phase::kRunning;
   last_call_.reset();
   progress_owed_.clear();  // each of them hears RoundStarted or "waiting for a place" now

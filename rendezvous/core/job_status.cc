@@ -40,6 +40,7 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
   s.run_id = job.spec().run_id;
   s.phase = PhaseOf(job);
   s.round = job.round();
+  s.attempt = job.attempt();
   s.restarts_used = job.restarts_used();
   s.max_restarts = job.spec().max_restarts;
   s.min_nodes = job.spec().min_nodes;

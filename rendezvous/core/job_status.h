@@ -36,6 +36,7 @@ struct JobStatusSnapshot {
   std::string run_id;
   JobPhase phase = JobPhase::kPending;
   int round = 0;
+  int attempt = 0;  // the round's restart count: the agents' "attempt N"
   int restarts_used = 0;
   int max_restarts = 0;
   int min_nodes = 1;

@@ -85,7 +85,8 @@ struct Outcome {
 };
 
 struct RestartRecord {
-  int round = 0;  // the round that ended
+  int round = 0;    // the round that ended
+  int attempt = 0;  // its restart count (TORCHELASTIC_RESTART_COUNT; the agents' "attempt")
   absl::Time time;
   std::string reason;    // "worker failure", "node joined", "node lost"
   bool counted = false;  // consumed the restart budget

@@ -289,6 +289,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
   out->set_run_id(s.run_id);
   out->set_phase(ToProto(s.phase));
   out->set_round(s.round);
+  out->set_attempt(s.attempt);
   out->set_restarts_used(s.restarts_used);
   out->set_max_restarts(s.max_restarts);
   out->set_min_nodes(s.min_nodes);
@@ -308,6 +309,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
   for (const RestartRecord& r : s.history) {
     v1::RestartRecord* p = out->add_history();
     p->set_round(r.round);
+    p->set_attempt(r.attempt);
     p->set_time_unix_ms(UnixMs(r.time));
     p->set_reason(r.reason);
     p->set_counted(r.counted);
@@ -344,6 +346,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
   s.run_id = in.run_id();
   s.phase = FromProto(in.phase());
   s.round = in.round();
+  s.attempt = in.attempt();
   s.restarts_used = in.restarts_used();
   s.max_restarts = in.max_restarts();
   s.min_nodes = in.min_nodes();
@@ -364,6 +367,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
   for (const v1::RestartRecord& p : in.history()) {
     RestartRecord r;
     r.round = p.round();
+    r.attempt = p.attempt();
     r.time = FromUnixMs(p.time_unix_ms());
     r.reason = p.reason();
     r.counted = p.counted();

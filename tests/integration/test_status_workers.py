@@ -129,6 +129,9 @@ def check_round2(r2, pids1, pids2, started1, created):
     assert not set(pids1.values()) & set(pids2.values())
     assert all(w["restarts"] == 1 for w in r2["workers"])
     assert r2["history"][0]["failure"]["rank"] == 3
+    # Round numbers and the agents' attempt numbers (TORCHELASTIC_RESTART_COUNT) side by side.
+    assert (r2["round"], r2["attempt"]) == (2, 1)
+    assert (r2["history"][0]["round"], r2["history"][0]["attempt"]) == (1, 0)
     assert r2["history"][0]["failure"]["code"] == 137
     c2 = conditions(r2)
     started2 = epoch(c2["Running"]["last_transition_time"])
@@ -146,6 +149,8 @@ def check_round2(r2, pids1, pids2, started1, created):
 def check_final(final, pids2, started2, created):
     """Rank 4's exit 5 failed the job; its siblings were stopped."""
     assert final["phase"] == "Failed"
+    # One restart happened; the fatal exit is the outcome, not a second history entry.
+    assert len(final["history"]) == 1 and final["history"][0]["counted"], final["history"]
     by_rank = {w["rank"]: w for w in final["workers"]}
     assert {r: w["pid"] for r, w in by_rank.items()} == pids2
     assert by_rank[4]["state"] == "Failed" and by_rank[4]["code"] == 5

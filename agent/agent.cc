@@ -16,12 +16,14 @@
 #include "agent/gpu_probe.h"
 #include "agent/run_dir.h"
 #include "agent/this_host.h"
+#include "agent/worker_env.h"
 #include "agent/worker_specs.h"
 #include "base/duration.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
 #include "base/random_id.h"
+#include "base/shell_words.h"
 #include "base/status_macros.h"
 #include "base/wire_values.h"
 #include "launch/cpu_topology.h"
@@ -124,6 +126,10 @@ absl::Status Agent::Setup() {
   node_.rank_hint = config_.node_rank;
   node_.wants_node_list = !config_.hostfile.empty() || config_.debug;  // writes a hostfile
   node_.probe = ProbeLine(config_.probe_summary);
+  // Status text travels in proto3 strings (UTF-8 only): a path that is not is shown escaped.
+  auto utf8 = [](const std::string& s) { return IsValidUtf8(s) ? s : EscapeForMessage(s); };
+  node_.command = utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_)));
+  node_.log_dir = utf8(run_dir_.stream_files || !config_.log_dir.empty() ? run_dir_.path : "");
   node_.address = AdvertisedAddress(config_);
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());

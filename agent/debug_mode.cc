@@ -21,6 +21,7 @@
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
+#include "base/shell_words.h"
 #include "base/unique_fd.h"
 #include "launch/spawner.h"
 #include "spdlog/spdlog.h"
@@ -29,10 +30,6 @@ extern char** environ;
 
 namespace muster {
 namespace {
-
-std::string ShellQuote(const std::string& s) {
-  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
-}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -5,6 +5,7 @@
 #include "agent/worker_env.h"
 #include "agent/worker_specs.h"
 #include "base/duration.h"
+#include "base/shell_words.h"
 #include "launch/exit_status.h"
 
 namespace muster {
@@ -109,7 +110,7 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   }
   line("env sources detected",
        detected.empty() ? std::string("none") : absl::StrJoin(detected, " "));
-  line("command", absl::StrJoin(BuildWorkerArgv(c), " "));
+  line("command", ShellJoin(BuildWorkerArgv(c)));
   return out;
 }
 

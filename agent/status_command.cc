@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/failure_report.h"
 #include "agent/rendezvous_flags.h"
@@ -68,6 +69,33 @@ constexpr Subcommand kStatus = {
     .flags = kStatusFlags,
 };
 
+// When the job was created and when it finished (InfiniteFuture while it runs), from its
+// conditions: Created flips once, and Succeeded or Failed turns True at the outcome.
+std::pair<absl::Time, absl::Time> Lifetime(const rdzv::JobStatusSnapshot& s) {
+  absl::Time created = absl::InfinitePast(), finished = absl::InfiniteFuture();
+  for (const rdzv::Condition& c : s.conditions) {
+    if (c.type == "Created") created = c.last_transition;
+    if ((c.type == "Succeeded" || c.type == "Failed") && c.status) finished = c.last_transition;
+  }
+  return {created, finished};
+}
+
+double Seconds(absl::Time from, absl::Time to) { return absl::ToDoubleSeconds(to - from); }
+
+// Elapsed time, the current round's time and the store workers use (MASTER_ADDR:PORT).
+void AddTiming(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
+  auto [created, finished] = Lifetime(s);
+  absl::Time end = std::min(finished, absl::Now());
+  if (created != absl::InfinitePast()) j["elapsed_s"] = Seconds(created, end);
+  if (s.round_started != absl::InfinitePast()) {
+    j["round_started"] = absl::FormatTime(s.round_started);
+    j["round_elapsed_s"] = Seconds(s.round_started, end);
+  }
+  if (!s.participants.empty() && s.participants[0].store_port > 0) {
+    j["master"] = JoinHostPort(s.participants[0].address, s.participants[0].store_port);
+  }
+}
+
 nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
   nlohmann::json j = {{"run_id", s.run_id},
                       {"phase", rdzv::JobPhaseName(s.phase)},
@@ -81,6 +109,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                       {"nodes", nlohmann::json::array()},
                       {"workers", nlohmann::json::array()},
                       {"history", nlohmann::json::array()}};
+  AddTiming(s, j);
   for (const rdzv::Condition& c : s.conditions) {
     j["conditions"].push_back({{"type", c.type},
                                {"status", c.status ? "True" : "False"},
@@ -112,6 +141,8 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                            {"local_world_size", n.local_world_size},
                            {"state", n.state},
                            {"probe", n.probe},
+                           {"command", n.command},
+                           {"log_dir", n.log_dir},
                            {"last_heartbeat", absl::FormatTime(n.last_heartbeat)}};
     if (n.group_rank >= 0) {
       int base = 0;
@@ -129,6 +160,10 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                         {"time", absl::FormatTime(r.time)},
                         {"reason", r.reason},
                         {"counted", r.counted}};
+    if (r.started != absl::InfinitePast()) {
+      h["started"] = absl::FormatTime(r.started);
+      h["duration_s"] = Seconds(r.started, r.time);
+    }
     if (r.failure) h["failure"] = FailureJson(*r.failure);
     j["history"].push_back(h);
   }
@@ -171,12 +206,30 @@ void PrintRootCauseStderr(const nlohmann::json& j) {
   if (!block.empty()) std::printf("%s\n", block.c_str());
 }
 
+std::string SecondsText(const nlohmann::json& seconds) {
+  return HumanDuration(absl::Seconds(seconds.get<double>()));
+}
+
+// "elapsed 12.3s, round 2 running for 1.01s, master 10.0.0.1:29500"
+void PrintTiming(const nlohmann::json& j) {
+  std::vector<std::string> parts;
+  if (j.contains("elapsed_s")) parts.push_back("elapsed " + SecondsText(j["elapsed_s"]));
+  if (j.contains("round_elapsed_s")) {
+    parts.push_back(absl::StrCat("round ", j["round"].get<int>(),
+                                 j["phase"] == "Running" ? " running for " : " ran ",
+                                 SecondsText(j["round_elapsed_s"])));
+  }
+  if (j.contains("master")) parts.push_back("master " + j["master"].get<std::string>());
+  if (!parts.empty()) std::printf("%s\n", absl::StrJoin(parts, ", ").c_str());
+}
+
 void PrintTable(const nlohmann::json& j, bool color) {
   std::printf("job %s: %s, round %d (attempt %d), restarts %d of %d, nodes %zu (min %d, max %d)\n",
               j["run_id"].get<std::string>().c_str(),
               Paint(j["phase"].get<std::string>(), color).c_str(), j["round"].get<int>(),
               j.value("attempt", 0), j["restarts_used"].get<int>(), j["max_restarts"].get<int>(),
               j["nodes"].size(), j["min_nodes"].get<int>(), j["max_nodes"].get<int>());
+  PrintTiming(j);
   std::printf("%-11s %-6s %-9s %-20s %s\n", "CONDITION", "STATUS", "SINCE", "REASON", "MESSAGE");
   for (const auto& c : j["conditions"]) {
     std::string status = c["status"].get<std::string>();
@@ -201,8 +254,12 @@ void PrintTable(const nlohmann::json& j, bool color) {
                 n["host"].get<std::string>().c_str(), n["address"].get<std::string>().c_str(),
                 ranks.c_str(), PaintPadded(n.value("state", ""), 10, color).c_str(),
                 node_id.c_str());
-    if (!n.value("probe", "").empty()) {
-      std::printf("       gpu: %s\n", n["probe"].get<std::string>().c_str());
+    const std::pair<const char*, const char*> kExtras[] = {
+        {"probe", "gpu"}, {"command", "command"}, {"log_dir", "logs"}};
+    for (const auto& [key, label] : kExtras) {
+      if (!n.value(key, "").empty()) {
+        std::printf("       %s: %s\n", label, n[key].get<std::string>().c_str());
+      }
     }
     for (const nlohmann::json* w : by_node[node_id]) {
       std::string pid = (*w)["pid"].get<int>() > 0 ? std::to_string((*w)["pid"].get<int>()) : "-";
@@ -215,8 +272,9 @@ void PrintTable(const nlohmann::json& j, bool color) {
     }
   }
   for (const auto& h : j["history"]) {
-    std::printf("restart after round %d (attempt %d%s): %s\n", h["round"].get<int>(),
-                h.value("attempt", 0), h["counted"].get<bool>() ? ", counted" : "",
+    std::string ran = h.contains("duration_s") ? ", ran " + SecondsText(h["duration_s"]) : "";
+    std::printf("restart after round %d (attempt %d%s%s): %s\n", h["round"].get<int>(),
+                h.value("attempt", 0), h["counted"].get<bool>() ? ", counted" : "", ran.c_str(),
                 h["reason"].get<std::string>().c_str());
   }
   if (j.contains("outcome")) {

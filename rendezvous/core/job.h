@@ -58,6 +58,8 @@ class Job {
   // The restart count (TORCHELASTIC_RESTART_COUNT, the agents' "attempt N") of the round
   // running or last run: the budget used when it started.
   int attempt() const { return attempt_; }
+  // When the round running or last run started; InfinitePast before the first.
+  absl::Time round_started() const { return round_started_; }
   const std::vector<RestartRecord>& history() const { return history_; }
   const std::optional<Outcome>& outcome() const { return outcome_; }
   // Participants of the current round in group-rank order (empty while gathering).
@@ -164,6 +166,7 @@ class Job {
   int round_ = 0;  // number of the round running or last run; first round is 1
   int restarts_used_ = 0;
   int attempt_ = 0;
+  absl::Time round_started_ = absl::InfinitePast();
   int64_t arrivals_ = 0;
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_;  // set once min_nodes are present

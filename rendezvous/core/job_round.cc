@@ -102,6 +102,7 @@ void Job::BeginStopping(const char* cause, const std::string& reason, bool count
                         std::vector<Event>* out) {
   history_.push_back(RestartRecord{.round = round_,
                                    .attempt = attempt_,
+                                   .started = round_started_,
                                    .time = now,
                                    .reason = reason,
                                    .counted = counted,
@@ -154,6 +155,7 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   std::vector<Node*> order = RoundOrder();
   ++round_;
   attempt_ = restarts_used_;
+  round_started_ = now;
   phase_ = Phase::kRunning;
   last_call_.reset();
   progress_owed_.clear();  // each of them hears RoundStarted or "waiting for a place" now

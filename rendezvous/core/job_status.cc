@@ -41,6 +41,7 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
   s.phase = PhaseOf(job);
   s.round = job.round();
   s.attempt = job.attempt();
+  s.round_started = job.round_started();
   s.restarts_used = job.restarts_used();
   s.max_restarts = job.spec().max_restarts;
   s.min_nodes = job.spec().min_nodes;
@@ -62,6 +63,8 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
         .last_heartbeat = v.last_seen,
         .state = v.state,
         .probe = std::move(v.info.probe),
+        .command = std::move(v.info.command),
+        .log_dir = std::move(v.info.log_dir),
     });
   }
   return s;

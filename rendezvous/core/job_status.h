@@ -29,7 +29,9 @@ struct NodeStatus {
   absl::Time last_heartbeat = absl::InfinitePast();
   // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left".
   std::string state;
-  std::string probe;  // the node's GPU probe summary, "" when it did not probe
+  std::string probe;    // the node's GPU probe summary, "" when it did not probe
+  std::string command;  // the workers' command line
+  std::string log_dir;  // per-rank logs, "" when the output goes to the console only
 };
 
 struct JobStatusSnapshot {
@@ -37,6 +39,7 @@ struct JobStatusSnapshot {
   JobPhase phase = JobPhase::kPending;
   int round = 0;
   int attempt = 0;  // the round's restart count: the agents' "attempt N"
+  absl::Time round_started = absl::InfinitePast();  // InfinitePast before the first round
   int restarts_used = 0;
   int max_restarts = 0;
   int min_nodes = 1;

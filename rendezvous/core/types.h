@@ -41,6 +41,10 @@ struct NodeInfo {
   // The agent's GPU probe in one line, for the job status ("" when it did not probe).
   // Sent with Join only; round assignments leave it out.
   std::string probe;
+  // The worker command line and the per-rank log directory ("" when the workers' output
+  // goes to the console only), for the job status. Sent with Join only, as the probe.
+  std::string command;
+  std::string log_dir;
 };
 
 struct Failure {
@@ -85,8 +89,9 @@ struct Outcome {
 };
 
 struct RestartRecord {
-  int round = 0;    // the round that ended
-  int attempt = 0;  // its restart count (TORCHELASTIC_RESTART_COUNT; the agents' "attempt")
+  int round = 0;       // the round that ended
+  int attempt = 0;     // its restart count (TORCHELASTIC_RESTART_COUNT; the agents' "attempt")
+  absl::Time started;  // when the round that ended started
   absl::Time time;
   std::string reason;    // "worker failure", "node joined", "node lost"
   bool counted = false;  // consumed the restart budget

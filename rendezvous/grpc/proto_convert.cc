@@ -190,11 +190,15 @@ void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
   s->set_stop_timeout_ms(Ms(spec.stop_timeout));
   ToProto(node, out->mutable_node());
   out->set_probe(node.probe);
+  out->set_command(node.command);
+  out->set_log_dir(node.log_dir);
 }
 
 void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
   *node = FromProto(in.node());
   node->probe = in.probe();
+  node->command = in.command();
+  node->log_dir = in.log_dir();
   const v1::JobSpec& s = in.spec();
   spec->run_id = in.run_id();
   spec->min_nodes = s.min_nodes();
@@ -290,6 +294,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
   out->set_phase(ToProto(s.phase));
   out->set_round(s.round);
   out->set_attempt(s.attempt);
+  out->set_round_started_unix_ms(UnixMs(s.round_started));
   out->set_restarts_used(s.restarts_used);
   out->set_max_restarts(s.max_restarts);
   out->set_min_nodes(s.min_nodes);
@@ -304,12 +309,15 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_last_heartbeat_unix_ms(UnixMs(n.last_heartbeat));
     p->set_state(n.state);
     p->set_probe(n.probe);
+    p->set_command(n.command);
+    p->set_log_dir(n.log_dir);
   }
   for (const NodeInfo& n : s.participants) ToProto(n, out->add_participants());
   for (const RestartRecord& r : s.history) {
     v1::RestartRecord* p = out->add_history();
     p->set_round(r.round);
     p->set_attempt(r.attempt);
+    p->set_started_unix_ms(UnixMs(r.started));
     p->set_time_unix_ms(UnixMs(r.time));
     p->set_reason(r.reason);
     p->set_counted(r.counted);
@@ -347,6 +355,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
   s.phase = FromProto(in.phase());
   s.round = in.round();
   s.attempt = in.attempt();
+  s.round_started = FromUnixMs(in.round_started_unix_ms());
   s.restarts_used = in.restarts_used();
   s.max_restarts = in.max_restarts();
   s.min_nodes = in.min_nodes();
@@ -361,6 +370,8 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
     n.last_heartbeat = FromUnixMs(p.last_heartbeat_unix_ms());
     n.state = p.state();
     n.probe = p.probe();
+    n.command = p.command();
+    n.log_dir = p.log_dir();
     s.nodes.push_back(std::move(n));
   }
   for (const v1::NodeInfo& p : in.participants()) s.participants.push_back(FromProto(p));
@@ -368,6 +379,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
     RestartRecord r;
     r.round = p.round();
     r.attempt = p.attempt();
+    r.started = FromUnixMs(p.started_unix_ms());
     r.time = FromUnixMs(p.time_unix_ms());
     r.reason = p.reason();
     r.counted = p.counted();

@@ -187,9 +187,13 @@ def check_table(status, pids2):
     assert any(line.startswith("Failed ") and "True" in line and "NotRestartable" in line
                for line in lines), table
     node2 = next(i for i, line in enumerate(lines) if line.startswith("2 "))
-    assert f"rank 4     local 0   pid {pids2[4]}" in lines[node2 + 1], table
-    assert "Failed" in lines[node2 + 1] and "exit 5" in lines[node2 + 1]
-    assert f"pid {pids2[5]}" in lines[node2 + 2] and "Stopped" in lines[node2 + 2]
+    # Under the node: its command line (and log directory with -r/-t), then its ranks.
+    assert lines[node2 + 1].startswith("       command: ") and "fake_worker" in lines[node2 + 1]
+    ranks = [line for line in lines[node2 + 1:node2 + 5] if line.startswith("       rank ")]
+    assert f"rank 4     local 0   pid {pids2[4]}" in ranks[0], table
+    assert "Failed" in ranks[0] and "exit 5" in ranks[0]
+    assert f"pid {pids2[5]}" in ranks[1] and "Stopped" in ranks[1]
+    assert lines[1].startswith("elapsed ") and " master 127.0.0.1:" in lines[1], table
 
 
 def test_three_node_job_shows_workers_pids_and_conditions(tmp_path):

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/volcano_hosts.h"
 #include "base/status_macros.h"
 #include "base/wire_values.h"
 
@@ -45,6 +46,9 @@ void HostWhenEndpointNamesThisPod(const std::string& host, Config* c) {
 std::string DetectConvention(const std::map<std::string, std::string>& env) {
   if (Find(env, "PET_NNODES") || Find(env, "PET_MASTER_ADDR")) return "Kubeflow PyTorchJob";
   if (Find(env, "VC_TASK_INDEX") || Find(env, "VK_TASK_INDEX")) return "Volcano";
+  for (const auto& [name, value] : env) {  // the svc plugin without the env plugin
+    if (absl::StartsWith(name, "VC_") && absl::EndsWith(name, "_HOSTS")) return "Volcano";
+  }
   if (Find(env, "JOB_COMPLETION_INDEX")) return "Indexed Job";
   if (Find(env, "MASTER_ADDR") && Find(env, "WORLD_SIZE") && Find(env, "RANK")) {
     return "MASTER_ADDR/WORLD_SIZE/RANK (T9k, Volcano pytorch plugin, Kubeflow)";
@@ -56,6 +60,7 @@ std::string DetectConvention(const std::map<std::string, std::string>& env) {
 struct PodVariables {
   const std::map<std::string, std::string>& env;
   const std::string& name;
+  const std::string& hostname;
   Config* c;
   std::vector<std::string> used;
 
@@ -77,6 +82,41 @@ struct PodVariables {
     c->min_nodes = c->max_nodes = Int(*ws);
     c->sources["nnodes"] = "WORLD_SIZE";
     used.push_back(absl::StrCat("nodes=", *ws, " (WORLD_SIZE)"));
+    return absl::OkStatus();
+  }
+
+  // Volcano without its pytorch plugin (no MASTER_ADDR): the svc plugin's task hosts are
+  // the nodes, this Pod's place among them its node rank, the first serves (volcano_hosts.h).
+  absl::Status VolcanoTaskHosts() {
+    if (name != "Volcano" || Find(env, "MASTER_ADDR") != nullptr) return absl::OkStatus();
+    std::vector<std::string> hosts = VolcanoHosts(env);
+    if (hosts.empty()) return absl::OkStatus();
+    const char* from = "Volcano's task hosts (VC_<TASK>_HOSTS, /etc/volcano/<task>.host)";
+    if (unset("nnodes")) {
+      c->min_nodes = c->max_nodes = static_cast<int>(hosts.size());
+      c->sources["nnodes"] = from;
+      used.push_back(absl::StrCat("nodes=", hosts.size(), " (task hosts)"));
+    }
+    if (unset("node-rank")) {
+      int me = VolcanoNodeRank(hosts, hostname);
+      if (me < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "this Pod's hostname '", hostname, "' is none of ", from, ": ",
+            absl::StrJoin(hosts, ","), "; give --node-rank, or keep the Pod's hostname"));
+      }
+      c->node_rank = me;
+      c->sources["node-rank"] = "this Pod's place in Volcano's task hosts";
+      used.push_back(absl::StrCat("node rank=", me, " (", hosts[me], ")"));
+    }
+    if (unset("rdzv-endpoint") && c->max_nodes > 1) {
+      RETURN_IF_ERROR(CheckHostOrAddress("VC_<TASK>_HOSTS", hosts[0]));
+      c->rdzv_host_name = hosts[0];
+      c->sources["rdzv-endpoint"] = "the first of Volcano's task hosts";
+      used.push_back(absl::StrCat("rendezvous at ", hosts[0], ":", c->rdzv_port));
+      if (c->node_rank >= 0 && unset("rdzv-host")) {
+        c->rdzv_hosting = c->node_rank == 0 ? RdzvHosting::kAlways : RdzvHosting::kNever;
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -139,11 +179,13 @@ struct PodVariables {
 };
 
 // The variables operators put into a Pod's environment (see the header).
-absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Config* c) {
+absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env,
+                               const std::string& hostname, Config* c) {
   std::string name = DetectConvention(env);
   if (name.empty()) return absl::OkStatus();
-  PodVariables pod{.env = env, .name = name, .c = c};
+  PodVariables pod{.env = env, .name = name, .hostname = hostname, .c = c};
   RETURN_IF_ERROR(pod.NodeCount());
+  RETURN_IF_ERROR(pod.VolcanoTaskHosts());
   pod.NodeRank();
   RETURN_IF_ERROR(pod.Endpoint());
   RETURN_IF_ERROR(pod.RankInRange());
@@ -155,7 +197,7 @@ absl::Status ApplyPodVariables(const std::map<std::string, std::string>& env, Co
 
 absl::Status ApplyOperatorConventions(const std::map<std::string, std::string>& env,
                                       const std::string& hostname, Config* c) {
-  RETURN_IF_ERROR(ApplyPodVariables(env, c));
+  RETURN_IF_ERROR(ApplyPodVariables(env, hostname, c));
   HostWhenEndpointNamesThisPod(hostname, c);
   return absl::OkStatus();
 }

@@ -17,6 +17,7 @@
 #include "agent/torchrun_compat.h"
 #include "base/duration.h"
 #include "base/endpoint.h"
+#include "base/plural.h"
 #include "base/status_macros.h"
 #include "base/wire_values.h"
 
@@ -139,12 +140,22 @@ absl::Status ApplyRdzvHost(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A node rank outside the node count (checked once both are known: the count may come from
+// an operator's variables, after the flags).
+absl::Status CheckNodeRankInRange(const Config& c) {
+  if (c.node_rank < 0 || c.node_rank < c.max_nodes) return absl::OkStatus();
+  return FlagError(
+      c.SourceOf("node-rank"),
+      absl::StrCat(c.node_rank, " is outside 0..", c.max_nodes - 1, " (", c.SourceOf("nnodes"),
+                   " allows ", Plural(c.max_nodes, "node", "nodes"), ")"));
+}
+
+}  // namespace
+
 absl::Status ApplyNodeRank(const FlagValue& v, Config* c) {
   ASSIGN_OR_RETURN(c->node_rank, ParseNonNegative(v.where, v.text));
-  if (c->node_rank >= c->max_nodes) {
-    return FlagError(v.where, absl::StrCat(c->node_rank, " is outside 0..", c->max_nodes - 1,
-                                           " (--nnodes allows ", c->max_nodes, " nodes)"));
-  }
   return absl::OkStatus();
 }
 
@@ -184,6 +195,7 @@ absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env
     if (!c->token.empty()) c->sources["token"] = "MUSTER_TOKEN";
   }
   RETURN_IF_ERROR(ApplyOperatorConventions(env, hostname, c));
+  RETURN_IF_ERROR(CheckNodeRankInRange(*c));
   if (c->tls_cert.empty() != c->tls_key.empty()) {
     return FlagError("--tls-cert/--tls-key", "give both or neither");
   }

@@ -35,6 +35,8 @@ EXPECTED = {
     "t9k-deepspeedjob": dict(nodes="2 (from MUSTER_NNODES)",
                              endpoint="muster-t9k-deepspeed-worker-0:29400",
                              nproc="2 (2) (from --nproc-per-node)"),
+    "volcano-job": dict(nodes="2", endpoint="muster-volcano-master-0.muster-volcano:29400",
+                        convention="Volcano: nodes=2 (task hosts), node rank=1"),
 }
 
 
@@ -155,8 +157,12 @@ def test_muster_command_passes_dry_run_with_the_operators_env(manifest):
         # The Pods' training script is not in this checkout: use one that is.
         args = [str(SCRIPT) if a.endswith(".py") else a for a in argv[1:]]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **pod_env}
-        out = subprocess.run([str(MUSTER), *args[:1], "--dry-run", *args[1:]], env=env,
-                             cwd=REPO, capture_output=True, text=True, timeout=30)
+        command = [str(MUSTER), *args[:1], "--dry-run", *args[1:]]
+        if name == "volcano-job":  # the node rank comes from the Pod's hostname: set it
+            command = ["unshare", "--uts", "sh", "-c", 'hostname "$HOSTNAME" && exec "$@"',
+                       "sh", *command]
+        out = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
+                             timeout=30)
         shown = f"{name} {where}: muster {' '.join(args)}\n{out.stdout}{out.stderr}"
         assert out.returncode == 0, shown
         lines = {}

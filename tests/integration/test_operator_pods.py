@@ -114,6 +114,23 @@ def volcano(pods, base):
         {h: i for i, h in enumerate(hosts["master"] + hosts["worker"])}, out
 
 
+def volcano_svc(pods, base):
+    """Volcano Job with only the env and svc plugins (examples/k8s/volcano-job.yaml), tasks
+    master x1 + worker x2: no MASTER_ADDR, WORLD_SIZE or RANK; VC_<TASK>_HOSTS list
+    <pod>.<job> per task and VC_TASK_INDEX is the index within the task, so worker-0's is 0
+    like the master's. The node rank is the pod's place in the task hosts (master first)."""
+    tasks = [("master", 0), ("worker", 0), ("worker", 1)]
+    hosts = {t: [f"vc-{t}-{i}.vc" for tt, i in tasks if tt == t] for t in ("master", "worker")}
+    out = []
+    for pod, (_, index) in zip(pods, tasks):
+        env = dict(base, VC_TASK_INDEX=str(index), VK_TASK_INDEX=str(index),
+                   VC_MASTER_HOSTS=",".join(hosts["master"]), VC_MASTER_NUM="1",
+                   VC_WORKER_HOSTS=",".join(hosts["worker"]), VC_WORKER_NUM="2", POD_IP=pod.ip)
+        out.append((env, muster_run(f"--nproc-per-node={NPROC}")))
+    return [h.split(".")[0] for h in hosts["master"] + hosts["worker"]], \
+        {h: i for i, h in enumerate(hosts["master"] + hosts["worker"])}, out
+
+
 def indexed_job(pods, base):
     """A plain Kubernetes Indexed Job (completions 3) with a headless Service `idx` and
     subdomain `idx` (examples/k8s/indexed-job.yaml): Kubernetes gives only
@@ -198,6 +215,7 @@ CONVENTIONS = {
     "t9k-deepspeedjob": t9k_deepspeedjob,
     "indexed-job": indexed_job,
     "volcano": volcano,
+    "volcano-svc": volcano_svc,
 }
 
 # Debian's torch 1.13 (the any_torch fixture's first kind) for every convention; torch 2.x

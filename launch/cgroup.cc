@@ -191,6 +191,7 @@ void JobCgroup::Kill() {
 
 void JobCgroup::Signal(int sig) {
   if (leaf_.empty()) return;
+  // The v2 line; a hybrid host lists v1 hierarchies before it.
   std::string want = absl::StrCat("0::", relative_, leaf_.substr(path_.size()), "\n");
   for (absl::string_view line : absl::StrSplit(ReadFileOrEmpty(leaf_ + "/cgroup.procs"), '\n')) {
     pid_t pid = 0;
@@ -198,7 +199,8 @@ void JobCgroup::Signal(int sig) {
     UniqueFd fd(PidfdOpen(pid));
     if (!fd.valid()) continue;  // exited since
     // The pidfd holds the process the pid names now; still in our leaf, it is ours.
-    if (ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cgroup")) != want) continue;
+    std::string where = "\n" + ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cgroup"));
+    if (where.find("\n" + want) == std::string::npos) continue;
     PidfdSignal(fd.get(), sig);
   }
 }

@@ -11,10 +11,10 @@
 // the child writes "0" to cgroup.procs), so no code of the worker ever runs outside it; no
 // setsid or double fork leaves a cgroup. (clone3's CLONE_INTO_CGROUP would do the same at
 // creation, but the spawner's CLONE_VM child needs clone()'s stack switch, which clone3 has
-// no glibc wrapper for; entering before execve gives the same guarantee.) Cleanup is cgroup.kill (kernel >= 5.14), which
-// the watchdog also uses on the whole job cgroup when the agent is SIGKILLed. Cgroups are
-// removed once cgroup.events says "populated 0"; WaitFd() turns that file's changes into
-// an fd an event loop can watch (inotify), so nobody polls.
+// no glibc wrapper for; entering before execve gives the same guarantee.) Cleanup is cgroup.kill
+// (kernel >= 5.14), which the watchdog also uses on the whole job cgroup when the agent is
+// SIGKILLed. Cgroups are removed once cgroup.events says "populated 0"; WaitFd() turns that file's
+// changes into an fd an event loop can watch (inotify), so nobody polls.
 //
 // Create() fails (and the agent falls back to mode "session") when there is no cgroup2
 // mount, the agent's cgroup is not writable (read-only cgroupfs in an unprivileged

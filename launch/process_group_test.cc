@@ -194,6 +194,22 @@ TEST_F(ProcessGroupCgroupTest, EscalationKillsTheWholeCgroupAndRemovesTheLeaf) {
   EXPECT_NE(access(leaf.c_str(), F_OK), 0) << leaf << " not removed";
 }
 
+TEST_F(ProcessGroupCgroupTest, StopSignalsEveryMemberThenReportsStopped) {
+  ASSERT_TRUE(group_->Begin().ok());
+  pid_t a = SpawnShell("exec sleep 30"), b = SpawnShell("exec sleep 30");
+  EXPECT_TRUE(group_->running());
+  absl::Time t0 = absl::Now();
+  group_->Stop(SIGTERM);
+  EXPECT_TRUE(group_->stopping());
+  ASSERT_TRUE(RunUntil([&] { return stopped_ == 1; }));
+  EXPECT_LT(absl::Now() - t0, absl::Milliseconds(300));  // no escalation was needed
+  EXPECT_EQ(exits_[a].signal, SIGTERM);
+  EXPECT_EQ(exits_[b].signal, SIGTERM);
+  EXPECT_TRUE(abandoned_.empty());
+  EXPECT_FALSE(group_->running());
+  EXPECT_FALSE(group_->stopping());
+}
+
 TEST_F(ProcessGroupTest, StopWhileIdleReportsStoppedOnce) {
   group_->Stop(SIGTERM);
   ASSERT_TRUE(RunUntil([&] { return stopped_ == 1; }));

@@ -3,6 +3,7 @@ both containment modes (--containment cgroup|session), and no signal reaches a r
 
 Mode "cgroup" needs a writable cgroup2 (root here); those cases skip loudly without one.
 """
+import json
 import os
 import random
 import shutil
@@ -251,15 +252,19 @@ def test_dry_run_names_the_mode_in_force():
 
 @pytest.mark.skipif(not CGROUP_OK or shutil.which("unshare") is None,
                     reason="SKIPPED LOUDLY: needs a writable cgroup2 to take away")
-def test_auto_falls_back_to_session_when_cgroupfs_is_read_only():
-    """The unprivileged-container case: cgroupfs mounted read-only."""
-    mount = cgroup2_mount()
+def test_auto_falls_back_to_session_when_cgroupfs_is_read_only(tmp_path):
+    """The unprivileged-container case: cgroupfs mounted read-only. auto runs the job in mode
+    session (and its daemon is still cleaned up at the end); cgroup refuses to start."""
+    mount, status, daemons = cgroup2_mount(), tmp_path / "status.json", tmp_path / "d"
     script = (f"mount -o remount,bind,ro {mount} && "
               f"{MUSTER} run --dry-run --no-python true && "
+              f"{MUSTER} run --status-file {status} --no-python {FAKE} daemon={daemons} sleep=0.2 && "
               f"{MUSTER} run --containment cgroup --no-python true")
     r = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True,
                        text=True, timeout=30, env=muster_env())
     assert "session (no cgroup: " in r.stdout, r.stdout + r.stderr
+    assert json.loads(status.read_text())["containment"].startswith("session (no cgroup: ")
+    assert read_pids(daemons) and not any(pid_alive(p) for p in read_pids(daemons))
     assert "cannot make a cgroup" in r.stderr, r.stderr
     assert r.returncode != 0
 
@@ -268,11 +273,11 @@ def test_auto_falls_back_to_session_when_cgroupfs_is_read_only():
 def test_status_file_names_the_mode_and_cgroups_are_removed(tmp_path, mode):
     status = tmp_path / "status.json"
     r = run_muster(["--containment", mode, "--status-file", status, "--nproc-per-node", "2",
-                    *fake(f"daemon={tmp_path / 'd'}", "sleep=0.1")])
+                    *fake(f"daemon={tmp_path / 'd'}", "sleep=0.2")])
     assert r.returncode == 0, r.stderr
-    import json
     doc = json.loads(status.read_text())
     assert doc["containment"].startswith(mode), doc
+    assert len(read_pids(tmp_path / "d")) == 2
     for pid in read_pids(tmp_path / "d"):
         assert not pid_alive(pid), f"daemon {pid} outlived the job"
     if mode == "cgroup":

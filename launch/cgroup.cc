@@ -4,13 +4,17 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -18,8 +22,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "base/errno_status.h"
 #include "launch/pidfd.h"
+#include "spdlog/spdlog.h"
 
 namespace muster {
 namespace {
@@ -134,22 +140,48 @@ absl::StatusOr<std::string> OwnCgroupDir() {
   return place->dir;
 }
 
+int RemoveStaleJobCgroups(const std::string& dir, absl::Duration min_age) {
+  int removed = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, "muster-", 7) != 0) continue;
+    std::string path = absl::StrCat(dir, "/", e->d_name);
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    struct stat st;
+    // Held: its agent lives. Young: its agent may be between mkdir and flock.
+    if (!fd.valid() || flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || fstat(fd.get(), &st) != 0 ||
+        absl::Now() - absl::FromUnixSeconds(std::max(st.st_mtime, st.st_ctime)) < min_age) {
+      continue;
+    }
+    if (KillAndRemoveCgroupTree(path.c_str(), 1000)) ++removed;
+  }
+  closedir(d);
+  return removed;
+}
+
 absl::StatusOr<std::unique_ptr<JobCgroup>> JobCgroup::Create() {
   absl::StatusOr<CgroupPlace> own = OwnCgroup();
   if (!own.ok()) return own.status();
-  std::string name = absl::StrCat("muster-", getpid());
+  // Left by agents killed together with their watchdogs (a whole pod's processes at once).
+  if (int n = RemoveStaleJobCgroups(own->dir, absl::Seconds(10)); n > 0) {
+    spdlog::info("removed {} cgroup{} of agents that are gone", n, n == 1 ? "" : "s");
+  }
+  // Agents in different PID namespaces may share this cgroup and a pid: a random suffix.
+  uint32_t salt = 0;
+  if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
+    salt = static_cast<uint32_t>(time(nullptr));
+  std::string name = absl::StrCat("muster-", getpid(), "-", absl::Hex(salt));
   std::unique_ptr<JobCgroup> cg(new JobCgroup(absl::StrCat(own->dir, "/", name)));
   cg->relative_ = absl::StrCat(own->relative, "/", name);
-  int made = mkdir(cg->path_.c_str(), 0755);
-  if (made != 0 && errno == EEXIST) {
-    // Left by an earlier agent with our pid, SIGKILLed with its watchdog: its processes
-    // belong to no live job.
-    KillAndRemoveCgroupTree(cg->path_.c_str(), 1000);
-    made = mkdir(cg->path_.c_str(), 0755);
+  if (mkdir(cg->path_.c_str(), 0755) != 0) {
+    return ErrnoStatus(absl::StrCat("mkdir ", cg->path_), errno);
   }
-  if (made != 0) return ErrnoStatus(absl::StrCat("mkdir ", cg->path_), errno);
+  cg->lock_.reset(open(cg->path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!cg->lock_.valid() || flock(cg->lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+    return ErrnoStatus(absl::StrCat("flock ", cg->path_), errno);
+  }
   if (access((cg->path_ + "/cgroup.kill").c_str(), W_OK) != 0) {
-    rmdir(cg->path_.c_str());
     return absl::FailedPreconditionError("no cgroup.kill (kernel older than 5.14)");
   }
   cg->inotify_.reset(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));

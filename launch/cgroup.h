@@ -1,7 +1,10 @@
 // JobCgroup: the cgroup v2 subtree that holds this agent's workers (containment mode
 // "cgroup", DESIGN §4.5).
 //
-// Layout: <the agent's own cgroup>/muster-<agent pid>/a<N>, one leaf per attempt. The agent
+// Layout: <the agent's own cgroup>/muster-<agent pid>-<random>/a<N>, one leaf per attempt
+// (the suffix: agents in different PID namespaces may share a cgroup and a pid). The agent
+// holds a flock on its job cgroup; one nobody holds, older than a few seconds, belongs to an
+// agent killed together with its watchdog, and the next agent kills and removes it. The agent
 // and its watchdog stay where they are; only workers (and everything they start) live in
 // the leaves. No controller is ever enabled in the subtree, so cgroup v2's no-internal-
 // process rule never applies: the job cgroup holds no process, the leaves hold no children,
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/unique_fd.h"
 
 namespace muster {
@@ -39,7 +43,8 @@ absl::StatusOr<std::string> OwnCgroupDir();
 
 class JobCgroup {
  public:
-  // Makes <own cgroup>/muster-<pid> and checks that a leaf can be made and entered.
+  // Makes <own cgroup>/muster-<pid>-<random> (after removing stale siblings) and checks
+  // that a leaf can be made.
   static absl::StatusOr<std::unique_ptr<JobCgroup>> Create();
   ~JobCgroup();  // removes what is empty (best effort)
   JobCgroup(const JobCgroup&) = delete;
@@ -73,8 +78,13 @@ class JobCgroup {
   std::string relative_;  // path_ as /proc/PID/cgroup names it
   std::string leaf_;      // the current attempt's, "" before the first
   int next_leaf_ = 0;
+  UniqueFd lock_;  // the job cgroup's directory, flocked while the agent lives
   UniqueFd procs_, inotify_;
 };
+
+// Kills and removes every muster-* cgroup in `dir` that no agent holds (flock) and that is
+// older than `min_age`. Returns how many were removed.
+int RemoveStaleJobCgroups(const std::string& dir, absl::Duration min_age);
 
 // For the watchdog (async-signal-safe: raw system calls, no allocation): cgroup.kill of
 // `job_dir`, then waits (inotify on cgroup.events, up to `timeout_ms`) until it is empty and

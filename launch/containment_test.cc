@@ -1,9 +1,11 @@
 // Containment units: pidfds, the job cgroup, and the watchdog's child-side reports
 // (issue 18 findings 1, 2, 5, 6; the integration tests in tests/integration/
 // test_containment.py drive the real agent).
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,6 +118,29 @@ TEST(JobCgroupTest, SetsidDaemonStaysInTheLeafAndCgroupKillEndsIt) {
   std::string job = (*cg)->path();
   cg->reset();
   EXPECT_NE(access(job.c_str(), F_OK), 0) << job << " left behind";
+}
+
+// An agent SIGKILLed together with its watchdog leaves its cgroup (and what runs in it);
+// the next agent removes it, never one whose agent holds the lock.
+TEST(JobCgroupTest, StaleJobCgroupsAreKilledAndRemovedLiveOnesKept) {
+  absl::StatusOr<std::unique_ptr<JobCgroup>> live = JobCgroup::Create();
+  if (!live.ok()) GTEST_SKIP() << "SKIPPED LOUDLY: no cgroup can be made here: " << live.status();
+  absl::StatusOr<std::string> own = OwnCgroupDir();
+  ASSERT_TRUE(own.ok());
+  std::string stale = *own + "/muster-0-test" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(stale.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((stale + "/a0").c_str(), 0755), 0);
+  UniqueFd procs(open((stale + "/a0/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  SpawnSpec spec{.argv = {"/bin/sleep", "30"}, .env = {"PATH=/usr/bin:/bin"}};
+  spec.cgroup_procs_fd = procs.get();
+  absl::StatusOr<pid_t> left = Spawn(spec);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_GE(RemoveStaleJobCgroups(*own, absl::ZeroDuration()), 1);
+  int status;
+  ASSERT_EQ(waitpid(*left, &status, 0), *left);
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_NE(access(stale.c_str(), F_OK), 0) << stale << " not removed";
+  EXPECT_EQ(access((*live)->leaf().c_str(), F_OK), 0) << "a live agent's cgroup was removed";
 }
 
 // Finding 2: the worker reports itself before execve; the agent never calls Track. Its

@@ -469,6 +469,7 @@ void Agent::Publish() {
                         {"restart_count", restart_count_},
                         {"max_restarts", config_.max_restarts},
                         {"time", absl::FormatTime(absl::Now())},
+                        {"containment", launcher_->containment()},
                         {"workers", nlohmann::json::array()}};
   if (assignment_) {
     doc["group_rank"] = assignment_->group_rank;

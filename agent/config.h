@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "launch/containment.h"
 #include "launch/restart_policy.h"
 #include "nlohmann/json.hpp"
 
@@ -106,6 +107,7 @@ struct Config {
   std::set<int> restartable_exit_codes;
   absl::Duration shutdown_timeout = absl::Seconds(30);
   std::vector<int> signals_to_handle;
+  Containment containment = Containment::kAuto;  // launch/containment.h
 
   // Output.
   std::string log_dir;  // empty: a temporary directory, removed at exit

@@ -6,10 +6,18 @@
 #include "agent/worker_specs.h"
 #include "base/duration.h"
 #include "base/shell_words.h"
+#include "launch/containment.h"
 #include "launch/exit_status.h"
 
 namespace muster {
 namespace {
+
+// The mode a run would use, found the way a run finds it (a cgroup is made and removed).
+std::string DescribeContainment(Containment requested) {
+  absl::StatusOr<ContainmentChoice> choice = ChooseContainment(requested);
+  if (!choice.ok()) return absl::StrCat("none: ", choice.status().message());
+  return choice->description;
+}
 
 // What the policy does with a failure, in the words of the README's table, and the budget.
 std::string RestartSummary(const Config& c) {
@@ -91,6 +99,7 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   for (int s : c.signals_to_handle) sigs.push_back(SignalName(s));
   line("signals", absl::StrCat(absl::StrJoin(sigs, ","), "; SIGKILL after ",
                                HumanDuration(c.shutdown_timeout)));
+  line("containment", DescribeContainment(c.containment) + source("containment"));
   line("log dir", c.log_dir.empty() ? std::string("temporary (removed at exit)") : c.log_dir);
   std::vector<std::string> detected;
   for (const auto& [k, v] : env) {

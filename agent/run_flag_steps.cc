@@ -1,5 +1,6 @@
 #include "agent/run_flag_steps.h"
 
+#include <optional>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -79,6 +80,16 @@ absl::Status ApplyRestartPolicy(const FlagValue& v, Config* c) {
                                            "ExitCode"));
   }
   c->restart_policy = *p;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyContainment(const FlagValue& v, Config* c) {
+  std::optional<Containment> mode = ParseContainment(v.text);
+  if (!mode) {
+    return FlagError(v.where,
+                     absl::StrCat("'", v.text, "' is not a mode; use auto, cgroup or session"));
+  }
+  c->containment = *mode;
   return absl::OkStatus();
 }
 

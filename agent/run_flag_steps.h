@@ -74,6 +74,7 @@ absl::Status ApplyBindCoreList(const FlagValue& value, Config* config);
 absl::Status ApplyMaxRestarts(const FlagValue& value, Config* config);
 // --restart-policy: Never, OnFailure, Always or ExitCode.
 absl::Status ApplyRestartPolicy(const FlagValue& value, Config* config);
+absl::Status ApplyContainment(const FlagValue& value, Config* config);
 // --local-ranks-filter: comma-separated local ranks.
 absl::Status ApplyLocalRanksFilter(const FlagValue& value, Config* config);
 // --log-level: see ParseLogLevel.

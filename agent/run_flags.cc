@@ -200,6 +200,13 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = kDefaultSignals,
      .help = "signals forwarded to workers before the agent exits 128+N",
      .apply = SetParsed<&Config::signals_to_handle, ParseSignalList>},
+    {.name = "containment",
+     .group = "Failures",
+     .default_text = "auto",
+     .help = "how nothing a worker starts outlives the job: cgroup (a cgroup per attempt, "
+             "cgroup.kill), session (sessions, pidfds, watchdog) or auto (cgroup when one can be "
+             "made)",
+     .apply = ApplyContainment},
     {.name = "monitor-interval",
      .group = "Failures",
      .default_text = "-",

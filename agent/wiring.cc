@@ -96,7 +96,8 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   ASSIGN_OR_RETURN(parts.signal_fd, BlockAndOpenSignalFd(config.signals_to_handle));
   RETURN_IF_ERROR(BecomeSubreaper());
   ASSIGN_OR_RETURN(parts.loop, EventLoop::Create());
-  ASSIGN_OR_RETURN(parts.launcher, WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout));
+  ASSIGN_OR_RETURN(parts.launcher, WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
+                                                       config.containment));
   if (config.rdzv_host_name.empty()) {
     parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
   } else {

@@ -1,21 +1,27 @@
 #include "launch/process_group.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 #include "base/duration.h"
 #include "base/log_format.h"
+#include "base/status_macros.h"
+#include "launch/pidfd.h"
 #include "launch/process_tree.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
 
 ProcessGroup::ProcessGroup(EventLoop* loop, Watchdog* watchdog, absl::Duration shutdown_timeout,
-                           StoppedCallback on_stopped)
+                           StoppedCallback on_stopped, JobCgroup* cgroup)
     : loop_(loop),
       watchdog_(watchdog),
+      cgroup_(cgroup),
       shutdown_timeout_(shutdown_timeout),
       on_stopped_(std::move(on_stopped)) {}
 
@@ -24,30 +30,50 @@ ProcessGroup::~ProcessGroup() {
   if (kill_timer_ != 0) loop_->CancelTimer(kill_timer_);
 }
 
-void ProcessGroup::Begin() {
+absl::Status ProcessGroup::Begin() {
+  if (cgroup_ != nullptr) RETURN_IF_ERROR(cgroup_->BeginAttempt());
   state_ = State::kRunning;
   members_.clear();
   live_.clear();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<pid_t> ProcessGroup::Spawn(const SpawnSpec& spec) {
-  absl::StatusOr<pid_t> pid = muster::Spawn(spec);
+  SpawnSpec contained = spec;
+  if (cgroup_ != nullptr) {
+    contained.cgroup_procs_fd = cgroup_->procs_fd();
+  } else {
+    contained.report_fd = watchdog_->report_fd();  // the child reports itself
+  }
+  absl::StatusOr<pid_t> pid = muster::Spawn(contained);
   if (!pid.ok()) return pid;
+  // Our child, not reaped (reaping happens on this thread): the pid is still its own.
+  UniqueFd pidfd(PidfdOpen(*pid));
+  if (!pidfd.valid()) spdlog::warn("pidfd_open({}): {}", *pid, strerror(errno));
   members_.push_back(*pid);
-  live_.push_back(*pid);
-  watchdog_->Track(*pid);
+  live_.push_back(Member{*pid, std::move(pidfd)});
   return pid;
 }
 
-bool ProcessGroup::IsMember(pid_t pid) const {
-  return std::find(members_.begin(), members_.end(), pid) != members_.end();
+bool ProcessGroup::IsLive(pid_t pid) const {
+  return std::any_of(live_.begin(), live_.end(), [pid](const Member& m) { return m.pid == pid; });
 }
 
 bool ProcessGroup::OnChildExited(pid_t pid) {
-  auto it = std::find(live_.begin(), live_.end(), pid);
+  auto it =
+      std::find_if(live_.begin(), live_.end(), [pid](const Member& m) { return m.pid == pid; });
   if (it == live_.end()) return false;
   live_.erase(it);
+  // Reaped: its number is free for anyone now, so the watchdog must forget it at once.
+  if (cgroup_ == nullptr) watchdog_->Untrack({pid});
   return true;
+}
+
+void ProcessGroup::TrackAgain() {
+  if (cgroup_ != nullptr) return;  // the new watchdog kills the job cgroup
+  for (const Member& m : live_) {
+    if (m.pidfd.valid()) watchdog_->Track(m.pid, m.pidfd.get());
+  }
 }
 
 void ProcessGroup::OnReaped() {
@@ -95,45 +121,78 @@ void ProcessGroup::GiveUp() {
   spdlog::error(
       "processes of the job survived SIGKILL for {} (uninterruptible sleep?); giving up on them",
       HumanDuration(kKillGrace));
-  std::vector<pid_t> abandoned = std::move(live_);
+  std::vector<pid_t> abandoned;
+  for (const Member& m : live_) abandoned.push_back(m.pid);
   live_.clear();
   state_ = State::kIdle;
   loop_->Post([cb = on_stopped_, abandoned = std::move(abandoned)] { cb(abandoned); });
 }
 
 void ProcessGroup::SignalLeftovers(int sig) {
-  std::set<pid_t> sessions(members_.begin(), members_.end());
-  for (pid_t pid : members_) {
-    kill(-pid, sig);  // ESRCH: the whole group is gone already, which is what we want
+  if (cgroup_ != nullptr) {
+    // Everything the attempt started is in the leaf, whatever its session or parent.
+    if (sig == SIGKILL) {
+      cgroup_->Kill();
+    } else {
+      cgroup_->Signal(sig);
+    }
+    return;
   }
-  if (sig == SIGKILL) {
-    for (pid_t p : FindSessionMembers(sessions)) kill(p, SIGKILL);
-  }
-  // Orphans adopted by the agent (daemons a worker double-forked, children of dead
-  // workers): they belong to the job too.
+  SignalSessionLeftovers(sig);
+}
+
+void ProcessGroup::SignalSessionLeftovers(int sig) {
+  // Groups and sessions whose number an unreaped child of ours holds: members not reaped
+  // yet, and orphans the subreaper adopted (daemons a worker double-forked, children of
+  // dead workers). Never the agent's own.
+  std::set<pid_t> groups, sessions;
+  for (const Member& m : live_) groups.insert(m.pid), sessions.insert(m.pid);
+  std::vector<pid_t> orphans;
   for (pid_t child : ListChildren()) {
-    if (child == watchdog_->pid() || IsMember(child)) continue;  // members: through the group
-    kill(child, sig);
+    if (child == watchdog_->pid() || IsLive(child)) continue;
+    orphans.push_back(child);
+    groups.insert(getpgid(child));
+    sessions.insert(getsid(child));
   }
+  for (pid_t own : {getpgrp(), getsid(0), -1}) groups.erase(own), sessions.erase(own);
+  for (pid_t g : groups) kill(-g, sig);  // ESRCH: the whole group is gone already
+  if (sig == SIGKILL) {
+    for (pid_t p : FindSessionMembers(sessions)) {
+      UniqueFd fd(PidfdOpen(p));
+      // Read again through the same number once the pidfd holds it: still in one of those
+      // sessions (reserved by our unreaped child), it is the job's.
+      if (fd.valid() && sessions.count(getsid(p))) PidfdSignal(fd.get(), SIGKILL);
+    }
+  }
+  for (pid_t child : orphans) {
+    UniqueFd fd(PidfdOpen(child));
+    if (fd.valid()) PidfdSignal(fd.get(), sig);
+  }
+}
+
+bool ProcessGroup::Leftovers() const {
+  if (cgroup_ != nullptr) return cgroup_->Populated();
+  // Every member is reaped: whatever of the job is left descends from this process (a
+  // subreaper), so it shows as a child.
+  for (pid_t child : ListChildren()) {
+    if (child != watchdog_->pid()) return true;
+  }
+  return false;
 }
 
 void ProcessGroup::MaybeFinishStop() {
   if (state_ != State::kStopping || !live_.empty()) return;
-  bool leftovers = std::any_of(members_.begin(), members_.end(),
-                               [](pid_t pid) { return ProcessGroupExists(pid); });
-  for (pid_t child : ListChildren()) {
-    if (child != watchdog_->pid()) leftovers = true;
-  }
-  if (leftovers) {
+  if (Leftovers()) {
     // New orphans may have been adopted since the last round of signals; they get the
-    // current one too. Their exits arrive as SIGCHLD and bring us back here.
+    // current one too. Their exits arrive as SIGCHLD (or an inotify event on the cgroup)
+    // and bring us back here.
     SignalLeftovers(stop_signal_);
     return;
   }
   if (stop_timer_ != 0) loop_->CancelTimer(stop_timer_);
   if (kill_timer_ != 0) loop_->CancelTimer(kill_timer_);
   stop_timer_ = kill_timer_ = 0;
-  watchdog_->Untrack(members_);
+  if (cgroup_ != nullptr) cgroup_->RemoveLeaf();
   spdlog::debug("{} process group{} stopped in {}", members_.size(),
                 members_.size() == 1 ? "" : "s", HumanDuration(EventLoop::Now() - stop_started_));
   state_ = State::kIdle;

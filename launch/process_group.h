@@ -1,14 +1,21 @@
 // ProcessGroup: the processes one attempt started, and how they are stopped so that
 // nothing of the job outlives the attempt (DESIGN §4.5).
 //
-// Every member leads its own session and process group (SpawnSpec::new_session) and is
-// tracked by the watchdog from the moment it exists. Stop(sig) sends `sig` to every
-// member's process group and to every orphan the subreaper adopted (daemons a worker
-// double-forked, children of dead workers); after the shutdown timeout survivors get
-// SIGKILL, together with any process still in a member's session. The group counts as
-// stopped when every member is reaped and no process group of a member nor any adopted
-// child is left; if processes survive SIGKILL for kKillGrace (uninterruptible sleep) it
-// gives up on them and says so.
+// Two containment modes (`--containment`, DESIGN §4.5):
+// - cgroup (a JobCgroup is given): each attempt's members start inside a fresh leaf cgroup
+//   (entered by the spawn child before execve). Stop(sig) signals every process in it
+//   through pidfds; SIGKILL is cgroup.kill. Stopped = every member reaped and the leaf
+//   empty ("populated 0", watched through inotify, not polled); the leaf is then removed.
+// - session: every member leads its own session and process group and reports itself to
+//   the watchdog before execve. Stop(sig) sends `sig` to the process group of every member
+//   not reaped yet and of every child the subreaper adopted (daemons a worker
+//   double-forked, children of dead workers), and to those children; after the shutdown
+//   timeout survivors get SIGKILL, together with every process in one of those sessions.
+//   Stopped = every member reaped and no child left but the watchdog.
+// Signals never go to a number that may have been recycled: a group or session is
+// signalled only while a process that holds its number is an unreaped child of ours
+// (reaping is ours, on this thread), single processes only through pidfds. If processes
+// survive SIGKILL for kKillGrace (uninterruptible sleep) it gives up on them and says so.
 //
 // The caller reaps (it owns SIGCHLD) and hands every reaped pid to OnChildExited, then
 // calls OnReaped once per batch. on_stopped runs posted on the loop, never from inside a
@@ -25,6 +32,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/event_loop.h"
+#include "base/unique_fd.h"
+#include "launch/cgroup.h"
 #include "launch/spawner.h"
 #include "launch/watchdog.h"
 
@@ -39,22 +48,28 @@ class ProcessGroup {
   // `abandoned`: members never reaped because they survived SIGKILL for kKillGrace.
   using StoppedCallback = std::function<void(const std::vector<pid_t>& abandoned)>;
 
+  // `cgroup`: mode cgroup when given (borrowed); the caller watches cgroup->wait_fd() and
+  // calls OnReaped() when it fires.
   ProcessGroup(EventLoop* loop, Watchdog* watchdog, absl::Duration shutdown_timeout,
-               StoppedCallback on_stopped);
+               StoppedCallback on_stopped, JobCgroup* cgroup = nullptr);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
-  // Begins a new attempt: forgets the last one's members (all reaped by now).
-  void Begin();
+  // Begins a new attempt: forgets the last one's members (all reaped by now); in mode cgroup
+  // a fresh leaf.
+  absl::Status Begin();
   // Starts a member. On failure nothing was started (Spawn's NotFound / PermissionDenied /
   // FailedPrecondition, or the errno of clone).
   absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec);
   // A reaped child: true when it was a member still running (the caller records how it
   // ended); false for anything else (an orphan, the watchdog, a member reaped already).
   bool OnChildExited(pid_t pid);
-  // After a batch of reaps: while stopping, re-checks what is left.
+  // After a batch of reaps (or a change of the cgroup): while stopping, re-checks what is
+  // left.
   void OnReaped();
+  // After the watchdog was restarted: tells it every member still running again.
+  void TrackAgain();
 
   // Idempotent: starts stopping with `sig`; while stopping, a different signal is forwarded
   // too (unless SIGKILL was sent already). When idle, on_stopped follows at once.
@@ -68,19 +83,27 @@ class ProcessGroup {
  private:
   enum class State { kIdle, kRunning, kStopping };
 
-  bool IsMember(pid_t pid) const;
+  struct Member {
+    pid_t pid;
+    UniqueFd pidfd;  // closed once reaped
+  };
+
+  bool IsLive(pid_t pid) const;
   void SignalLeftovers(int sig);
+  void SignalSessionLeftovers(int sig);
+  bool Leftovers() const;
   void MaybeFinishStop();
   void GiveUp();
 
   EventLoop* loop_;
   Watchdog* watchdog_;
+  JobCgroup* cgroup_;
   absl::Duration shutdown_timeout_;
   StoppedCallback on_stopped_;
 
   State state_ = State::kIdle;
   std::vector<pid_t> members_;  // this attempt's, in spawn order
-  std::vector<pid_t> live_;     // members not reaped yet
+  std::vector<Member> live_;    // members not reaped yet
   int stop_signal_ = 0;
   absl::Time stop_started_;
   EventLoop::TimerId stop_timer_ = 0, kill_timer_ = 0;

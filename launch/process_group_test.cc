@@ -11,6 +11,7 @@
 
 #include "base/unique_fd.h"
 #include "gtest/gtest.h"
+#include "launch/cgroup.h"
 #include "launch/exit_status.h"
 #include "launch/process_tree.h"
 #include "launch/reaper.h"
@@ -31,16 +32,36 @@ class ProcessGroupTest : public ::testing::Test {
     ASSERT_TRUE(signal_fd_.valid());
     ASSERT_TRUE(BecomeSubreaper().ok());
     loop_ = *EventLoop::Create();
-    watchdog_ = *Watchdog::Start();
-    group_ = std::make_unique<ProcessGroup>(loop_.get(), watchdog_.get(), absl::Milliseconds(300),
-                                            [this](const std::vector<pid_t>& abandoned) {
-                                              ++stopped_;
-                                              abandoned_ = abandoned;
-                                            });
+    if (UseCgroup()) {
+      absl::StatusOr<std::unique_ptr<JobCgroup>> cg = JobCgroup::Create();
+      if (!cg.ok()) GTEST_SKIP() << "SKIPPED LOUDLY: no cgroup can be made here: " << cg.status();
+      cgroup_ = *std::move(cg);
+    }
+    watchdog_ = *Watchdog::Start(cgroup_ ? cgroup_->path() : "");
+    group_ = std::make_unique<ProcessGroup>(
+        loop_.get(), watchdog_.get(), absl::Milliseconds(300),
+        [this](const std::vector<pid_t>& abandoned) {
+          ++stopped_;
+          abandoned_ = abandoned;
+        },
+        cgroup_.get());
     ASSERT_TRUE(loop_->Add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { OnSigchld(); }).ok());
+    if (cgroup_) {
+      ASSERT_TRUE(loop_
+                      ->Add(cgroup_->wait_fd(), EPOLLIN,
+                            [this](uint32_t) {
+                              cgroup_->ConsumeWaitEvents();
+                              group_->OnReaped();
+                            })
+                      .ok());
+    }
   }
 
+  virtual bool UseCgroup() const { return false; }
+
   void TearDown() override {
+    if (!loop_ || !group_) return;
+    if (cgroup_) loop_->Remove(cgroup_->wait_fd());
     loop_->Remove(signal_fd_.get());
     group_.reset();
     watchdog_->Disarm();
@@ -75,6 +96,7 @@ class ProcessGroupTest : public ::testing::Test {
 
   UniqueFd signal_fd_;
   std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<JobCgroup> cgroup_;
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<ProcessGroup> group_;
   std::map<pid_t, ExitStatus> exits_;
@@ -83,7 +105,7 @@ class ProcessGroupTest : public ::testing::Test {
 };
 
 TEST_F(ProcessGroupTest, StopSignalsEveryMemberThenReportsStopped) {
-  group_->Begin();
+  ASSERT_TRUE(group_->Begin().ok());
   pid_t a = SpawnShell("exec sleep 30"), b = SpawnShell("exec sleep 30");
   EXPECT_TRUE(group_->running());
   absl::Time t0 = absl::Now();
@@ -101,7 +123,7 @@ TEST_F(ProcessGroupTest, StopSignalsEveryMemberThenReportsStopped) {
 TEST_F(ProcessGroupTest, EscalatesToSigkillAfterTheShutdownTimeout) {
   std::string ready = testing::TempDir() + "/ignores-term";
   unlink(ready.c_str());
-  group_->Begin();
+  ASSERT_TRUE(group_->Begin().ok());
   // Ignored SIGTERM is inherited by the sleeps too: only SIGKILL ends this member.
   pid_t p = SpawnShell("trap '' TERM; touch " + ready + "; while :; do sleep 0.05; done");
   ASSERT_TRUE(RunUntil([&] { return access(ready.c_str(), F_OK) == 0; }));
@@ -115,7 +137,7 @@ TEST_F(ProcessGroupTest, EscalatesToSigkillAfterTheShutdownTimeout) {
 TEST_F(ProcessGroupTest, DaemonsTheSubreaperAdoptedAreStoppedToo) {
   std::string pid_file = testing::TempDir() + "/daemon.pid";
   unlink(pid_file.c_str());
-  group_->Begin();
+  ASSERT_TRUE(group_->Begin().ok());
   // A double-forked daemon in its own session: neither the member's process group nor its
   // session holds it, only the subreaper's children do.
   SpawnShell("(setsid sh -c 'echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file +
@@ -132,6 +154,62 @@ TEST_F(ProcessGroupTest, DaemonsTheSubreaperAdoptedAreStoppedToo) {
   EXPECT_EQ(errno, ESRCH);
 }
 
+// Mode cgroup: the same daemon, and a TERM-ignoring one that only cgroup.kill ends.
+class ProcessGroupCgroupTest : public ProcessGroupTest {
+ protected:
+  bool UseCgroup() const override { return true; }
+};
+
+TEST_F(ProcessGroupCgroupTest, DaemonsAreStoppedThroughTheCgroup) {
+  std::string pid_file = testing::TempDir() + "/daemon.pid";
+  unlink(pid_file.c_str());
+  ASSERT_TRUE(group_->Begin().ok());
+  // A double-forked daemon in its own session: neither the member's process group nor its
+  // session holds it, only the subreaper's children do.
+  SpawnShell("(setsid sh -c 'echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file +
+             "; exec sleep 30' &); exec sleep 30");
+  pid_t daemon = 0;
+  ASSERT_TRUE(RunUntil([&] {
+    std::ifstream in(pid_file);
+    return static_cast<bool>(in >> daemon);
+  }));
+  ASSERT_EQ(kill(daemon, 0), 0);
+  group_->Stop(SIGTERM);
+  ASSERT_TRUE(RunUntil([&] { return stopped_ == 1; }));
+  EXPECT_EQ(kill(daemon, 0), -1);  // stopped and reaped: not even a zombie is left
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST_F(ProcessGroupCgroupTest, EscalationKillsTheWholeCgroupAndRemovesTheLeaf) {
+  std::string ready = testing::TempDir() + "/cg-ignores-term";
+  unlink(ready.c_str());
+  ASSERT_TRUE(group_->Begin().ok());
+  std::string leaf = cgroup_->leaf();
+  SpawnShell("trap '' TERM; (setsid sh -c 'trap \"\" TERM; sleep 30' &); touch " + ready +
+             "; while :; do sleep 0.05; done");
+  ASSERT_TRUE(RunUntil([&] { return access(ready.c_str(), F_OK) == 0; }));
+  group_->Stop(SIGTERM);
+  ASSERT_TRUE(RunUntil([&] { return stopped_ == 1; }));
+  EXPECT_FALSE(cgroup_->Populated());
+  EXPECT_NE(access(leaf.c_str(), F_OK), 0) << leaf << " not removed";
+}
+
+TEST_F(ProcessGroupCgroupTest, StopSignalsEveryMemberThenReportsStopped) {
+  ASSERT_TRUE(group_->Begin().ok());
+  pid_t a = SpawnShell("exec sleep 30"), b = SpawnShell("exec sleep 30");
+  EXPECT_TRUE(group_->running());
+  absl::Time t0 = absl::Now();
+  group_->Stop(SIGTERM);
+  EXPECT_TRUE(group_->stopping());
+  ASSERT_TRUE(RunUntil([&] { return stopped_ == 1; }));
+  EXPECT_LT(absl::Now() - t0, absl::Milliseconds(300));  // no escalation was needed
+  EXPECT_EQ(exits_[a].signal, SIGTERM);
+  EXPECT_EQ(exits_[b].signal, SIGTERM);
+  EXPECT_TRUE(abandoned_.empty());
+  EXPECT_FALSE(group_->running());
+  EXPECT_FALSE(group_->stopping());
+}
+
 TEST_F(ProcessGroupTest, StopWhileIdleReportsStoppedOnce) {
   group_->Stop(SIGTERM);
   ASSERT_TRUE(RunUntil([&] { return stopped_ == 1; }));
@@ -140,7 +218,7 @@ TEST_F(ProcessGroupTest, StopWhileIdleReportsStoppedOnce) {
 }
 
 TEST_F(ProcessGroupTest, OnlyLiveMembersAreClaimed) {
-  group_->Begin();
+  ASSERT_TRUE(group_->Begin().ok());
   pid_t p = SpawnShell("exit 3");
   ASSERT_TRUE(RunUntil([&] { return exits_.count(p) == 1; }));
   EXPECT_EQ(exits_[p].code(), 3);

@@ -17,6 +17,7 @@
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "base/unique_fd.h"
+#include "launch/pidfd.h"
 
 namespace muster {
 namespace {
@@ -39,6 +40,8 @@ struct ChildArgs {
   pid_t parent_pid;
   const cpu_set_t* cpus;
   int error_pipe;  // write end, close-on-exec
+  int cgroup_procs_fd;
+  int report_fd;
 };
 
 [[noreturn]] void ChildFail(const ChildArgs* a, int err) {
@@ -46,6 +49,17 @@ struct ChildArgs {
   // fails.
   [[maybe_unused]] ssize_t n = write(a->error_pipe, &err, sizeof(err));
   _exit(127);
+}
+
+// Into the attempt's cgroup ("0": the writer itself), then tell the watchdog who we are.
+// A watchdog that is gone is being restarted; the agent re-sends its workers then.
+void EnterContainment(const ChildArgs* a) {
+  if (a->cgroup_procs_fd >= 0 && write(a->cgroup_procs_fd, "0", 1) != 1) ChildFail(a, errno);
+  if (a->report_fd >= 0) {
+    int self = PidfdOpen(getpid());
+    SendPidAndPidfd(a->report_fd, '+', getpid(), self);
+    if (self >= 0) close(self);
+  }
 }
 
 // Runs in the child. Only async-signal-safe calls: no malloc, no locks, no C++
@@ -58,6 +72,7 @@ int ChildMain(void* arg) {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
+  EnterContainment(a);
   if (a->new_session && setsid() < 0) ChildFail(a, errno);
   if (a->parent_death_signal != 0) {
     if (prctl(PR_SET_PDEATHSIG, a->parent_death_signal) != 0) ChildFail(a, errno);
@@ -161,7 +176,8 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
                  spec.fds.size(),  spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
                  spec.new_session, spec.parent_death_signal,
                  getpid(),         spec.cpus.empty() ? nullptr : &cpus,
-                 write_end.get()};
+                 write_end.get(),  spec.cgroup_procs_fd,
+                 spec.report_fd};
 
 #ifdef MUSTER_TSAN
   // TSan's clone() interceptor (LLVM 14) treats every clone as a fork and resets its

@@ -33,6 +33,11 @@ struct SpawnSpec {
   bool new_session = true;            // setsid(): own session and process group
   int parent_death_signal = SIGKILL;  // 0: none
   std::vector<int> cpus;              // empty: inherit affinity
+  // Containment (launch/cgroup.h, launch/watchdog.h), both done by the child before execve,
+  // so nothing of the worker runs unaccounted for: an open cgroup.procs to enter (-1: stay),
+  // and a SOCK_SEQPACKET socket that gets the child's pid and a pidfd of it (-1: none).
+  int cgroup_procs_fd = -1;
+  int report_fd = -1;
 };
 
 // Returns the child's pid, or: NotFound (command not in PATH / no such file:

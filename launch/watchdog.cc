@@ -5,35 +5,87 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <set>
-#include <vector>
+#include <cstdlib>
 
 #include "base/errno_status.h"
-#include "launch/process_tree.h"
+#include "launch/cgroup.h"
+#include "launch/pidfd.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
 namespace {
 
-// Message on the pipe: one op byte ('+', '-', 'X') and a pid, written
-// atomically.
-struct Message {
-  char op;
-  pid_t session;
+// The fd the watchdog's end is moved to before every other fd is closed.
+constexpr int kWatchdogFd = 3;
+// More workers than one node runs; beyond it a worker goes untracked (and is still killed
+// by PDEATHSIG, its session by nobody).
+constexpr int kMaxTracked = 4096;
+
+struct Tracked {
+  pid_t pid;
+  int pidfd;
 };
 
-void KillSessions(const std::set<pid_t>& sessions) {
-  for (pid_t s : sessions) kill(-s, SIGKILL);  // ESRCH: the group is already gone
-  // Members that moved to another process group but stayed in the session. Two
-  // passes: a member may fork between our scan and its death.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (pid_t p : FindSessionMembers(sessions)) kill(p, SIGKILL);
+// Everything below runs in the watchdog: async-signal-safe only (no allocation, no lock).
+Tracked g_tracked[kMaxTracked];
+int g_count = 0;
+
+void Forget(pid_t pid) {
+  for (int i = 0; i < g_count; ++i) {
+    if (g_tracked[i].pid != pid) continue;
+    close(g_tracked[i].pidfd);
+    g_tracked[i] = g_tracked[--g_count];
+    return;
   }
+}
+
+// Session `t.pid` is still the job's: its leader is not reaped, or no other process has
+// taken its number (a session's id is its leader's pid).
+bool SessionIsOurs(const Tracked& t) {
+  if (PidfdUnreaped(t.pidfd) != 0) return true;
+  int other = PidfdOpen(t.pid);
+  if (other < 0) return errno == ESRCH;
+  close(other);
+  return false;
+}
+
+// One pass over /proc: SIGKILL (through a pidfd) to every process in a tracked session.
+void KillSessionMembers() {
+  int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;
+  alignas(8) char buf[8192];
+  long n;
+  while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+    for (long off = 0; off < n;) {
+      const char* name = buf + off + 19;  // struct linux_dirent64: d_name at offset 19
+      off += *reinterpret_cast<const unsigned short*>(buf + off + 16);
+      if (*name < '1' || *name > '9') continue;
+      pid_t pid = static_cast<pid_t>(atoi(name));
+      pid_t sid = getsid(pid);
+      for (int i = 0; i < g_count && sid > 0; ++i) {
+        if (g_tracked[i].pid != sid) continue;
+        int fd = PidfdOpen(pid);
+        // Re-read through the same number after the pidfd exists: the process it holds
+        // is then the one that is in the session.
+        if (fd >= 0 && getsid(pid) == sid && SessionIsOurs(g_tracked[i])) PidfdSignal(fd, SIGKILL);
+        if (fd >= 0) close(fd);
+        break;
+      }
+    }
+  }
+  close(dir);
+}
+
+void KillTracked() {
+  // Two passes: a member may fork between the scan and its death.
+  for (int pass = 0; pass < 2; ++pass) KillSessionMembers();
+  for (int i = 0; i < g_count; ++i) PidfdSignal(g_tracked[i].pidfd, SIGKILL);
 }
 
 // Keeps a helper from preempting the agent whenever the agent wakes it (SCHED_BATCH: no
@@ -45,85 +97,90 @@ void DoNotPreemptOnWakeUp() {
   (void)sched_setscheduler(0, SCHED_BATCH, &param);
 }
 
-[[noreturn]] void WatchdogMain(int fd) {
+[[noreturn]] void WatchdogMain(int fd, const char* cgroup_dir) {
+  if (fd != kWatchdogFd) {
+    dup2(fd, kWatchdogFd);
+    fd = kWatchdogFd;
+  }
+  // Nothing of the agent's stays open here (listening sockets, pipes, pidfds of the last
+  // watchdog's generation): only stdio and our end of the socket.
+  syscall(SYS_close_range, kWatchdogFd + 1, ~0U, 0);
   prctl(PR_SET_NAME, "muster-watchdog");
-  setpgid(0, 0);  // out of the agent's group: a group signal to the agent must
-                  // not hit us
+  setpgid(0, 0);  // out of the agent's group: a group signal to the agent must not hit us
   DoNotPreemptOnWakeUp();
-  std::set<pid_t> sessions;
-  // Whole messages only: every write is a multiple of sizeof(Message) of at most PIPE_BUF
-  // bytes (atomic), and so is this buffer.
-  Message batch[PIPE_BUF / sizeof(Message)];
   for (;;) {
-    ssize_t n = read(fd, batch, sizeof(batch));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || n % sizeof(Message) != 0) break;  // EOF (agent died) or a broken pipe
-    for (size_t i = 0; i < n / sizeof(Message); ++i) {
-      const Message& m = batch[i];
-      if (m.op == '+') sessions.insert(m.session);
-      if (m.op == '-') sessions.erase(m.session);
-      if (m.op == 'X') _exit(0);
+    char op = 0;
+    pid_t pid = 0;
+    int pidfd = -1;
+    ssize_t n = ReceivePidAndPidfd(fd, &op, &pid, &pidfd);
+    if (n <= 0) break;  // EOF: the agent died
+    if (op == 'X') _exit(0);
+    if (op == '+' && pidfd >= 0 && g_count < kMaxTracked) {
+      g_tracked[g_count++] = Tracked{pid, pidfd};
+    } else {
+      if (pidfd >= 0) close(pidfd);
+      if (op == '-') Forget(pid);
     }
   }
-  KillSessions(sessions);
+  if (cgroup_dir[0] != '\0') KillAndRemoveCgroupTree(cgroup_dir, 10000);
+  KillTracked();
   _exit(0);
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Watchdog>> Watchdog::Start() {
+absl::StatusOr<std::unique_ptr<Watchdog>> Watchdog::Start(std::string cgroup_dir) {
+  std::unique_ptr<Watchdog> w(new Watchdog(std::move(cgroup_dir)));
+  if (absl::Status s = w->Fork(); !s.ok()) return s;
+  return w;
+}
+
+absl::Status Watchdog::Fork() {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
-  UniqueFd read_end(fds[0]), write_end(fds[1]);
-  // fork() is safe here: no other thread exists yet (see header), and the child
-  // uses only read/kill/opendir and a std::set, never a lock another thread
-  // could hold.
-  pid_t pid = fork();
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
+    return ErrnoStatus("socketpair", errno);
+  }
+  UniqueFd agent_end(fds[0]), watchdog_end(fds[1]);
+  const char* cgroup_dir = cgroup_dir_.c_str();
+#ifdef MUSTER_TSAN
+  pid_t pid = fork();  // TSan intercepts fork, not _Fork
+#else
+  // No atfork handlers (gRPC's, the allocator's): the child runs only async-signal-safe
+  // code, so it is safe after threads exist.
+  pid_t pid = _Fork();
+#endif
   if (pid < 0) return ErrnoStatus("fork(watchdog)", errno);
   if (pid == 0) {
-    write_end.reset();
-    WatchdogMain(read_end.get());
+    close(agent_end.get());
+    WatchdogMain(watchdog_end.get(), cgroup_dir);
   }
-  return std::unique_ptr<Watchdog>(new Watchdog(pid, std::move(write_end)));
+  pid_ = pid;
+  socket_ = std::move(agent_end);
+  warned_ = false;
+  return absl::OkStatus();
 }
 
-void Watchdog::Send(char op, pid_t session) {
-  Message m{op, session};
-  Write(&m, sizeof(m));
+absl::Status Watchdog::Restart() {
+  if (disarmed_) return absl::OkStatus();
+  return Fork();
 }
 
-void Watchdog::Write(const void* data, size_t size) {
-  ssize_t n;
-  do {
-    n = write(pipe_.get(), data, size);
-  } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(size) && !warned_) {
-    warned_ = true;
-    spdlog::warn(
-        "watchdog (pid {}) is gone: workers' children will not be cleaned up "
-        "if the "
-        "agent is killed with SIGKILL",
-        pid_);
-  }
+void Watchdog::Send(char op, pid_t pid, int pidfd) {
+  if (SendPidAndPidfd(socket_.get(), op, pid, pidfd) == 0 || warned_) return;
+  warned_ = true;
+  spdlog::warn("watchdog (pid {}) is gone: it is being restarted", pid_);
 }
 
-void Watchdog::Track(pid_t session) { Send('+', session); }
+void Watchdog::Track(pid_t pid, int pidfd) { Send('+', pid, pidfd); }
 
-void Watchdog::Untrack(absl::Span<const pid_t> sessions) {
-  // Writes of up to PIPE_BUF bytes are atomic, so the watchdog never reads half a message.
-  constexpr size_t kPerWrite = PIPE_BUF / sizeof(Message);
-  std::vector<Message> batch;
-  batch.reserve(std::min(sessions.size(), kPerWrite));
-  for (size_t i = 0; i < sessions.size(); ++i) {
-    batch.push_back(Message{'-', sessions[i]});
-    if (batch.size() == kPerWrite || i + 1 == sessions.size()) {
-      Write(batch.data(), batch.size() * sizeof(Message));
-      batch.clear();
-    }
-  }
+void Watchdog::Untrack(absl::Span<const pid_t> pids) {
+  for (pid_t pid : pids) Send('-', pid);
 }
 
-void Watchdog::Disarm() { Send('X', 0); }
+void Watchdog::Disarm() {
+  disarmed_ = true;
+  Send('X', 0);
+}
 
 bool Watchdog::ReapIfGone() {
   int wstatus = 0;

@@ -1,22 +1,36 @@
-// Watchdog: a small forked helper that cleans up after an agent that was
-// SIGKILLed.
+// Watchdog: a small forked helper that cleans up after an agent that was SIGKILLed.
 //
-// Workers die with the agent through PDEATHSIG, but their own children do not.
-// The watchdog holds the read end of a pipe whose only write end is the
-// agent's; when that reaches EOF without a prior Disarm(), the agent is gone,
-// and the watchdog SIGKILLs every tracked worker session (process groups first,
-// then a /proc scan for session members) and exits. It lives in its own process
-// group and ignores the job's signals, so a Ctrl-C to the agent's group does
-// not take it down first.
+// Workers die with the agent through PDEATHSIG, but their own children do not. The
+// watchdog holds one end of a SOCK_SEQPACKET socket pair whose other end only the agent
+// (and, until execve, a spawn child) holds; when that reaches EOF without a prior
+// Disarm(), the agent is gone and the watchdog kills what is left of the job, then exits:
 //
-// Start() must run before the agent starts any thread (it forks). Not
-// thread-safe; used from the agent's loop thread.
+// - mode "cgroup" (launch/cgroup.h): cgroup.kill of the job cgroup, then removes it once
+//   "populated 0". Nothing a worker started can be outside it.
+// - mode "session": every tracked worker and every process of its session, each through a
+//   pidfd. A worker reports itself from the spawn child, before execve (its pid and a pidfd
+//   of itself, SpawnSpec::report_fd), so no worker can fork before the watchdog knows it
+//   (issue 18 finding 2). The agent untracks a worker as soon as it reaps it, and a session
+//   counts as the job's only while its leader is not reaped or its number is not in use by
+//   another process, so a recycled pid is never hit (finding 5). Known limit: a process that
+//   left its worker's session (setsid) and was adopted by the agent (the subreaper) is not
+//   known to the watchdog; the agent's own pid must stay (it may be PID 1, and then the
+//   kernel kills the whole PID namespace with it), so the watchdog cannot be the subreaper
+//   above it. Mode "cgroup" has no such gap.
+//
+// The watchdog lives in its own process group; the agent's blocked signal mask is
+// inherited, so the job's signals never reach it. A watchdog that dies anyway (OOM killer,
+// a worker's "kill everything") is restarted by the agent as soon as it reaps it (Restart()
+// then Track() of every live worker, finding 6). It is forked with _Fork (no atfork
+// handlers) and runs only async-signal-safe code on fixed-size tables, so it may be
+// started after threads exist. Not thread-safe: used from the agent's loop thread.
 #ifndef MUSTER_LAUNCH_WATCHDOG_H_
 #define MUSTER_LAUNCH_WATCHDOG_H_
 
 #include <sys/types.h>
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -26,28 +40,37 @@ namespace muster {
 
 class Watchdog {
  public:
-  static absl::StatusOr<std::unique_ptr<Watchdog>> Start();
+  // `cgroup_dir`: the job cgroup to kill (mode "cgroup"), or "" (mode "session").
+  static absl::StatusOr<std::unique_ptr<Watchdog>> Start(std::string cgroup_dir = "");
 
   pid_t pid() const { return pid_; }
-  // `session` is a worker's pid (each worker leads its own session).
-  void Track(pid_t session);
-  // All of `sessions` in one write: one wake-up of the watchdog, not one per worker.
-  void Untrack(absl::Span<const pid_t> sessions);
-  // The agent is exiting on purpose: the watchdog exits without killing
-  // anything. Does not wait for it: the agent goes on with its own teardown meanwhile.
+  // The agent's end, for SpawnSpec::report_fd (close-on-exec). Changes on Restart().
+  int report_fd() const { return socket_.get(); }
+  // A worker the watchdog must kill with the agent: its pid and a pidfd of it.
+  void Track(pid_t pid, int pidfd);
+  // Reaped workers: forgotten, so their pids are never signalled again.
+  void Untrack(absl::Span<const pid_t> pids);
+  // The agent is exiting on purpose: the watchdog exits without killing anything. Does
+  // not wait for it: the agent goes on with its own teardown meanwhile.
   void Disarm();
+  bool disarmed() const { return disarmed_; }
   // After Disarm(): reaps the watchdog if it has exited, without waiting. False while it
   // still runs (it exits on its own; whoever inherits it then reaps it).
   bool ReapIfGone();
+  // The watchdog died (the caller reaped it): starts a new one. The caller then Track()s
+  // every worker still running.
+  absl::Status Restart();
 
  private:
-  Watchdog(pid_t pid, UniqueFd pipe) : pid_(pid), pipe_(std::move(pipe)) {}
-  void Send(char op, pid_t session);
-  void Write(const void* data, size_t size);
+  Watchdog(std::string cgroup_dir) : cgroup_dir_(std::move(cgroup_dir)) {}
+  absl::Status Fork();
+  void Send(char op, pid_t pid, int pidfd = -1);
 
-  pid_t pid_;
-  UniqueFd pipe_;
+  std::string cgroup_dir_;
+  pid_t pid_ = 0;
+  UniqueFd socket_;
   bool warned_ = false;
+  bool disarmed_ = false;
 };
 
 }  // namespace muster

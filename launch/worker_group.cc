@@ -36,12 +36,15 @@ absl::Status MakeDirs(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(EventLoop* loop,
-                                                                 absl::Duration shutdown_timeout) {
-  // The watchdog forks: before the console writer's thread exists.
-  ASSIGN_OR_RETURN(std::unique_ptr<Watchdog> watchdog, Watchdog::Start());
+                                                                 absl::Duration shutdown_timeout,
+                                                                 Containment containment) {
+  ASSIGN_OR_RETURN(ContainmentChoice choice, ChooseContainment(containment));
+  spdlog::debug("containment: {}", choice.description);
+  ASSIGN_OR_RETURN(std::unique_ptr<Watchdog> watchdog,
+                   Watchdog::Start(choice.cgroup ? choice.cgroup->path() : ""));
   ASSIGN_OR_RETURN(std::unique_ptr<ConsoleWriter> console, ConsoleWriter::Start());
-  std::unique_ptr<WorkerGroup> group(
-      new WorkerGroup(loop, std::move(watchdog), std::move(console), shutdown_timeout));
+  std::unique_ptr<WorkerGroup> group(new WorkerGroup(loop, std::move(watchdog), std::move(console),
+                                                     shutdown_timeout, std::move(choice)));
   WorkerGroup* g = group.get();
   RETURN_IF_ERROR(loop->Add(g->console_->space_fd(), EPOLLIN, [g](uint32_t) {
     uint64_t n;
@@ -51,24 +54,38 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(EventLoop* loop
       if (w.output) w.output->ResumeIfRoom();
     }
   }));
+  if (g->cgroup_) {
+    // "populated 0" of the attempt's cgroup: the stop may be complete.
+    RETURN_IF_ERROR(loop->Add(g->cgroup_->wait_fd(), EPOLLIN, [g](uint32_t) {
+      g->cgroup_->ConsumeWaitEvents();
+      g->processes_->OnReaped();
+    }));
+  }
   return group;
 }
 
 WorkerGroup::WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
-                         std::unique_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout)
-    : loop_(loop), watchdog_(std::move(watchdog)), console_(std::move(console)) {
+                         std::unique_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout,
+                         ContainmentChoice containment)
+    : loop_(loop),
+      cgroup_(std::move(containment.cgroup)),
+      containment_(std::move(containment.description)),
+      watchdog_(std::move(watchdog)),
+      console_(std::move(console)) {
   processes_ = std::make_unique<ProcessGroup>(
       loop_, watchdog_.get(), shutdown_timeout,
-      [this](const std::vector<pid_t>& abandoned) { OnProcessesStopped(abandoned); });
+      [this](const std::vector<pid_t>& abandoned) { OnProcessesStopped(abandoned); },
+      cgroup_.get());
 }
 
 WorkerGroup::~WorkerGroup() {
   if (console_) loop_->Remove(console_->space_fd());
+  if (cgroup_) loop_->Remove(cgroup_->wait_fd());
 }
 
 absl::Status WorkerGroup::Start(int attempt, std::vector<WorkerSpec> specs) {
   (void)attempt;  // the specs' directories carry it
-  processes_->Begin();
+  RETURN_IF_ERROR(processes_->Begin());
   workers_.clear();
   workers_.resize(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -91,7 +108,7 @@ absl::Status WorkerGroup::Start(int attempt, std::vector<WorkerSpec> specs) {
 
 absl::Status WorkerGroup::StartCommand(std::vector<std::string> argv,
                                        std::vector<std::string> env) {
-  processes_->Begin();
+  RETURN_IF_ERROR(processes_->Begin());
   workers_.clear();
   workers_.resize(1);
   Worker& w = workers_[0];
@@ -131,10 +148,25 @@ void WorkerGroup::OnChildExited(pid_t pid, int wstatus) {
     it->status = ExitStatus::FromWaitStatus(wstatus);
     ReportExit(*it, WorkerExit{.code = it->status->code(), .what = it->status->Describe()});
   } else if (pid == watchdog_->pid()) {
-    spdlog::warn("watchdog (pid {}) exited unexpectedly", pid);
+    OnWatchdogExited(wstatus);
   } else {
     spdlog::debug("reaped orphan pid {} ({})", pid, ExitStatus::FromWaitStatus(wstatus).Describe());
   }
+}
+
+void WorkerGroup::OnWatchdogExited(int wstatus) {
+  if (watchdog_->disarmed()) return;
+  pid_t old = watchdog_->pid();
+  // Until the new one runs, the agent is alive and still owns cleanup; the gap is this one
+  // turn of the loop.
+  if (absl::Status s = watchdog_->Restart(); !s.ok()) {
+    spdlog::error("watchdog (pid {}) died ({}) and cannot be restarted: {}", old,
+                  ExitStatus::FromWaitStatus(wstatus).Describe(), s.message());
+    return;
+  }
+  processes_->TrackAgain();
+  spdlog::warn("watchdog (pid {}) died ({}); restarted as pid {}", old,
+               ExitStatus::FromWaitStatus(wstatus).Describe(), watchdog_->pid());
 }
 
 void WorkerGroup::ReportExit(Worker& w, WorkerExit exit) {

@@ -4,9 +4,9 @@
 // that failed, and stops the attempt through a ProcessGroup (signals, SIGKILL after the
 // grace period, leftovers).
 //
-// Owns the watchdog (forked) and the console writer (a thread): Create() must run after
-// the agent blocked its signals and before it starts any other thread. Borrows the loop.
-// Not thread-safe: the loop thread only.
+// Owns the job cgroup (mode cgroup), the watchdog (forked; restarted when it dies) and the
+// console writer (a thread): Create() must run after the agent blocked its signals. Borrows the
+// loop. Not thread-safe: the loop thread only.
 #ifndef MUSTER_LAUNCH_WORKER_GROUP_H_
 #define MUSTER_LAUNCH_WORKER_GROUP_H_
 
@@ -18,7 +18,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/event_loop.h"
+#include "launch/cgroup.h"
 #include "launch/console_writer.h"
+#include "launch/containment.h"
 #include "launch/process_group.h"
 #include "launch/watchdog.h"
 #include "launch/worker_launcher.h"
@@ -29,8 +31,10 @@ namespace muster {
 class WorkerGroup : public WorkerLauncher {
  public:
   // `shutdown_timeout`: SIGTERM (or the agent's signal) to SIGKILL.
-  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Create(EventLoop* loop,
-                                                             absl::Duration shutdown_timeout);
+  // `containment`: see launch/containment.h.
+  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Create(
+      EventLoop* loop, absl::Duration shutdown_timeout,
+      Containment containment = Containment::kAuto);
   ~WorkerGroup() override;
 
   void SetCallbacks(Callbacks callbacks) override { callbacks_ = std::move(callbacks); }
@@ -41,6 +45,7 @@ class WorkerGroup : public WorkerLauncher {
   void OnChildSignal() override;
 
   std::vector<WorkerView> Workers() const override;
+  std::string containment() const override { return containment_; }
   bool running() const override { return processes_->running(); }
   bool stopping() const override { return processes_->stopping(); }
   bool AllSucceeded() const override;
@@ -58,7 +63,9 @@ class WorkerGroup : public WorkerLauncher {
   };
 
   WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
-              std::unique_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout);
+              std::unique_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout,
+              ContainmentChoice containment);
+  void OnWatchdogExited(int wstatus);
   // Spawns `spec` with its stdio wired to w.output; on failure reports the exit (126/127)
   // and returns false.
   bool SpawnWorker(Worker& w, SpawnSpec spec);
@@ -68,6 +75,8 @@ class WorkerGroup : public WorkerLauncher {
   void ReportExit(Worker& w, WorkerExit exit);
 
   EventLoop* loop_;
+  std::unique_ptr<JobCgroup> cgroup_;  // mode cgroup; outlives processes_
+  std::string containment_;
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<ConsoleWriter> console_;
   std::unique_ptr<ProcessGroup> processes_;

@@ -71,6 +71,8 @@ class WorkerLauncher {
   virtual void OnChildSignal() = 0;
 
   virtual std::vector<WorkerView> Workers() const = 0;
+  // The containment mode in force and why (launch/containment.h), for status reports.
+  virtual std::string containment() const { return ""; }
   virtual bool running() const = 0;
   virtual bool stopping() const = 0;
   // Every worker of the attempt exited 0.

@@ -1,0 +1,265 @@
+#include "launch/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "base/errno_status.h"
+#include "launch/pidfd.h"
+#include "spdlog/spdlog.h"
+
+namespace muster {
+namespace {
+
+// Small files only (cgroup.events, cgroup.procs of one leaf). Async-signal-safe.
+ssize_t ReadInto(const char* path, char* buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t total = 0, n;
+  while (static_cast<size_t>(total) < size - 1 &&
+         ((n = read(fd, buf + total, size - 1 - total)) > 0 || (n < 0 && errno == EINTR))) {
+    if (n > 0) total += n;
+  }
+  close(fd);
+  buf[total] = '\0';
+  return total;
+}
+
+bool WriteString(const char* path, const char* text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = write(fd, text, strlen(text));
+  close(fd);
+  return n == static_cast<ssize_t>(strlen(text));
+}
+
+// `dir` + "/" + `name` into `out` (PATH_MAX bytes). Async-signal-safe.
+const char* Join(char* out, const char* dir, const char* name) {
+  size_t d = strlen(dir), n = strlen(name);
+  if (d + n + 2 > PATH_MAX) return "";
+  memcpy(out, dir, d);
+  out[d] = '/';
+  memcpy(out + d + 1, name, n + 1);
+  return out;
+}
+
+bool EventsSayPopulated(const char* dir) {
+  char path[PATH_MAX], buf[256];
+  if (ReadInto(Join(path, dir, "cgroup.events"), buf, sizeof(buf)) <= 0) return false;
+  return strstr(buf, "populated 1") != nullptr;
+}
+
+// rmdir of every sub-cgroup of `dir` (leaves only: the job cgroup has no deeper levels),
+// then of `dir`. Async-signal-safe (getdents64, no opendir).
+bool RemoveTree(const char* dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  alignas(8) char buf[4096];
+  long n;
+  while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+    for (long off = 0; off < n;) {
+      struct Entry {
+        ino64_t ino;
+        off64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[1];
+      };
+      const Entry* e = reinterpret_cast<const Entry*>(buf + off);
+      off += e->reclen;
+      if (e->type != DT_DIR || e->name[0] == '.') continue;
+      char path[PATH_MAX];
+      rmdir(Join(path, dir, e->name));
+    }
+  }
+  close(fd);
+  return rmdir(dir) == 0 || errno == ENOENT;
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// "/muster-12/a1" style path of `dir` relative to the cgroup2 root, as /proc/PID/cgroup
+// shows it, given our own pair (dir, relative).
+struct CgroupPlace {
+  std::string dir;       // in the file system
+  std::string relative;  // as /proc/self/cgroup writes it
+};
+
+absl::StatusOr<CgroupPlace> OwnCgroup() {
+  std::string self = ReadFileOrEmpty("/proc/self/cgroup");
+  std::string relative;
+  for (absl::string_view line : absl::StrSplit(self, '\n')) {
+    if (absl::StartsWith(line, "0::")) relative = std::string(line.substr(3));
+  }
+  if (relative.empty()) return absl::NotFoundError("no cgroup v2 entry in /proc/self/cgroup");
+  std::string mountinfo = ReadFileOrEmpty("/proc/self/mountinfo");
+  for (absl::string_view line : absl::StrSplit(mountinfo, '\n')) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    size_t dash = 0;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (dash + 1 >= f.size() || f[dash + 1] != "cgroup2" || f.size() < 5) continue;
+    std::string root(f[3]), mount(f[4]);
+    if (root == "/") root.clear();
+    if (relative.compare(0, root.size(), root) != 0) continue;  // not visible from here
+    std::string rest = relative.substr(root.size());
+    if (rest == "/") rest.clear();
+    return CgroupPlace{mount + rest, relative == "/" ? "" : relative};
+  }
+  return absl::NotFoundError("no cgroup2 file system mounted (/proc/self/mountinfo)");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> OwnCgroupDir() {
+  absl::StatusOr<CgroupPlace> place = OwnCgroup();
+  if (!place.ok()) return place.status();
+  return place->dir;
+}
+
+int RemoveStaleJobCgroups(const std::string& dir, absl::Duration min_age) {
+  int removed = 0;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, "muster-", 7) != 0) continue;
+    std::string path = absl::StrCat(dir, "/", e->d_name);
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    struct stat st;
+    // Held: its agent lives. Young: its agent may be between mkdir and flock.
+    if (!fd.valid() || flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || fstat(fd.get(), &st) != 0 ||
+        absl::Now() - absl::FromUnixSeconds(std::max(st.st_mtime, st.st_ctime)) < min_age) {
+      continue;
+    }
+    if (KillAndRemoveCgroupTree(path.c_str(), 1000)) ++removed;
+  }
+  closedir(d);
+  return removed;
+}
+
+absl::StatusOr<std::unique_ptr<JobCgroup>> JobCgroup::Create() {
+  absl::StatusOr<CgroupPlace> own = OwnCgroup();
+  if (!own.ok()) return own.status();
+  // Left by agents killed together with their watchdogs (a whole pod's processes at once).
+  if (int n = RemoveStaleJobCgroups(own->dir, absl::Seconds(10)); n > 0) {
+    spdlog::info("removed {} cgroup{} of agents that are gone", n, n == 1 ? "" : "s");
+  }
+  // Agents in different PID namespaces may share this cgroup and a pid: a random suffix.
+  uint32_t salt = 0;
+  if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
+    salt = static_cast<uint32_t>(time(nullptr));
+  std::string name = absl::StrCat("muster-", getpid(), "-", absl::Hex(salt));
+  std::unique_ptr<JobCgroup> cg(new JobCgroup(absl::StrCat(own->dir, "/", name)));
+  cg->relative_ = absl::StrCat(own->relative, "/", name);
+  if (mkdir(cg->path_.c_str(), 0755) != 0) {
+    return ErrnoStatus(absl::StrCat("mkdir ", cg->path_), errno);
+  }
+  cg->lock_.reset(open(cg->path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!cg->lock_.valid() || flock(cg->lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+    return ErrnoStatus(absl::StrCat("flock ", cg->path_), errno);
+  }
+  if (access((cg->path_ + "/cgroup.kill").c_str(), W_OK) != 0) {
+    return absl::FailedPreconditionError("no cgroup.kill (kernel older than 5.14)");
+  }
+  cg->inotify_.reset(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!cg->inotify_.valid()) return ErrnoStatus("inotify_init1", errno);
+  if (absl::Status s = cg->BeginAttempt(); !s.ok()) return s;  // proves a leaf can be made
+  return cg;
+}
+
+JobCgroup::~JobCgroup() {
+  procs_.reset();
+  if (!path_.empty()) RemoveTree(path_.c_str());
+}
+
+absl::Status JobCgroup::BeginAttempt() {
+  if (!leaf_.empty()) RemoveLeaf();
+  std::string leaf = absl::StrCat(path_, "/a", next_leaf_++);
+  if (mkdir(leaf.c_str(), 0755) != 0) return ErrnoStatus(absl::StrCat("mkdir ", leaf), errno);
+  UniqueFd procs(open((leaf + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  if (!procs.valid()) return ErrnoStatus(absl::StrCat("open ", leaf, "/cgroup.procs"), errno);
+  if (inotify_add_watch(inotify_.get(), (leaf + "/cgroup.events").c_str(), IN_MODIFY) < 0) {
+    return ErrnoStatus("inotify_add_watch cgroup.events", errno);
+  }
+  leaf_ = std::move(leaf);
+  procs_ = std::move(procs);
+  return absl::OkStatus();
+}
+
+void JobCgroup::ConsumeWaitEvents() {
+  alignas(inotify_event) char buf[4096];
+  while (read(inotify_.get(), buf, sizeof(buf)) > 0) {
+  }
+}
+
+bool JobCgroup::Populated() const { return !leaf_.empty() && EventsSayPopulated(leaf_.c_str()); }
+
+void JobCgroup::Kill() {
+  if (!leaf_.empty()) WriteString((leaf_ + "/cgroup.kill").c_str(), "1");
+}
+
+void JobCgroup::Signal(int sig) {
+  if (leaf_.empty()) return;
+  // The v2 line; a hybrid host lists v1 hierarchies before it.
+  std::string want = absl::StrCat("0::", relative_, leaf_.substr(path_.size()), "\n");
+  for (absl::string_view line : absl::StrSplit(ReadFileOrEmpty(leaf_ + "/cgroup.procs"), '\n')) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(line, &pid) || pid <= 0) continue;
+    UniqueFd fd(PidfdOpen(pid));
+    if (!fd.valid()) continue;  // exited since
+    // The pidfd holds the process the pid names now; still in our leaf, it is ours.
+    std::string where = "\n" + ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cgroup"));
+    if (where.find("\n" + want) == std::string::npos) continue;
+    PidfdSignal(fd.get(), sig);
+  }
+}
+
+bool JobCgroup::RemoveLeaf() {
+  if (leaf_.empty()) return true;
+  if (rmdir(leaf_.c_str()) != 0 && errno != ENOENT) return false;
+  procs_.reset();
+  return true;
+}
+
+bool KillAndRemoveCgroupTree(const char* job_dir, int timeout_ms) {
+  char path[PATH_MAX];
+  if (!WriteString(Join(path, job_dir, "cgroup.kill"), "1")) return RemoveTree(job_dir);
+  int in = inotify_init1(IN_CLOEXEC);
+  if (in >= 0) inotify_add_watch(in, Join(path, job_dir, "cgroup.events"), IN_MODIFY);
+  // cgroup.kill is synchronous for signalling but the processes take a moment to exit.
+  for (int waited = 0; EventsSayPopulated(job_dir) && waited < timeout_ms; waited += 100) {
+    pollfd p{in, POLLIN, 0};
+    if (in < 0 || poll(&p, 1, 100) < 0) break;
+    alignas(inotify_event) char buf[1024];
+    if (p.revents & POLLIN) {
+      [[maybe_unused]] ssize_t n = read(in, buf, sizeof(buf));
+    }
+  }
+  if (in >= 0) close(in);
+  return RemoveTree(job_dir);
+}
+
+}  // namespace muster

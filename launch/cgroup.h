@@ -1,0 +1,96 @@
+// JobCgroup: the cgroup v2 subtree that holds this agent's workers (containment mode
+// "cgroup", DESIGN §4.5).
+//
+// Layout: <the agent's own cgroup>/muster-<agent pid>-<random>/a<N>, one leaf per attempt
+// (the suffix: agents in different PID namespaces may share a cgroup and a pid). The agent
+// holds a flock on its job cgroup; one nobody holds, older than a few seconds, belongs to an
+// agent killed together with its watchdog, and the next agent kills and removes it. The agent
+// and its watchdog stay where they are; only workers (and everything they start) live in
+// the leaves. No controller is ever enabled in the subtree, so cgroup v2's no-internal-
+// process rule never applies: the job cgroup holds no process, the leaves hold no children,
+// and the agent's own cgroup may keep its processes (a leaf or the root alike).
+//
+// A worker enters its leaf in the spawn child, before execve (SpawnSpec::cgroup_procs_fd:
+// the child writes "0" to cgroup.procs), so no code of the worker ever runs outside it; no
+// setsid or double fork leaves a cgroup. (clone3's CLONE_INTO_CGROUP would do the same at
+// creation, but the spawner's CLONE_VM child needs clone()'s stack switch, which clone3 has
+// no glibc wrapper for; entering before execve gives the same guarantee.) Cleanup is cgroup.kill
+// (kernel >= 5.14), which the watchdog also uses on the whole job cgroup when the agent is
+// SIGKILLed. Cgroups are removed once cgroup.events says "populated 0"; WaitFd() turns that file's
+// changes into an fd an event loop can watch (inotify), so nobody polls.
+//
+// Create() fails (and the agent falls back to mode "session") when there is no cgroup2
+// mount, the agent's cgroup is not writable (read-only cgroupfs in an unprivileged
+// container), or cgroup.kill is missing. Not thread-safe: the loop thread only.
+#ifndef MUSTER_LAUNCH_CGROUP_H_
+#define MUSTER_LAUNCH_CGROUP_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/unique_fd.h"
+
+namespace muster {
+
+// The directory of the calling process's cgroup v2, from /proc/self/mountinfo (the cgroup2
+// mount, wherever it is) and /proc/self/cgroup ("0::/path"). NotFound without cgroup2.
+absl::StatusOr<std::string> OwnCgroupDir();
+
+class JobCgroup {
+ public:
+  // Makes <own cgroup>/muster-<pid>-<random> (after removing stale siblings) and checks
+  // that a leaf can be made.
+  static absl::StatusOr<std::unique_ptr<JobCgroup>> Create();
+  ~JobCgroup();  // removes what is empty (best effort)
+  JobCgroup(const JobCgroup&) = delete;
+  JobCgroup& operator=(const JobCgroup&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::string& leaf() const { return leaf_; }
+
+  // A fresh leaf a<N> for the next attempt (the last one's is removed if empty).
+  absl::Status BeginAttempt();
+  // O_WRONLY fd of the current leaf's cgroup.procs, for SpawnSpec::cgroup_procs_fd.
+  int procs_fd() const { return procs_.get(); }
+  // Readable (inotify) whenever the current leaf's cgroup.events changes.
+  int wait_fd() const { return inotify_.get(); }
+  // Drains wait_fd().
+  void ConsumeWaitEvents();
+
+  // True while any process is in the current leaf.
+  bool Populated() const;
+  // SIGKILL to everything in the current leaf, at once (cgroup.kill).
+  void Kill();
+  // `sig` to every process of the current leaf, each through a pidfd.
+  void Signal(int sig);
+  // Removes the current leaf once it is empty; false while it is populated.
+  bool RemoveLeaf();
+
+ private:
+  explicit JobCgroup(std::string path) : path_(std::move(path)) {}
+
+  std::string path_;      // the job cgroup
+  std::string relative_;  // path_ as /proc/PID/cgroup names it
+  std::string leaf_;      // the current attempt's, "" before the first
+  int next_leaf_ = 0;
+  UniqueFd lock_;  // the job cgroup's directory, flocked while the agent lives
+  UniqueFd procs_, inotify_;
+};
+
+// Kills and removes every muster-* cgroup in `dir` that no agent holds (flock) and that is
+// older than `min_age`. Returns how many were removed.
+int RemoveStaleJobCgroups(const std::string& dir, absl::Duration min_age);
+
+// For the watchdog (async-signal-safe: raw system calls, no allocation): cgroup.kill of
+// `job_dir`, then waits (inotify on cgroup.events, up to `timeout_ms`) until it is empty and
+// removes its leaves and itself. True when everything was removed.
+bool KillAndRemoveCgroupTree(const char* job_dir, int timeout_ms);
+
+}  // namespace muster
+
+#endif  // MUSTER_LAUNCH_CGROUP_H_

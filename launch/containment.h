@@ -1,0 +1,53 @@
+// Containment: how the agent makes sure nothing a worker started outlives the job or the
+// agent (DESIGN §4.5; launch/cgroup.h, launch/watchdog.h, launch/process_group.h).
+//
+// `--containment auto` (default) uses a cgroup where one can be made, else sessions;
+// `cgroup` refuses to start without one; `session` never tries. The mode in force is shown
+// by --dry-run and in the status file.
+#ifndef MUSTER_LAUNCH_CONTAINMENT_H_
+#define MUSTER_LAUNCH_CONTAINMENT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "launch/cgroup.h"
+
+namespace muster {
+
+enum class Containment { kAuto, kCgroup, kSession };
+
+inline std::string_view ContainmentName(Containment c) {
+  switch (c) {
+    case Containment::kAuto:
+      return "auto";
+    case Containment::kCgroup:
+      return "cgroup";
+    case Containment::kSession:
+      return "session";
+  }
+  return "?";
+}
+
+inline std::optional<Containment> ParseContainment(std::string_view text) {
+  for (Containment c : {Containment::kAuto, Containment::kCgroup, Containment::kSession}) {
+    if (text == ContainmentName(c)) return c;
+  }
+  return std::nullopt;
+}
+
+// The mode in force for `requested`: a job cgroup (mode cgroup) or none (mode session),
+// and a line that says which and why, e.g. "cgroup /sys/fs/cgroup/muster-12" or
+// "session (no cgroup: mkdir ...: Read-only file system)". FailedPrecondition when
+// `requested` is kCgroup and no cgroup can be made.
+struct ContainmentChoice {
+  std::unique_ptr<JobCgroup> cgroup;
+  std::string description;
+};
+absl::StatusOr<ContainmentChoice> ChooseContainment(Containment requested);
+
+}  // namespace muster
+
+#endif  // MUSTER_LAUNCH_CONTAINMENT_H_

@@ -101,6 +101,21 @@ int ChildMain(void* arg) {
   return static_cast<char*>(stack) + kChildStackSize;
 }
 
+// clone()/fork() failed. EAGAIN and ENOMEM pass (another job's processes exit, memory is
+// freed): Unavailable / ResourceExhausted, which the agent treats as a transient failure.
+absl::Status CloneFailure(const char* call, int err) {
+  if (err == EAGAIN) {
+    return absl::UnavailableError(absl::StrCat(
+        call, " failed: ", strerror(err),
+        " (process limit reached: the pids cgroup's pids.max or ulimit -u); transient"));
+  }
+  if (err == ENOMEM) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(call, " failed: ", strerror(err), " (out of memory); transient"));
+  }
+  return ErrnoStatus(call, err);
+}
+
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -132,6 +147,14 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& command,
 
 int ExecFailureExitCode(const absl::Status& status) {
   return absl::IsNotFound(status) ? exit_code::kNotFound : exit_code::kNotExecutable;
+}
+
+bool IsTransientSpawnFailure(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsResourceExhausted(status);
+}
+
+int SpawnFailureExitCode(const absl::Status& status) {
+  return IsTransientSpawnFailure(status) ? exit_code::kTransient : ExecFailureExitCode(status);
 }
 
 absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
@@ -175,11 +198,11 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
     __tsan_ignore_thread_begin();
     ChildMain(&args);
   }
-  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid < 0) return CloneFailure("fork", errno);
 #else
   ASSIGN_OR_RETURN(char* stack_top, ChildStackTop());
   pid_t pid = clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-  if (pid < 0) return ErrnoStatus("clone", errno);
+  if (pid < 0) return CloneFailure("fork (clone)", errno);
 #endif
   write_end.reset();
 

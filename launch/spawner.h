@@ -37,8 +37,10 @@ struct SpawnSpec {
 
 // Returns the child's pid, or: NotFound (command not in PATH / no such file:
 // exit 127 convention), PermissionDenied or FailedPrecondition (not executable:
-// 126), or the errno of clone/pipe. The child is reaped by the caller's normal
-// SIGCHLD handling, except after an exec failure, which Spawn reaps itself.
+// 126), Unavailable / ResourceExhausted when fork failed for want of processes
+// (EAGAIN: pids cgroup or ulimit -u) or memory (ENOMEM): transient, or the errno
+// of pipe. The child is reaped by the caller's normal SIGCHLD handling, except
+// after an exec failure, which Spawn reaps itself.
 absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec);
 
 // PATH lookup as execvp does it, done in the parent (the child must not
@@ -48,6 +50,13 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& command,
 
 // The exit code convention for a failed exec: 127 for NotFound, 126 otherwise.
 int ExecFailureExitCode(const absl::Status& status);
+
+// Spawn's error says the process could not be made now (fork's EAGAIN/ENOMEM), not that
+// the command cannot run: trying again later may work.
+bool IsTransientSpawnFailure(const absl::Status& status);
+// The code a worker that could not be started is reported with: 138 (transient) for
+// IsTransientSpawnFailure, else ExecFailureExitCode's 126/127.
+int SpawnFailureExitCode(const absl::Status& status);
 
 }  // namespace muster
 

@@ -81,6 +81,17 @@ TEST(SpawnerTest, SignalMaskAndDispositionsAreReset) {
   EXPECT_EQ(WEXITSTATUS(WaitFor(*pid)), 0);
 }
 
+TEST(SpawnerTest, ForkFailuresForWantOfProcessesAreTransient) {
+  // Spawn's clone() EAGAIN (pids cgroup full, ulimit -u) and ENOMEM; the real one is
+  // driven in tests/integration/test_exit_paths.py.
+  EXPECT_TRUE(IsTransientSpawnFailure(absl::UnavailableError("fork failed")));
+  EXPECT_TRUE(IsTransientSpawnFailure(absl::ResourceExhaustedError("fork failed")));
+  EXPECT_EQ(SpawnFailureExitCode(absl::UnavailableError("fork failed")), 138);
+  EXPECT_EQ(SpawnFailureExitCode(absl::NotFoundError("no such file")), 127);
+  EXPECT_EQ(SpawnFailureExitCode(absl::PermissionDeniedError("not executable")), 126);
+  EXPECT_FALSE(IsTransientSpawnFailure(absl::PermissionDeniedError("not executable")));
+}
+
 TEST(SpawnerTest, ResolveExecutable) {
   EXPECT_EQ(*ResolveExecutable("sh", "/nonexistent:/bin"), "/bin/sh");
   EXPECT_TRUE(absl::IsNotFound(ResolveExecutable("/no/such", "/bin").status()));

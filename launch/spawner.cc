@@ -1,8 +1,10 @@
 #include "launch/spawner.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -39,6 +41,7 @@ struct ChildArgs {
   pid_t parent_pid;
   const cpu_set_t* cpus;
   int error_pipe;  // write end, close-on-exec
+  int fd_limit;    // RLIMIT_NOFILE's soft limit: the fallback's bound when close_range fails
 };
 
 [[noreturn]] void ChildFail(const ChildArgs* a, int err) {
@@ -46,6 +49,18 @@ struct ChildArgs {
   // fails.
   [[maybe_unused]] ssize_t n = write(a->error_pipe, &err, sizeof(err));
   _exit(127);
+}
+
+// Every descriptor above 2 becomes close-on-exec: the agent's own are already, but those it
+// inherited from whoever started it (a shell's fd 251, a CI runner's pipes) are not, and a
+// worker holding a caller's pipe open keeps that caller waiting for EOF. The wiring that
+// follows (dup2, or clearing the flag for from == to) gives back exactly the spec's fds.
+// Only the child's copy of the fd table changes (no CLONE_FILES).
+void MarkFdsCloseOnExec(const ChildArgs* a) {
+  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  // ENOSYS (before Linux 5.9) or EINVAL (the flag came in 5.11): one fd at a time, up to
+  // the descriptor limit the parent read. EBADF for the fds that are not open is expected.
+  for (int fd = 3; fd < a->fd_limit; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
 // Runs in the child. Only async-signal-safe calls: no malloc, no locks, no C++
@@ -65,6 +80,7 @@ int ChildMain(void* arg) {
     // ever send the death signal, so exit now rather than run unsupervised.
     if (getppid() != a->parent_pid) _exit(exit_code::ForSignal(a->parent_death_signal));
   }
+  MarkFdsCloseOnExec(a);
   for (size_t i = 0; i < a->fd_count; ++i) {
     int from = a->fds[i].first, to = a->fds[i].second;
     if (from == to) {
@@ -99,6 +115,16 @@ int ChildMain(void* arg) {
     stack = mapped;
   }
   return static_cast<char*>(stack) + kChildStackSize;
+}
+
+// RLIMIT_NOFILE's soft limit: no fd at or above it can be open.
+int FdLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY ||
+      limit.rlim_cur > (1U << 20)) {
+    return 1 << 20;  // the kernel's default nr_open
+  }
+  return static_cast<int>(limit.rlim_cur);
 }
 
 // clone()/fork() failed. EAGAIN and ENOMEM pass (another job's processes exit, memory is
@@ -184,7 +210,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
                  spec.fds.size(),  spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
                  spec.new_session, spec.parent_death_signal,
                  getpid(),         spec.cpus.empty() ? nullptr : &cpus,
-                 write_end.get()};
+                 write_end.get(),  FdLimit()};
 
 #ifdef MUSTER_TSAN
   // TSan's clone() interceptor (LLVM 14) treats every clone as a fork and resets its

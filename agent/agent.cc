@@ -3,6 +3,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -402,9 +403,12 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
   }
   std::vector<WorkerView> workers = launcher_->Workers();
   const int n = config_.nproc_per_node;
+  // A worker that could not be started has no pid; its failure follows through OnWorkerExit.
+  const size_t count =
+      std::count_if(workers.begin(), workers.end(), [](const WorkerView& w) { return w.pid > 0; });
   spdlog::info(
       "attempt {} (round {}): started {} worker{} in {:.2f} ms (ranks {}..{} of {}, master {}:{})",
-      round.info.restart_count, round_, workers.size(), workers.size() == 1 ? "" : "s",
+      round.info.restart_count, round_, count, count == 1 ? "" : "s",
       absl::ToDoubleMilliseconds(EventLoop::Now() - t0), round.rank_base, round.rank_base + n - 1,
       round.world_size, round.info.master_addr, round.info.master_port);
   // The job's status shows the pids (DESIGN §4.6). A worker that could not be executed has

@@ -347,8 +347,10 @@ constexpr Subcommand kRun = {
     .epilogue =
         "\nEnvironment: PYTHON_EXEC (interpreter, default python3), LOGLEVEL.\n"
         "Exit codes: 0 success; the root-cause worker's code (e.g. 1, 137); 2 bad "
-        "flags or environment;\n126/127 command not executable / not found; 128+N "
-        "agent stopped by signal N.\n",
+        "flags or environment,\nor a set-up failure a restart cannot fix; 126/127 command "
+        "not executable / not found;\n128+N agent stopped by signal N; 138 transient "
+        "(rendezvous timed out, server lost, a port\nin use, no process could be forked): "
+        "worth a restart.\n",
 };
 
 // Environment variables operators set at node level (DESIGN §4.8). They are not

@@ -104,8 +104,10 @@ int ServeCommand(const std::vector<std::string>& args,
   absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
       rdzv::RendezvousServer::Start(*options);
   if (!server.ok()) {
-    spdlog::error("cannot serve: {}", std::string(server.status().message()));
-    return exit_code::kTransient;
+    // A bad certificate is permanent (2), a port in use may pass (138).
+    int code = exit_code::ForStatus(server.status());
+    spdlog::error("cannot serve: {}; exiting {}", std::string(server.status().message()), code);
+    return code;
   }
   std::printf("muster serve: listening on %s\n", JoinHostPort(host, (*server)->port()).c_str());
   std::fflush(stdout);

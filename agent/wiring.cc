@@ -68,11 +68,15 @@ absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
     });
     if (server.ok()) {
       parts.hosted_rendezvous = std::make_unique<HostedGrpcRendezvous>(*std::move(server));
-    } else if (config.rdzv_hosting == RdzvHosting::kAlways) {
-      // The server's own code: a port in use (Unavailable) may be free after a restart.
-      return absl::Status(server.status().code(),
-                          absl::StrCat("--rdzv-host true: cannot serve the rendezvous on port ",
-                                       config.rdzv_port, ": ", server.status().message()));
+    } else if (config.rdzv_hosting == RdzvHosting::kAlways ||
+               !absl::IsUnavailable(server.status())) {
+      // The server's own code: a port in use (Unavailable) may be free after a restart; a bad
+      // certificate (InvalidArgument) will not be, and is no sign of another server.
+      return absl::Status(
+          server.status().code(),
+          absl::StrCat(config.rdzv_hosting == RdzvHosting::kAlways ? "--rdzv-host true: " : "",
+                       "cannot serve the rendezvous on port ", config.rdzv_port, ": ",
+                       server.status().message()));
     } else {
       // Another agent on this host already serves it (the usual case when several agents
       // share a machine): join that one.

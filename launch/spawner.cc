@@ -1,8 +1,10 @@
 #include "launch/spawner.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -42,6 +44,7 @@ struct ChildArgs {
   int error_pipe;  // write end, close-on-exec
   int cgroup_procs_fd;
   int report_fd;
+  int fd_limit;  // RLIMIT_NOFILE's soft limit: the fallback's bound when close_range fails
 };
 
 [[noreturn]] void ChildFail(const ChildArgs* a, int err) {
@@ -62,6 +65,18 @@ void EnterContainment(const ChildArgs* a) {
   }
 }
 
+// Every descriptor above 2 becomes close-on-exec: the agent's own are already, but those it
+// inherited from whoever started it (a shell's fd 251, a CI runner's pipes) are not, and a
+// worker holding a caller's pipe open keeps that caller waiting for EOF. The wiring that
+// follows (dup2, or clearing the flag for from == to) gives back exactly the spec's fds.
+// Only the child's copy of the fd table changes (no CLONE_FILES).
+void MarkFdsCloseOnExec(const ChildArgs* a) {
+  if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  // ENOSYS (before Linux 5.9) or EINVAL (the flag came in 5.11): one fd at a time, up to
+  // the descriptor limit the parent read. EBADF for the fds that are not open is expected.
+  for (int fd = 3; fd < a->fd_limit; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
 // Runs in the child. Only async-signal-safe calls: no malloc, no locks, no C++
 // exceptions.
 int ChildMain(void* arg) {
@@ -80,6 +95,7 @@ int ChildMain(void* arg) {
     // ever send the death signal, so exit now rather than run unsupervised.
     if (getppid() != a->parent_pid) _exit(exit_code::ForSignal(a->parent_death_signal));
   }
+  MarkFdsCloseOnExec(a);
   for (size_t i = 0; i < a->fd_count; ++i) {
     int from = a->fds[i].first, to = a->fds[i].second;
     if (from == to) {
@@ -116,6 +132,31 @@ int ChildMain(void* arg) {
   return static_cast<char*>(stack) + kChildStackSize;
 }
 
+// RLIMIT_NOFILE's soft limit: no fd at or above it can be open.
+int FdLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY ||
+      limit.rlim_cur > (1U << 20)) {
+    return 1 << 20;  // the kernel's default nr_open
+  }
+  return static_cast<int>(limit.rlim_cur);
+}
+
+// clone()/fork() failed. EAGAIN and ENOMEM pass (another job's processes exit, memory is
+// freed): Unavailable / ResourceExhausted, which the agent treats as a transient failure.
+absl::Status CloneFailure(const char* call, int err) {
+  if (err == EAGAIN) {
+    return absl::UnavailableError(absl::StrCat(
+        call, " failed: ", strerror(err),
+        " (process limit reached: the pids cgroup's pids.max or ulimit -u); transient"));
+  }
+  if (err == ENOMEM) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(call, " failed: ", strerror(err), " (out of memory); transient"));
+  }
+  return ErrnoStatus(call, err);
+}
+
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -149,6 +190,14 @@ int ExecFailureExitCode(const absl::Status& status) {
   return absl::IsNotFound(status) ? exit_code::kNotFound : exit_code::kNotExecutable;
 }
 
+bool IsTransientSpawnFailure(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsResourceExhausted(status);
+}
+
+int SpawnFailureExitCode(const absl::Status& status) {
+  return IsTransientSpawnFailure(status) ? exit_code::kTransient : ExecFailureExitCode(status);
+}
+
 absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   if (spec.argv.empty()) return absl::InvalidArgumentError("Spawn: empty argv");
   std::string path_env = "/usr/bin:/bin";
@@ -177,7 +226,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
                  spec.new_session, spec.parent_death_signal,
                  getpid(),         spec.cpus.empty() ? nullptr : &cpus,
                  write_end.get(),  spec.cgroup_procs_fd,
-                 spec.report_fd};
+                 spec.report_fd,   FdLimit()};
 
 #ifdef MUSTER_TSAN
   // TSan's clone() interceptor (LLVM 14) treats every clone as a fork and resets its
@@ -191,11 +240,11 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
     __tsan_ignore_thread_begin();
     ChildMain(&args);
   }
-  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid < 0) return CloneFailure("fork", errno);
 #else
   ASSIGN_OR_RETURN(char* stack_top, ChildStackTop());
   pid_t pid = clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-  if (pid < 0) return ErrnoStatus("clone", errno);
+  if (pid < 0) return CloneFailure("fork (clone)", errno);
 #endif
   write_end.reset();
 

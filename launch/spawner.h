@@ -26,8 +26,8 @@ struct SpawnSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains '/'
   std::vector<std::string> env;   // "NAME=value"; the complete environment
   // Child fd <- parent fd, applied with dup2 in order (e.g. {pipe_w, 1}).
-  // Everything else the agent opened is close-on-exec and does not leak into
-  // the worker.
+  // Every other fd above 2 (the agent's own, and those it inherited) is closed
+  // at exec and does not leak into the worker.
   std::vector<std::pair<int, int>> fds;
   std::string cwd;                    // empty: inherit
   bool new_session = true;            // setsid(): own session and process group
@@ -42,8 +42,12 @@ struct SpawnSpec {
 
 // Returns the child's pid, or: NotFound (command not in PATH / no such file:
 // exit 127 convention), PermissionDenied or FailedPrecondition (not executable:
-// 126), or the errno of clone/pipe. The child is reaped by the caller's normal
-// SIGCHLD handling, except after an exec failure, which Spawn reaps itself.
+// 126), Unavailable / ResourceExhausted when fork failed for want of processes
+// (EAGAIN: pids cgroup or ulimit -u) or memory (ENOMEM): transient, or the errno
+// of pipe. The child is reaped by the caller's normal SIGCHLD handling, except
+// after an exec failure, which Spawn reaps itself. The child gets only 0, 1, 2 and
+// the fds of `spec.fds`: every other fd, including those the agent inherited from
+// its caller, is closed at exec.
 absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec);
 
 // PATH lookup as execvp does it, done in the parent (the child must not
@@ -53,6 +57,13 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& command,
 
 // The exit code convention for a failed exec: 127 for NotFound, 126 otherwise.
 int ExecFailureExitCode(const absl::Status& status);
+
+// Spawn's error says the process could not be made now (fork's EAGAIN/ENOMEM), not that
+// the command cannot run: trying again later may work.
+bool IsTransientSpawnFailure(const absl::Status& status);
+// The code a worker that could not be started is reported with: 138 (transient) for
+// IsTransientSpawnFailure, else ExecFailureExitCode's 126/127.
+int SpawnFailureExitCode(const absl::Status& status);
 
 }  // namespace muster
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -79,6 +80,53 @@ TEST(SpawnerTest, SignalMaskAndDispositionsAreReset) {
   signal(SIGPIPE, SIG_DFL);
   ASSERT_TRUE(pid.ok());
   EXPECT_EQ(WEXITSTATUS(WaitFor(*pid)), 0);
+}
+
+// Reads `fd` to EOF.
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+// Descriptors the agent inherited from its caller are not close-on-exec (a shell's fd 251,
+// a CI runner's pipes); a worker must not hold them: only 0, 1, 2 and what the spec passes.
+TEST(SpawnerTest, OnlyStdioAndTheSpecsFdsReachTheChild) {
+  // No O_CLOEXEC on any of them: as a caller's fds arrive.
+  int null_fd = open("/dev/null", O_RDONLY);
+  ASSERT_GE(null_fd, 0);
+  ASSERT_EQ(dup2(null_fd, 251), 251);  // inherited, not passed on
+  ASSERT_EQ(dup2(null_fd, 250), 250);  // passed on as itself (from == to)
+  int out[2], passed[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe(passed), 0);
+  SpawnSpec spec;
+  // The shell's own table, listed by its child `ls` (`; true`: the shell waits instead of
+  // exec'ing ls, whose directory fd would be listed too).
+  spec.argv = {"sh", "-c", "ls -v /proc/$$/fd; true"};
+  spec.env = Env();
+  spec.fds = {{out[1], 1}, {passed[1], 7}, {250, 250}};
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  close(out[1]);
+  close(passed[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  std::string listed = ReadAll(out[0]);
+  EXPECT_EQ(WEXITSTATUS(WaitFor(*pid)), 0);
+  EXPECT_EQ(listed, "0\n1\n2\n7\n250\n");
+  for (int fd : {out[0], passed[0], null_fd, 250, 251}) close(fd);
+}
+
+TEST(SpawnerTest, ForkFailuresForWantOfProcessesAreTransient) {
+  // Spawn's clone() EAGAIN (pids cgroup full, ulimit -u) and ENOMEM; the real one is
+  // driven in tests/integration/test_exit_paths.py.
+  EXPECT_TRUE(IsTransientSpawnFailure(absl::UnavailableError("fork failed")));
+  EXPECT_TRUE(IsTransientSpawnFailure(absl::ResourceExhaustedError("fork failed")));
+  EXPECT_EQ(SpawnFailureExitCode(absl::UnavailableError("fork failed")), 138);
+  EXPECT_EQ(SpawnFailureExitCode(absl::NotFoundError("no such file")), 127);
+  EXPECT_EQ(SpawnFailureExitCode(absl::PermissionDeniedError("not executable")), 126);
+  EXPECT_FALSE(IsTransientSpawnFailure(absl::PermissionDeniedError("not executable")));
 }
 
 TEST(SpawnerTest, ResolveExecutable) {

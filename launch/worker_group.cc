@@ -124,12 +124,16 @@ bool WorkerGroup::SpawnWorker(Worker& w, SpawnSpec spec) {
   absl::StatusOr<pid_t> pid = processes_->Spawn(spec);
   w.output->CloseChildEnds();
   if (!pid.ok()) {
-    // Not executable / not found: reported like an exit with 126/127, fatal by policy.
-    int code = ExecFailureExitCode(pid.status());
+    // Not executable / not found: reported like an exit with 126/127, fatal whatever the
+    // policy. No process to be had now (fork's EAGAIN/ENOMEM): like an exit with 138, the
+    // transient code, which the policy decides on as on any exit.
+    int code = SpawnFailureExitCode(pid.status());
+    bool transient = IsTransientSpawnFailure(pid.status());
     w.status = ExitStatus{code, 0};
-    ReportExit(
-        w,
-        WorkerExit{.code = code, .exec_failed = true, .what = std::string(pid.status().message())});
+    std::string what = transient ? absl::StrCat("cannot start the worker: ", pid.status().message(),
+                                                ", reported as exit ", code)
+                                 : std::string(pid.status().message());
+    ReportExit(w, WorkerExit{.code = code, .exec_failed = !transient, .what = std::move(what)});
     return false;
   }
   w.pid = *pid;

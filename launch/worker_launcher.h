@@ -25,9 +25,11 @@ namespace muster {
 struct WorkerExit {
   WorkerPlacement placement;
   pid_t pid = 0;
-  int code = 0;    // exit code, or 128+signal, or 126/127 when it could not start
-  int signal = 0;  // the signal that killed it, 0 when it exited
-  bool exec_failed = false;
+  // exit code, or 128+signal, or 126/127 when it could not be executed, or 138 when no
+  // process could be made for it (fork's EAGAIN/ENOMEM: transient)
+  int code = 0;
+  int signal = 0;                    // the signal that killed it, 0 when it exited
+  bool exec_failed = false;          // 126/127: fatal under every policy
   bool while_stopping = false;       // the group was being stopped (not a failure of its own)
   std::string what;                  // "exit 1", "signal 9 (SIGKILL)", "cannot execute ..."
   std::optional<WorkerError> error;  // from TORCHELASTIC_ERROR_FILE
@@ -56,7 +58,8 @@ class WorkerLauncher {
   virtual void SetCallbacks(Callbacks callbacks) = 0;
   // Starts one worker per spec, in order, for attempt `attempt`. Fails only for local
   // problems (directories, pipes); a worker that cannot be executed is reported through
-  // on_exit with code 126/127, and the workers after it are not started.
+  // on_exit with code 126/127 (138 when fork failed for want of processes or memory), and
+  // the workers after it are not started.
   virtual absl::Status Start(int attempt, std::vector<WorkerSpec> specs) = 0;
   // Debug mode: one process running `argv` with the environment `env`, supervised (output,
   // signals, cleanup) like a worker.

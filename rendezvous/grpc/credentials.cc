@@ -21,6 +21,12 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   if (text.str().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is empty"));
   }
+  // gRPC only finds out when the server binds, and then says no more than that it cannot
+  // listen: a port in use to the caller (transient), not a bad file (permanent).
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " is not PEM (no -----BEGIN line)"));
+  }
   return text.str();
 }
 

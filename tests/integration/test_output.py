@@ -88,3 +88,17 @@ def test_redirect_tee_and_filter(tmp_path):
     r = run_muster(["--nproc-per-node", "1", "--log-line-prefix-template", "<${rank}@${role_name}> ",
                     "--role", "trainer", *fake("print=x")])
     assert r.stdout == "<0@trainer> x\n"
+
+
+def test_descriptors_the_agent_inherits_do_not_reach_workers(tmp_path):
+    # Issue 18 finding 8: a caller's fds (a shell's 251, a CI runner's pipes) are not
+    # close-on-exec; a worker holding one keeps the caller waiting for EOF. The worker lists
+    # its shell's table (`; true` keeps ls a child instead of exec'ing it).
+    script = f"exec 251</dev/null 10</dev/null; exec {MUSTER} run --no-python -- " \
+             "sh -c 'ls -v /proc/$$/fd; true'"
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                       env=muster_env(TMPDIR=tmp_path))
+    assert r.returncode == 0, r.stderr
+    fds = [line.split(":", 1)[1] for line in r.stdout.splitlines()
+           if line.startswith("[default0]:")]
+    assert fds == ["0", "1", "2"], r.stdout

@@ -4,8 +4,9 @@
 // that failed, and stops the attempt through a ProcessGroup (signals, SIGKILL after the
 // grace period, leftovers).
 //
-// Owns the watchdog (forked) and the console writer (a thread): Create() must run after
-// the agent blocked its signals and before it starts any other thread. Borrows the loop.
+// Owns the watchdog (forked) and shares the console writer (a thread; the agent's log
+// sink holds it too, see console()): Create() must run after the agent blocked its
+// signals and before it starts any other thread. Borrows the loop.
 // Not thread-safe: the loop thread only.
 #ifndef MUSTER_LAUNCH_WORKER_GROUP_H_
 #define MUSTER_LAUNCH_WORKER_GROUP_H_
@@ -48,6 +49,9 @@ class WorkerGroup : public WorkerLauncher {
   void BeginShutdown() override;
   void FinishShutdown() override;
 
+  // The writer of the workers' console lines, for the agent's own (LogThroughConsole).
+  std::shared_ptr<ConsoleWriter> console() const { return console_; }
+
  private:
   struct Worker {
     WorkerPlacement placement;
@@ -58,7 +62,7 @@ class WorkerGroup : public WorkerLauncher {
   };
 
   WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
-              std::unique_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout);
+              std::shared_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout);
   // Spawns `spec` with its stdio wired to w.output; on failure reports the exit (126/127)
   // and returns false.
   bool SpawnWorker(Worker& w, SpawnSpec spec);
@@ -69,7 +73,7 @@ class WorkerGroup : public WorkerLauncher {
 
   EventLoop* loop_;
   std::unique_ptr<Watchdog> watchdog_;
-  std::unique_ptr<ConsoleWriter> console_;
+  std::shared_ptr<ConsoleWriter> console_;
   std::unique_ptr<ProcessGroup> processes_;
   Callbacks callbacks_;
   std::vector<Worker> workers_;

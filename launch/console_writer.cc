@@ -203,7 +203,8 @@ bool ConsoleWriter::Push(int source, std::string text) {
   s.queue.push_back(std::move(text));
   if (s.bytes > st.options.source_limit) s.full = s.when_full == WhenFull::kPushBack;
   st.work_cv.notify_one();
-  return !s.full;
+  // A stalled console takes no back-pressure: the next Push() over the limit drops.
+  return !s.full || st.StalledLocked();
 }
 
 bool ConsoleWriter::HasSpace(int source) {

@@ -69,6 +69,8 @@ struct ConsoleWriter::State {
   std::vector<Source> sources ABSL_GUARDED_BY(mu);
   size_t pending ABSL_GUARDED_BY(mu) = 0;  // bytes queued or being written, all sources
   size_t next ABSL_GUARDED_BY(mu) = 0;     // the source whose turn is next
+  // The thread has taken a batch and not yet finished it (and the summary after it).
+  bool busy ABSL_GUARDED_BY(mu) = false;
   Dropped unreported ABSL_GUARDED_BY(mu), total ABSL_GUARDED_BY(mu);
   bool stop ABSL_GUARDED_BY(mu) = false;
 };
@@ -145,15 +147,16 @@ void ConsoleWriter::State::Run() {
     std::string batch;
     size_t index = TakeBatch(&batch);
     int fd = sources[index].out_fd;
+    busy = true;
     lock.unlock();
     WriteAll(fd, batch);
     lock.lock();
     Written(index, batch.size());
     // The console took a batch: it is moving again, say what it missed.
     ReportDropped(lock);
+    busy = false;
     if (pending == 0) drained_cv.notify_all();
   }
-  drained_cv.notify_all();
 }
 
 absl::StatusOr<std::unique_ptr<ConsoleWriter>> ConsoleWriter::Start(Options options) {
@@ -166,17 +169,23 @@ absl::StatusOr<std::unique_ptr<ConsoleWriter>> ConsoleWriter::Start(Options opti
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
-  std::thread thread([state] { state->Run(); });
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   // The thread owns a reference to the state: a write stuck on the console may outlive
   // this object (see the destructor) and ends with the process.
-  thread.detach();
-  return std::unique_ptr<ConsoleWriter>(new ConsoleWriter(std::move(state)));
+  std::thread thread([state] { state->Run(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return std::unique_ptr<ConsoleWriter>(new ConsoleWriter(std::move(state), std::move(thread)));
 }
 
 ConsoleWriter::~ConsoleWriter() {
   Close();
-  Drain(absl::Seconds(1));
+  // Drained and closed, the thread is ending: join it (a thread still running at exit
+  // costs TSan builds a second). On a stuck console it stays in write() until the
+  // process exits.
+  if (Drain(absl::Seconds(1))) {
+    thread_.join();
+  } else {
+    thread_.detach();
+  }
 }
 
 int ConsoleWriter::AddSource(int out_fd, WhenFull when_full) {
@@ -237,7 +246,7 @@ bool ConsoleWriter::Drain(absl::Duration timeout) {
   // stuck in write(), cannot report.
   constexpr auto kStep = std::chrono::milliseconds(20);
   for (;;) {
-    if (st.pending == 0) return true;
+    if (st.pending == 0 && !st.busy) return true;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline || st.StalledLocked()) return false;
     st.drained_cv.wait_until(lock, std::min(deadline, now + kStep));

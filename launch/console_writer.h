@@ -24,8 +24,9 @@
 // Writes go out in chunks of at most 16 KiB, so a console read at 16 KiB/s or faster
 // never counts as stalled. Memory is bounded by sources × (limit + one read chunk).
 // At exit Drain() waits with a deadline and gives up at once on a stalled console; the
-// destructor never waits for a stuck write: the writer's state is shared with its
-// thread, which is detached and ends with the process.
+// destructor joins the writer thread once everything is written, and never waits for a
+// stuck write: the writer's state is shared with its thread, which is then detached and
+// ends with the process.
 //
 // Thread-safe: Push/HasSpace/AddSource/Drain from any thread (the loop's, and spdlog's
 // callers for the log source); writing on the writer thread.
@@ -35,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -55,7 +57,7 @@ class ConsoleWriter {
 
   static absl::StatusOr<std::unique_ptr<ConsoleWriter>> Start(Options options);
   static absl::StatusOr<std::unique_ptr<ConsoleWriter>> Start() { return Start(Options{}); }
-  // Close(), then Drain() for at most 1 s; never waits for a stuck write.
+  // Close(), then Drain() for at most 1 s; joins the writer thread when that drained it.
   ~ConsoleWriter();
 
   // A new source writing to `out_fd` (1 or 2). Ids are never reused.
@@ -81,9 +83,11 @@ class ConsoleWriter {
   struct State;  // shared with the writer thread, which may outlive this object
 
  private:
-  explicit ConsoleWriter(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  ConsoleWriter(std::shared_ptr<State> state, std::thread thread)
+      : state_(std::move(state)), thread_(std::move(thread)) {}
 
   std::shared_ptr<State> state_;
+  std::thread thread_;
 };
 
 }  // namespace muster

@@ -1,5 +1,7 @@
 #include "launch/console_log_sink.h"
 
+#include <unistd.h>
+
 #include <mutex>
 #include <string>
 #include <utility>
@@ -17,13 +19,26 @@ class ConsoleLogSink : public spdlog::sinks::base_sink<std::mutex> {
       : console_(std::move(console)),
         source_(console_->AddSource(2, ConsoleWriter::WhenFull::kDrop)) {}
 
-  ConsoleWriter& console() { return *console_; }
+  // See FlushConsoleLog.
+  bool Finish(absl::Duration timeout) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!console_) return true;
+    if (!console_->Drain(timeout)) return false;
+    console_.reset();  // the last reference: joins the writer thread, idle now
+    return true;
+  }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     spdlog::memory_buf_t line;
     formatter_->format(msg, line);
-    console_->Push(source_, std::string(line.data(), line.size()));
+    if (console_) {
+      console_->Push(source_, std::string(line.data(), line.size()));
+      return;
+    }
+    // After Finish: as InitLogging's sink does. EINTR and short writes are not retried:
+    // a line logged this late is best effort.
+    [[maybe_unused]] ssize_t n = write(2, line.data(), line.size());
   }
   // spdlog flushes after every line (flush_on(trace)): queuing is all there is to do.
   void flush_() override {}
@@ -42,7 +57,7 @@ void LogThroughConsole(std::shared_ptr<ConsoleWriter> console) {
 bool FlushConsoleLog(absl::Duration timeout) {
   for (const spdlog::sink_ptr& sink : spdlog::default_logger()->sinks()) {
     if (auto* ours = dynamic_cast<ConsoleLogSink*>(sink.get())) {
-      return ours->console().Drain(timeout);
+      return ours->Finish(timeout);
     }
   }
   return true;

@@ -20,10 +20,13 @@ namespace muster {
 // Moves the default logger onto `console` (base/logging.h's SetLogSink; same rules).
 void LogThroughConsole(std::shared_ptr<ConsoleWriter> console);
 
-// Waits at most `timeout` for the queued log lines to be written, less when the console
-// is stalled (they are then lost). True when nothing is left. A no-op (true) unless
-// LogThroughConsole ran. For the agent's exit: its last lines are out, and a stuck
-// console cannot hold it.
+// For the agent's exit: waits at most `timeout` for the queued log lines to be written,
+// less when the console is stalled. Once they are out, the writer thread ends and later
+// lines are written directly (synchronously), as before LogThroughConsole. On a stalled
+// console nothing changes: lines are queued or dropped, lost unless the console moves
+// before the process exits, and the thread ends with the process. True when nothing is
+// left. A no-op (true) unless LogThroughConsole ran.
+// Call after the agent dropped its other references to the console writer.
 bool FlushConsoleLog(absl::Duration timeout);
 
 }  // namespace muster

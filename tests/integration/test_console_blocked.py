@@ -74,10 +74,16 @@ class BlockedAgent:
         return int.from_bytes(buf, "little")
 
     def wait_until_stderr_is_full(self):
-        # A full pipe may hold a little less than its size (writes share pages).
-        capacity = fcntl.fcntl(self.fds["err"], 1032) - 4096  # F_GETPIPE_SZ
-        wait_for(lambda: self.queued("err") >= capacity, 20,
-                 what="the agent's stderr pipe to fill")
+        """Until the agent's stderr pipe holds at least half its size and takes no more for
+        0.5 s. (A full pipe may hold up to a few KiB less than its size: a write that does
+        not fit in the last page's room starts a new page.)"""
+        half = fcntl.fcntl(self.fds["err"], 1032) // 2  # F_GETPIPE_SZ
+        seen = []
+
+        def stuck():
+            seen.append(self.queued("err"))
+            return len(seen) > 5 and seen[-1] >= half and len(set(seen[-6:])) == 1
+        wait_for(stuck, 20, interval=0.1, what="the agent's stderr pipe to fill")
 
     def start_reading(self):
         def read(name):

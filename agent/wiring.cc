@@ -15,6 +15,7 @@
 #include "base/log_format.h"
 #include "base/random_id.h"
 #include "base/status_macros.h"
+#include "launch/console_log_sink.h"
 #include "launch/process_tree.h"
 #include "launch/signals.h"
 #include "launch/worker_group.h"
@@ -100,8 +101,13 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   ASSIGN_OR_RETURN(parts.signal_fd, BlockAndOpenSignalFd(config.signals_to_handle));
   RETURN_IF_ERROR(BecomeSubreaper());
   ASSIGN_OR_RETURN(parts.loop, EventLoop::Create());
-  ASSIGN_OR_RETURN(parts.launcher, WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
-                                                       config.containment));
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerGroup> group,
+                   WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
+                                       config.containment));
+  // From here on a log line is queued, never written by the loop: a stuck console must
+  // not keep signals, child exits and rendezvous events waiting (the watchdog has forked).
+  LogThroughConsole(group->console());
+  parts.launcher = std::move(group);
   if (config.rdzv_host_name.empty()) {
     parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
   } else {
@@ -119,9 +125,7 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   return parts;
 }
 
-}  // namespace
-
-int RunAgent(Config config) {
+int WireAndRun(Config config) {
   if (config.standalone && config.run_id == "none") config.run_id = Uuid4();  // like torchrun
   absl::StatusOr<AgentParts> parts = Wire(config);
   if (!parts.ok()) {
@@ -134,6 +138,16 @@ int RunAgent(Config config) {
   }
   Agent agent(std::move(config), *std::move(parts));
   return agent.Run();
+}
+
+}  // namespace
+
+int RunAgent(Config config) {
+  int code = WireAndRun(std::move(config));
+  // The agent's last lines (its summary) are queued: out within 1 s, or lost on a stuck
+  // console, which must not keep the agent from exiting.
+  FlushConsoleLog(absl::Seconds(1));
+  return code;
 }
 
 }  // namespace muster

@@ -6,18 +6,26 @@
 #include "spdlog/spdlog.h"
 
 namespace muster {
+namespace {
+constexpr char kPattern[] = "[muster %Y-%m-%d %H:%M:%S.%e %^%l%$] %v";
+}  // namespace
 
 void InitLogging(std::string_view level) {
   // Unbuffered stderr sink: a log line must be out before the agent can die
   // (SIGKILL) or exec. The _mt variant costs an uncontended mutex per line,
   // which is nothing here.
   auto logger = spdlog::stderr_logger_mt("muster");
-  logger->set_pattern("[muster %Y-%m-%d %H:%M:%S.%e %^%l%$] %v");
+  logger->set_pattern(kPattern);
   logger->flush_on(spdlog::level::trace);
   spdlog::level::level_enum parsed = spdlog::level::from_str(std::string(level));
   if (parsed == spdlog::level::off && level != "off") parsed = spdlog::level::info;
   logger->set_level(parsed);
   spdlog::set_default_logger(logger);
+}
+
+void SetLogSink(std::shared_ptr<spdlog::sinks::sink> sink) {
+  sink->set_pattern(kPattern);
+  spdlog::default_logger()->sinks() = {std::move(sink)};
 }
 
 }  // namespace muster

@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(EventLoop* loop
 }
 
 WorkerGroup::WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
-                         std::unique_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout,
+                         std::shared_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout,
                          ContainmentChoice containment)
     : loop_(loop),
       cgroup_(std::move(containment.cgroup)),
@@ -217,14 +217,15 @@ bool WorkerGroup::AllSucceeded() const {
   });
 }
 
-void WorkerGroup::BeginShutdown() {
-  watchdog_->Disarm();
-  console_->Close();
-}
+void WorkerGroup::BeginShutdown() { watchdog_->Disarm(); }
 
 void WorkerGroup::FinishShutdown() {
   loop_->Remove(console_->space_fd());
-  console_.reset();  // the workers' last output: the agent's summary must follow it
+  // The workers' last output: the agent's summary must follow it. Bounded, and at once
+  // on a stalled console, which must not hold up the agent's exit (the agent's log
+  // lines after this share the writer, so it stays open).
+  console_->Drain(absl::Seconds(1));
+  console_.reset();
   // Reaped when it is gone already. Not waited for: the disarmed watchdog exits as soon as
   // it runs, and its exit (a forked copy of this process's mappings) costs ~0.5 ms that the
   // agent's exit need not include (B8); whoever inherits it (init, a subreaper) reaps it.

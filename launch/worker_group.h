@@ -4,9 +4,10 @@
 // that failed, and stops the attempt through a ProcessGroup (signals, SIGKILL after the
 // grace period, leftovers).
 //
-// Owns the job cgroup (mode cgroup), the watchdog (forked; restarted when it dies) and the
-// console writer (a thread): Create() must run after the agent blocked its signals. Borrows the
-// loop. Not thread-safe: the loop thread only.
+// Owns the job cgroup (mode cgroup) and the watchdog (forked; restarted when it dies), and
+// shares the console writer (a thread; the agent's log sink holds it too, see console()):
+// Create() must run after the agent blocked its signals. Borrows the loop.
+// Not thread-safe: the loop thread only.
 #ifndef MUSTER_LAUNCH_WORKER_GROUP_H_
 #define MUSTER_LAUNCH_WORKER_GROUP_H_
 
@@ -53,6 +54,9 @@ class WorkerGroup : public WorkerLauncher {
   void BeginShutdown() override;
   void FinishShutdown() override;
 
+  // The writer of the workers' console lines, for the agent's own (LogThroughConsole).
+  std::shared_ptr<ConsoleWriter> console() const { return console_; }
+
  private:
   struct Worker {
     WorkerPlacement placement;
@@ -63,7 +67,7 @@ class WorkerGroup : public WorkerLauncher {
   };
 
   WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
-              std::unique_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout,
+              std::shared_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout,
               ContainmentChoice containment);
   void OnWatchdogExited(int wstatus);
   // Spawns `spec` with its stdio wired to w.output; on failure reports the exit (126/127)
@@ -78,7 +82,7 @@ class WorkerGroup : public WorkerLauncher {
   std::unique_ptr<JobCgroup> cgroup_;  // mode cgroup; outlives processes_
   std::string containment_;
   std::unique_ptr<Watchdog> watchdog_;
-  std::unique_ptr<ConsoleWriter> console_;
+  std::shared_ptr<ConsoleWriter> console_;
   std::unique_ptr<ProcessGroup> processes_;
   Callbacks callbacks_;
   std::vector<Worker> workers_;

@@ -103,6 +103,23 @@ void WorkerOutput::Deliver(Stream& s, std::string lines) {
   // Console queue full: stop reading this stream; the worker blocks in write().
   s.paused = true;
   loop_->Remove(s.read_end.get());
+  ArmStallCheck();
+}
+
+void WorkerOutput::ArmStallCheck() {
+  if (stall_timer_ != 0) return;
+  stall_timer_ = loop_->AddTimer(EventLoop::Now() + console_->stall_after(), [this] {
+    stall_timer_ = 0;
+    ResumeIfRoom();
+    for (const Stream& s : streams_) {
+      if (s.paused && s.open) return ArmStallCheck();
+    }
+  });
+}
+
+void WorkerOutput::CancelStallCheck() {
+  if (stall_timer_ != 0) loop_->CancelTimer(stall_timer_);
+  stall_timer_ = 0;
 }
 
 void WorkerOutput::ArmFlush(Stream& s) {
@@ -161,6 +178,7 @@ void WorkerOutput::Finish() {
     Pump(s, 16);
     Close(s);
   }
+  CancelStallCheck();  // after the last Pump, which may have paused a stream again
 }
 
 }  // namespace muster

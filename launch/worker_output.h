@@ -5,7 +5,10 @@
 // A partial line is shown after LineSplitter's delay by a timer on the loop,
 // so a prompt or a progress bar without a newline appears while the worker waits.
 // Registered with the agent's EventLoop; reading pauses while the worker's console
-// queue is full (see ConsoleWriter). Not thread-safe: loop thread only.
+// queue is full (see ConsoleWriter), and resumes on the writer's space signal or, when
+// the console is stalled, on a timer after the writer's stall time: the console then
+// drops the lines (the per-rank files still get every byte), so a stuck console never
+// freezes a worker for good. Not thread-safe: loop thread only.
 #ifndef MUSTER_LAUNCH_WORKER_OUTPUT_H_
 #define MUSTER_LAUNCH_WORKER_OUTPUT_H_
 
@@ -70,6 +73,10 @@ class WorkerOutput {
   // Arms the timer that shows `s`'s partial line, unless one is armed or none waits.
   void ArmFlush(Stream& s);
   void FlushPartial(Stream& s);
+  // While a stream is paused: checks after the console's stall time whether it must
+  // resume (ConsoleWriter::HasSpace is true on a stalled console).
+  void ArmStallCheck();
+  void CancelStallCheck();
   // An Emit that appends each line, prefixed and ending in '\n', to `out`.
   LineSplitter::Emit AppendTo(std::string* out) const;
   void Close(Stream& s);
@@ -79,6 +86,7 @@ class WorkerOutput {
   std::string prefix_;
   std::array<Stream, 2> streams_;
   OutputTail err_tail_;
+  EventLoop::TimerId stall_timer_ = 0;  // 0: none armed
 };
 
 }  // namespace muster

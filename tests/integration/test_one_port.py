@@ -69,13 +69,13 @@ def test_pods_serving_agent_listens_on_the_endpoint_port_alone(tmp_path):
     assert served[0]["agent_listens"] == [port], rows
 
 
-@needs_torch
-def test_endpoint_port_is_master_port_in_every_round_with_fresh_keys(tmp_path):
+def test_endpoint_port_is_master_port_in_every_round_with_fresh_keys(any_torch, tmp_path):
     """(b) --rdzv-endpoint 127.0.0.1:P, two agents, one restart (a worker exits 143 once):
     MASTER_PORT == P in both rounds, the serving agent owns P, and a key set in round 0 is
-    invisible in round 1."""
+    invisible in round 1. Torch 1.13 (legacy store protocol, an idle callback socket) and
+    2.x (VALIDATE first)."""
     out, port = tmp_path / "out.jsonl", free_port()
-    env = muster_env(OUT=out)
+    env = muster_env(PYTHON_EXEC=any_torch, OUT=out)
     agents = [subprocess.Popen([str(MUSTER), "run", "--rdzv-endpoint", f"127.0.0.1:{port}",
                                 "--rdzv-id", "oneport", "--nnodes", "2", "--nproc-per-node", "2",
                                 "--max-restarts", "1", str(STORE_CHECK)],

@@ -67,17 +67,19 @@ const char* PublishedPhase(Agent::Phase phase) {
   return "Unknown";
 }
 
-// --master-port given on the command line where the store's port is not fixed (several
-// nodes, --store agent: the group rank 0 agent's store, a fresh port per round).
+// --master-port given on the command line where the store's port is not it (several
+// nodes with --rdzv-endpoint, --store agent: the store shares the endpoint's port).
+// Without --rdzv-endpoint --master-port is the endpoint's port (torchrun's static form).
 void WarnIfMasterPortUnused(const Config& c) {
   auto where = c.sources.find("master-port");
-  if (c.store != StoreOwner::kAgent || c.max_nodes == 1 || where == c.sources.end() ||
-      where->second.rfind("--", 0) != 0) {
+  if (c.store != StoreOwner::kAgent || c.max_nodes == 1 || c.static_rendezvous ||
+      where == c.sources.end() || where->second.rfind("--", 0) != 0) {
     return;
   }
   spdlog::warn(
-      "{} {} is not used: with several nodes the store is the group rank 0 agent's, on a fresh "
-      "port each round; --store rank0 makes worker rank 0 bind {} as torchrun's static form",
+      "{} {} is not used: with several nodes the store is the group rank 0 agent's, on the "
+      "port of --rdzv-endpoint when that agent serves the rendezvous; --store rank0 makes "
+      "worker rank 0 bind {} as torchrun's static store does",
       where->second, c.master_port, c.master_port);
 }
 
@@ -125,6 +127,9 @@ absl::Status Agent::Setup() {
   node_.host = hostname_;
   node_.local_world_size = config_.nproc_per_node;
   node_.rank_hint = config_.node_rank;
+  // The store that shares the rendezvous port is this agent's: group rank 0's store
+  // serves the round, so this agent takes that place unless a node rank was given.
+  if (node_.rank_hint < 0 && parts_.store_shares_rendezvous_port) node_.rank_hint = 0;
   node_.wants_node_list = !config_.hostfile.empty() || config_.debug;  // writes a hostfile
   node_.probe = ProbeLine(config_.probe_summary);
   // Status text travels in proto3 strings (UTF-8 only): a path that is not is shown escaped.

@@ -52,7 +52,11 @@ struct AgentParts {
   std::unique_ptr<rdzv::RendezvousClient> rendezvous;
   std::unique_ptr<HostedRendezvous> hosted_rendezvous;  // null unless this node serves it
   StoreFactory store_factory;                           // used with --store agent
-  std::unique_ptr<HealthReporter> health;               // null without --health-port
+  // This agent serves the rendezvous and its stores share that port (the factory ignores
+  // the address and port it is given); it is then group rank 0 unless --node-rank says
+  // otherwise, so that workers see MASTER_PORT = the endpoint's port.
+  bool store_shares_rendezvous_port = false;
+  std::unique_ptr<HealthReporter> health;  // null without --health-port
 };
 
 }  // namespace muster

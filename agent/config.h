@@ -89,6 +89,9 @@ struct Config {
 
   // Multi-node rendezvous (DESIGN §4.3).
   std::string rdzv_host_name;  // --rdzv-endpoint host; empty: in-process (one node)
+  // torchrun's static form: no --rdzv-endpoint, so the rendezvous is at
+  // --master-addr:--master-port, served by node rank 0 (rendezvous_flags.cc).
+  bool static_rendezvous = false;
   int rdzv_port = 29400;
   RdzvHosting rdzv_hosting = RdzvHosting::kAuto;  // embed the rendezvous server here
   int node_rank = -1;                             // --node-rank hint; -1: assigned by arrival

@@ -78,9 +78,14 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
        (c.standalone && c.run_id == "none" ? std::string("random (standalone)") : c.run_id) +
            source("rdzv-id"));
   if (c.store == StoreOwner::kAgent && !c.rdzv_host_name.empty()) {
-    line("store", absl::StrCat("served by the group rank 0 agent at the address it advertises",
-                               ", a fresh port per round (TORCHELASTIC_USE_AGENT_STORE=True)",
-                               source("store")));
+    std::string where =
+        c.tls_cert.empty()
+            ? absl::StrCat("the rendezvous port ", c.rdzv_port,
+                           " when that agent serves the rendezvous (else a fresh port)")
+            : std::string("a fresh port (TLS: the rendezvous port is not shared)");
+    line("store", absl::StrCat("served by the group rank 0 agent at the address it advertises, ",
+                               "on ", where, ", fresh keys per round",
+                               " (TORCHELASTIC_USE_AGENT_STORE=True)", source("store")));
   } else if (c.store == StoreOwner::kAgent) {
     std::string port = FixedStorePort(c) != 0
                            ? absl::StrCat(":", c.master_port, " (--master-port), a fresh store")
@@ -112,6 +117,7 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   line("operator convention", c.convention.empty() ? std::string("none") : c.convention);
   if (!c.rdzv_host_name.empty()) {
     line("rendezvous", absl::StrCat(c.rdzv_host_name, ":", c.rdzv_port,
+                                    c.static_rendezvous ? " (static form)" : "",
                                     ", hosted here: ", ModeName(c.rdzv_hosting),
                                     c.node_rank >= 0 ? absl::StrCat(", node rank ", c.node_rank)
                                                      : std::string(", node rank by arrival"),

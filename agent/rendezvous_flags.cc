@@ -79,6 +79,19 @@ absl::Status ApplyRdzvConfItem(const std::string& where, const std::string& key,
                                        "checked and have no effect"));
 }
 
+// torchrun's static form (see FinishStaticForm).
+void ApplyStaticForm(Config* c) {
+  c->static_rendezvous = true;
+  c->rdzv_host_name = c->master_addr;
+  c->rdzv_port = c->master_port;
+  c->sources["rdzv-endpoint"] =
+      absl::StrCat(c->SourceOf("master-addr"), ":", c->SourceOf("master-port"));
+  if (c->node_rank >= 0 && c->sources.count("rdzv-host") == 0) {
+    c->rdzv_hosting = c->node_rank == 0 ? RdzvHosting::kAlways : RdzvHosting::kNever;
+    c->sources["rdzv-host"] = "--node-rank (static form: node rank 0 serves)";
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ResolveToken(const std::optional<FlagValue>& token_file,
@@ -199,12 +212,26 @@ absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env
   if (c->tls_cert.empty() != c->tls_key.empty()) {
     return FlagError("--tls-cert/--tls-key", "give both or neither");
   }
-  if (c->max_nodes > 1 && c->rdzv_host_name.empty()) {
+  return absl::OkStatus();
+}
+
+absl::Status FinishStaticForm(Config* c) {
+  if (c->max_nodes <= 1 || !c->rdzv_host_name.empty()) return absl::OkStatus();
+  // torchrun would take 127.0.0.1 and let every node serve a job of its own.
+  if (c->sources.count("master-addr") == 0) {
     return FlagError(c->SourceOf("nnodes"),
                      absl::StrCat("a job of up to ", c->max_nodes,
-                                  " nodes needs --rdzv-endpoint HOST[:PORT]: the node that hosts "
-                                  "the rendezvous, or a `muster serve`"));
+                                  " nodes needs --rdzv-endpoint HOST[:PORT] (the node that "
+                                  "hosts the rendezvous, or a `muster serve`) or torchrun's "
+                                  "--master-addr HOST [--master-port PORT] (node rank 0)"));
   }
+  if (c->store == StoreOwner::kRank0) {
+    return FlagError(c->SourceOf("store"),
+                     "rank0 makes worker rank 0 bind --master-port, which node rank 0's agent "
+                     "serves the rendezvous on when there is no --rdzv-endpoint; give "
+                     "--rdzv-endpoint HOST:PORT on another port, or leave --store at agent");
+  }
+  ApplyStaticForm(c);
   return absl::OkStatus();
 }
 

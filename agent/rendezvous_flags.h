@@ -43,11 +43,17 @@ absl::Status ApplyTokenFile(const FlagValue& value, Config* config);
 absl::Status ApplyRdzvId(const FlagValue& value, Config* config);
 absl::Status ApplyRunId(const FlagValue& value, Config* config);  // loses to --rdzv-id
 
-// After every flag is applied: POD_IP and MUSTER_TOKEN where no flag gave them, the
-// operator conventions (conventions.h; `hostname` is this host's), and the checks that
-// span flags (TLS certificate and key together; a multi-node job needs an endpoint).
+// After every rendezvous flag is applied: POD_IP and MUSTER_TOKEN where no flag gave them,
+// the operator conventions (conventions.h; `hostname` is this host's), and the checks that
+// span flags (TLS certificate and key together).
 absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env,
                                    const std::string& hostname, Config* config);
+
+// After --master-addr/--master-port are applied: a multi-node job with no endpoint is
+// torchrun's static form — the rendezvous at --master-addr:--master-port, served by node
+// rank 0 (only there when node ranks are given), its store sharing the port, so workers
+// see MASTER_PORT = --master-port. Without --master-addr either, InvalidArgument.
+absl::Status FinishStaticForm(Config* config);
 
 }  // namespace muster
 

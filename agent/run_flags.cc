@@ -521,6 +521,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(CheckStandalone(c));
   RETURN_IF_ERROR(FinishRendezvousFlags(env, host.hostname, &c));
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
+  RETURN_IF_ERROR(FinishStaticForm(&c));  // reads --master-addr/--master-port
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckTorchrunFlags(env, c));

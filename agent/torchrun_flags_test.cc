@@ -1,6 +1,7 @@
 // torchrun's command lines: every torchrun flag is accepted with its meaning or refused with
 // what to use instead, argparse's forms (-r3, --nproc) work, and torch's --rdzv-conf keys.
 
+#include "absl/strings/str_cat.h"
 #include "agent/run_flags.h"
 #include "agent/test_helpers.h"
 #include "agent/torchrun_compat.h"
@@ -83,6 +84,32 @@ TEST(TorchrunFlagsTest, RdzvBackendStaticAndC10dWorkEtcdWaits) {
   ExpectRefused({"--rdzv_backend=etcd-v2"}, "'etcd-v2': muster has no etcd backend");
   ExpectRefused({}, "PET_RDZV_BACKEND: 'etcd'", {{"PET_RDZV_BACKEND", "etcd"}});
   ExpectRefused({"--rdzv-backend", "zookeeper"}, "'zookeeper' is not a torchrun backend");
+}
+
+// Issue 14 item 2: torchrun's static form is the rendezvous at --master-addr:--master-port,
+// served by node rank 0 (and only there); its workers see MASTER_PORT = --master-port.
+TEST(TorchrunFlagsTest, StaticFormMeetsAtMasterAddrAndPortServedByNodeRankZero) {
+  for (int rank : {0, 1}) {
+    auto c = ParseTorchrun({"--nnodes=2", absl::StrCat("--node_rank=", rank),
+                            "--master_addr=10.0.0.1", "--master_port=29511"});
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_TRUE(c->static_rendezvous);
+    EXPECT_EQ(c->rdzv_host_name, "10.0.0.1");
+    EXPECT_EQ(c->rdzv_port, 29511);
+    EXPECT_EQ(c->rdzv_hosting, rank == 0 ? RdzvHosting::kAlways : RdzvHosting::kNever);
+  }
+  auto c = ParseTorchrun({"--nnodes", "2", "--master-addr", "node0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rdzv_port, 29500);                  // torchrun's default --master-port
+  EXPECT_EQ(c->rdzv_hosting, RdzvHosting::kAuto);  // no node rank: the endpoint's host serves
+  // An explicit endpoint wins; nothing says where to meet without either.
+  c = ParseTorchrun({"--nnodes", "2", "--master-addr", "node0", "--rdzv-endpoint", "n1:7"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->static_rendezvous);
+  EXPECT_EQ(c->rdzv_host_name, "n1");
+  ExpectRefused({"--nnodes", "2"}, "needs --rdzv-endpoint HOST[:PORT]");
+  ExpectRefused({"--nnodes", "2", "--master-addr", "n0", "--store", "rank0"},
+                "--store: rank0 makes worker rank 0 bind --master-port");
 }
 
 TEST(TorchrunFlagsTest, ShortFlagsTakeAnAttachedValue) {

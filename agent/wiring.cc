@@ -23,6 +23,8 @@
 #include "rendezvous/grpc/health_server.h"
 #include "rendezvous/grpc/server.h"
 #include "rendezvous/local_client.h"
+#include "rendezvous/shared_port/shared_port.h"
+#include "rendezvous/shared_port/store_router.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
@@ -40,15 +42,55 @@ class GrpcHealthReporter : public HealthReporter {
 
 class HostedGrpcRendezvous : public HostedRendezvous {
  public:
-  explicit HostedGrpcRendezvous(std::unique_ptr<rdzv::RendezvousServer> server)
-      : server_(std::move(server)) {}
+  HostedGrpcRendezvous(std::unique_ptr<rdzv::RendezvousServer> server,
+                       std::unique_ptr<shared_port::SharedPort> port)
+      : server_(std::move(server)), port_(std::move(port)) {}
   bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) override {
     return server_->WaitForAgentsToLeave(except_node_id, timeout);
   }
 
  private:
   std::unique_ptr<rdzv::RendezvousServer> server_;
+  std::unique_ptr<shared_port::SharedPort> port_;  // null with TLS; hands sockets to server_
 };
+
+// The embedded server on the endpoint's port. Without TLS the port is shared with the
+// store (DESIGN §4.3 "Ports"): the server listens on nothing itself, the SharedPort hands it
+// the HTTP/2 connections and every other one to this agent's store of the round, which then
+// reports the same port. With TLS, connections cannot be told apart before the handshake,
+// so the server listens on the port itself and the store on a port of its own.
+absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Config& config,
+                                                                        AgentParts& parts) {
+  const bool shared = config.tls_cert.empty();
+  ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> server,
+                   rdzv::RendezvousServer::Start({
+                       .listen_address = shared ? "" : absl::StrCat("[::]:", config.rdzv_port),
+                       .token = config.token,
+                       .tls_cert_file = config.tls_cert,
+                       .tls_key_file = config.tls_key,
+                       .run_id = config.run_id,
+                       .heartbeat_interval = config.heartbeat_interval,
+                       .heartbeat_misses = config.heartbeat_misses,
+                   }));
+  if (!shared) return std::make_unique<HostedGrpcRendezvous>(std::move(server), nullptr);
+  auto router = std::make_shared<shared_port::StoreRouter>();
+  rdzv::RendezvousServer* raw = server.get();
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<shared_port::SharedPort> port,
+      shared_port::SharedPort::Start({
+          .port = static_cast<uint16_t>(config.rdzv_port),
+          .on_http2 = [raw](UniqueFd fd,
+                            std::string peer) { raw->AdoptConnection(fd.release(), peer); },
+          .on_store = [router](UniqueFd fd,
+                               std::string peer) { router->Route(std::move(fd), std::move(peer)); },
+      }));
+  const uint16_t shared_port = port->port();
+  parts.store_factory = [router, shared_port](const std::string&, int) {
+    return shared_port::StoreRouter::StartStore(router, shared_port);
+  };
+  parts.store_shares_rendezvous_port = true;
+  return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port));
+}
 
 // --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
 // the rendezvous.
@@ -58,17 +100,9 @@ absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
   bool host_here = config.rdzv_hosting == RdzvHosting::kAlways ||
                    (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(host));
   if (host_here) {
-    absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server = rdzv::RendezvousServer::Start({
-        .listen_address = absl::StrCat("[::]:", config.rdzv_port),
-        .token = config.token,
-        .tls_cert_file = config.tls_cert,
-        .tls_key_file = config.tls_key,
-        .run_id = config.run_id,
-        .heartbeat_interval = config.heartbeat_interval,
-        .heartbeat_misses = config.heartbeat_misses,
-    });
+    absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server = StartHostedServer(config, parts);
     if (server.ok()) {
-      parts.hosted_rendezvous = std::make_unique<HostedGrpcRendezvous>(*std::move(server));
+      parts.hosted_rendezvous = *std::move(server);
     } else if (config.rdzv_hosting == RdzvHosting::kAlways ||
                !absl::IsUnavailable(server.status())) {
       // The server's own code: a port in use (Unavailable) may be free after a restart; a bad
@@ -113,10 +147,12 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   } else {
     RETURN_IF_ERROR(WireGrpcRendezvous(config, parts));
   }
-  parts.store_factory = [](const std::string& bind_address, int port) {
-    return c10d::StoreServer::Start(
-        {.bind_address = bind_address, .port = static_cast<uint16_t>(port)});
-  };
+  if (!parts.store_shares_rendezvous_port) {
+    parts.store_factory = [](const std::string& bind_address, int port) {
+      return c10d::StoreServer::Start(
+          {.bind_address = bind_address, .port = static_cast<uint16_t>(port)});
+    };
+  }
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,
                      rdzv::HealthServer::Start(absl::StrCat("[::]:", config.health_port)));

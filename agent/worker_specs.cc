@@ -30,6 +30,9 @@ bool NeedsFreeMasterPort(const Config& config) {
 std::string AdvertisedAddress(const Config& c) {
   if (c.rdzv_host_name.empty()) return c.master_addr;
   if (c.local_addr.empty() && c.rdzv_host_name == "localhost") return c.rdzv_host_name;
+  // Static form: node rank 0 is --master-addr, as every node reached it and as torchrun
+  // gives it to the workers.
+  if (c.local_addr.empty() && c.static_rendezvous && c.node_rank == 0) return c.master_addr;
   return c.local_addr;
 }
 

@@ -100,12 +100,12 @@ absl::StatusOr<BoundListener> ListenOn(const std::string& address, uint16_t port
 
 }  // namespace
 
-absl::StatusOr<BoundListener> Listen(const std::string& address, uint16_t port) {
+absl::StatusOr<BoundListener> Listen(const std::string& address, uint16_t port,
+                                     std::string_view what) {
   absl::StatusOr<BoundListener> listener = ListenOn(address, port);
   if (listener.ok()) return listener;
-  return absl::Status(
-      listener.status().code(),
-      absl::StrCat("c10d store on ", address, " port ", port, ": ", listener.status().message()));
+  return absl::Status(listener.status().code(), absl::StrCat(std::string(what), " on ", address, " port ", port,
+                                                             ": ", listener.status().message()));
 }
 
 std::string FormatPeer(const void* storage) {

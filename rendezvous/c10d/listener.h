@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "base/unique_fd.h"
@@ -20,8 +21,10 @@ struct BoundListener {
 
 // Binds `address` (numeric IPv4/IPv6; "::" means dual-stack with IPV6_V6ONLY=0,
 // falling back to 0.0.0.0 when IPv6 is unavailable) with SO_REUSEADDR and
-// listens with a backlog of /proc/sys/net/core/somaxconn.
-absl::StatusOr<BoundListener> Listen(const std::string& address, uint16_t port);
+// listens with a backlog of /proc/sys/net/core/somaxconn. Errors start with
+// "<what> on <address> port <port>: ".
+absl::StatusOr<BoundListener> Listen(const std::string& address, uint16_t port,
+                                     std::string_view what = "c10d store");
 
 // /proc/sys/net/core/somaxconn, or SOMAXCONN when unreadable.
 int ListenBacklog();

@@ -22,7 +22,8 @@ namespace {
 // reused.
 constexpr uint64_t kListenerTag = 0;
 constexpr uint64_t kWakeTag = 1;
-constexpr ConnectionId kFirstConnectionId = 2;
+constexpr uint64_t kInboxTag = 2;
+constexpr ConnectionId kFirstConnectionId = 3;
 constexpr int kMaxEvents = 256;
 // After EMFILE the listener sleeps this long instead of spinning on a ready
 // backlog.
@@ -55,18 +56,25 @@ absl::StatusOr<std::unique_ptr<StoreLoop>> StoreLoop::Create(UniqueFd listener,
   if (!epoll.valid()) return ErrnoStatus("epoll_create1", errno);
   UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake.valid()) return ErrnoStatus("eventfd", errno);
-  absl::Status s = EpollAdd(epoll.get(), listener.get(), EPOLLIN, kListenerTag);
+  UniqueFd inbox(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!inbox.valid()) return ErrnoStatus("eventfd", errno);
+  absl::Status s = absl::OkStatus();
+  if (listener.valid()) s = EpollAdd(epoll.get(), listener.get(), EPOLLIN, kListenerTag);
   if (!s.ok()) return s;
   s = EpollAdd(epoll.get(), wake.get(), EPOLLIN, kWakeTag);
   if (!s.ok()) return s;
-  return std::unique_ptr<StoreLoop>(
-      new StoreLoop(std::move(listener), std::move(epoll), std::move(wake), limits));
+  s = EpollAdd(epoll.get(), inbox.get(), EPOLLIN, kInboxTag);
+  if (!s.ok()) return s;
+  return std::unique_ptr<StoreLoop>(new StoreLoop(std::move(listener), std::move(epoll),
+                                                  std::move(wake), std::move(inbox), limits));
 }
 
-StoreLoop::StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, const Limits& limits)
+StoreLoop::StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, UniqueFd inbox_wake,
+                     const Limits& limits)
     : listener_(std::move(listener)),
       epoll_(std::move(epoll)),
       wake_(std::move(wake)),
+      inbox_wake_(std::move(inbox_wake)),
       limits_(limits),
       next_id_(kFirstConnectionId) {}
 
@@ -93,6 +101,8 @@ void StoreLoop::Run() {
         AcceptAll();
       } else if (tag == kWakeTag) {
         stopping_ = true;
+      } else if (tag == kInboxTag) {
+        TakeAdopted();
       } else {
         OnConnectionEvent(tag, events[i].events);
       }
@@ -101,6 +111,29 @@ void StoreLoop::Run() {
   }
   connections_.clear();
   num_connections_ = 0;
+  std::lock_guard<std::mutex> lock(inbox_mu_);
+  inbox_.clear();
+}
+
+void StoreLoop::Adopt(UniqueFd socket, std::string peer) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    inbox_.emplace_back(std::move(socket), std::move(peer));
+  }
+  uint64_t one = 1;
+  // EAGAIN: the counter is already non-zero, the loop will look at the inbox anyway.
+  (void)!::write(inbox_wake_.get(), &one, sizeof(one));
+}
+
+void StoreLoop::TakeAdopted() {
+  uint64_t count = 0;
+  (void)!::read(inbox_wake_.get(), &count, sizeof(count));  // reset before draining
+  std::vector<std::pair<UniqueFd, std::string>> adopted;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    adopted.swap(inbox_);
+  }
+  for (auto& [socket, peer] : adopted) AddConnection(std::move(socket), std::move(peer));
 }
 
 void StoreLoop::AcceptAll() {
@@ -117,22 +150,27 @@ void StoreLoop::AcceptAll() {
       PauseListener(err);  // EMFILE/ENFILE/ENOBUFS/ENOMEM: out of resources
       return;
     }
-    UniqueFd client(fd);
-    int one = 1;
-    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    ConnectionId id = next_id_++;
-    auto conn = std::make_unique<Connection>(id, std::move(client), FormatPeer(&addr), limits_);
-    absl::Status s = EpollAdd(epoll_.get(), conn->fd(), EPOLLIN, id);
-    if (!s.ok()) {
-      spdlog::warn("c10d store: dropping connection from {}: {}", conn->peer(),
-                   std::string(s.message()));
-      continue;
-    }
-    conn->registered_events = EPOLLIN;
-    spdlog::debug("c10d store: connection from {}", conn->peer());
-    connections_.emplace(id, std::move(conn));
-    ++num_connections_;
+    AddConnection(UniqueFd(fd), FormatPeer(&addr));
   }
+}
+
+void StoreLoop::AddConnection(UniqueFd socket, std::string peer) {
+  int one = 1;
+  (void)::setsockopt(socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ConnectionId id = next_id_++;
+  auto conn = std::make_unique<Connection>(id, std::move(socket), std::move(peer), limits_);
+  absl::Status s = EpollAdd(epoll_.get(), conn->fd(), EPOLLIN, id);
+  if (!s.ok()) {
+    spdlog::warn("c10d store: dropping connection from {}: {}", conn->peer(),
+                 std::string(s.message()));
+    return;
+  }
+  conn->registered_events = EPOLLIN;
+  spdlog::debug("c10d store: connection from {}", conn->peer());
+  connections_.emplace(id, std::move(conn));
+  ++num_connections_;
+  // Bytes that arrived before the socket was ours are already waiting: epoll reports
+  // them (level-triggered) on the next wait.
 }
 
 void StoreLoop::PauseListener(int err) {

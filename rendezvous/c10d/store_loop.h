@@ -1,8 +1,8 @@
-// The event loop behind StoreServer: accepts clients, reads and decodes their
-// requests, applies them to the StoreState and writes replies, all on the
-// thread that calls Run(). Owned by StoreServer. Only Stop() and
-// num_connections() may be called from other threads; everything else belongs
-// to the loop thread.
+// The event loop behind StoreServer: accepts clients (or adopts sockets another
+// listener accepted), reads and decodes their requests, applies them to the
+// StoreState and writes replies, all on the thread that calls Run(). Owned by
+// StoreServer. Only Stop(), Adopt() and num_connections() may be called from
+// other threads; everything else belongs to the loop thread.
 #ifndef MUSTER_RENDEZVOUS_C10D_STORE_LOOP_H_
 #define MUSTER_RENDEZVOUS_C10D_STORE_LOOP_H_
 
@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,7 +27,8 @@ namespace muster::c10d {
 
 class StoreLoop : public Outbox {
  public:
-  // Takes a listening, non-blocking socket.
+  // Takes a listening, non-blocking socket, or none (an invalid fd): then
+  // connections only arrive through Adopt().
   static absl::StatusOr<std::unique_ptr<StoreLoop>> Create(UniqueFd listener, const Limits& limits);
   ~StoreLoop() override = default;
 
@@ -34,15 +37,21 @@ class StoreLoop : public Outbox {
   // Thread-safe, async-signal-safe: wakes the loop through its eventfd.
   void Stop();
   size_t num_connections() const { return num_connections_.load(); }
+  // Thread-safe: serves a connected, non-blocking socket as if the loop had
+  // accepted it. Sockets adopted after Stop() are closed unserved.
+  void Adopt(UniqueFd socket, std::string peer);
 
   // Outbox: queues a reply for a connection (ignored if it is gone); one that
   // would pass the output limit is refused and the connection closed.
   void Send(ConnectionId conn, std::span<const std::string_view> parts) override;
 
  private:
-  StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, const Limits& limits);
+  StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, UniqueFd inbox_wake,
+            const Limits& limits);
 
   void AcceptAll();
+  void TakeAdopted();
+  void AddConnection(UniqueFd socket, std::string peer);
   void PauseListener(int err);
   void ResumeListener();
   void OnConnectionEvent(ConnectionId id, uint32_t events);
@@ -59,6 +68,9 @@ class StoreLoop : public Outbox {
   UniqueFd listener_;
   UniqueFd epoll_;
   UniqueFd wake_;
+  UniqueFd inbox_wake_;  // Adopt() -> loop
+  std::mutex inbox_mu_;
+  std::vector<std::pair<UniqueFd, std::string>> inbox_;  // guarded by inbox_mu_
   Limits limits_;
   StoreState state_{this};
   absl::flat_hash_map<ConnectionId, std::unique_ptr<Connection>> connections_;

@@ -6,13 +6,15 @@
 // One thread runs one epoll loop over non-blocking sockets; a malformed or
 // oversized request closes only its own connection. The caller owns the server;
 // Shutdown() and the destructor stop the thread and close every socket. port()
-// and Shutdown() are thread-safe. A rendezvous round uses a fresh server on a
-// fresh port.
+// Shutdown() and Adopt() are thread-safe. A rendezvous round uses a fresh
+// server: on a fresh port, or adopting the connections the job's shared port
+// (rendezvous/shared_port) tells apart from the rendezvous's.
 #ifndef MUSTER_RENDEZVOUS_C10D_STORE_SERVER_H_
 #define MUSTER_RENDEZVOUS_C10D_STORE_SERVER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +36,12 @@ class StoreServer {
     std::string bind_address = "::";
     uint16_t port = 0;  // 0: ephemeral, read it back with port()
     Limits limits;
+    // No listening socket of its own: clients arrive through Adopt() from the
+    // listener that owns `port` (reported by port(); bind_address is unused).
+    bool adopt_only = false;
+    // Called once, first thing in BeginShutdown()/Shutdown(): whoever feeds
+    // Adopt() stops doing so.
+    std::function<void(StoreServer*)> before_shutdown;
   };
 
   // Binds, then starts the loop thread. The port accepts connections once this
@@ -46,6 +54,10 @@ class StoreServer {
 
   uint16_t port() const { return port_; }
 
+  // Serves a connected socket (non-blocking) that another listener accepted;
+  // its first bytes may already be waiting. Closed unserved after Shutdown().
+  void Adopt(UniqueFd socket, std::string peer);
+
   // Open client connections right now (for tests and status reports).
   size_t num_connections() const;
 
@@ -56,11 +68,15 @@ class StoreServer {
   void BeginShutdown();
 
  private:
-  StoreServer(std::unique_ptr<StoreLoop> loop, uint16_t port, std::string address);
+  StoreServer(std::unique_ptr<StoreLoop> loop, uint16_t port, std::string address,
+              std::function<void(StoreServer*)> before_shutdown);
+  void Detach();
 
   std::unique_ptr<StoreLoop> loop_;
   uint16_t port_;
   std::string address_;  // "[::]:29500" or "0.0.0.0:29500", for the log line
+  std::function<void(StoreServer*)> before_shutdown_;
+  std::once_flag detach_once_;
   std::once_flag shutdown_once_;
   std::thread thread_;
 };

@@ -3,12 +3,16 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
+#include <grpcpp/server_posix.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
@@ -39,24 +43,56 @@ class RejectedSession : public grpc_internal::SessionReactor {
   }
 };
 
+// gRPC names an adopted connection "fd:N" (grpc_server_add_insecure_channel_from_fd);
+// the agent's address is read from its peer (agent_session.cc), so the shared port's
+// "ipv4:addr:port" is kept per fd. An fd number is reused only after its connection is
+// closed, and a session reads its peer while its connection is open.
+class AdoptedPeers {
+ public:
+  void Record(int fd, std::string peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    peers_[absl::StrCat("fd:", fd)] = std::move(peer);
+  }
+  std::string Resolve(const std::string& grpc_peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = peers_.find(grpc_peer);
+    return it == peers_.end() ? grpc_peer : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, std::string> peers_;
+};
+
+// "[::ffff:10.0.0.1]:5000" / "10.0.0.1:5000" (c10d::FormatPeer) in gRPC's peer form.
+std::string GrpcPeerName(const std::string& peer) {
+  if (peer.rfind("[::ffff:", 0) == 0) {
+    std::string v4 = peer.substr(8);
+    size_t close = v4.find(']');
+    if (close != std::string::npos) return absl::StrCat("ipv4:", v4.erase(close, 1));
+  }
+  return absl::StrCat(peer.rfind('[', 0) == 0 ? "ipv6:" : "ipv4:", peer);
+}
+
 class RendezvousService final : public v1::Rendezvous::CallbackService {
  public:
-  RendezvousService(JobRegistry* registry, std::string token)
-      : registry_(registry), token_(std::move(token)) {}
+  RendezvousService(JobRegistry* registry, std::string token, AdoptedPeers* peers)
+      : registry_(registry), token_(std::move(token)), peers_(peers) {}
 
   grpc_internal::SessionReactor* Session(grpc::CallbackServerContext* context) override {
+    std::string peer = peers_->Resolve(context->peer());
     absl::Status auth = grpc_internal::CheckBearerToken(*context, token_);
     if (!auth.ok()) {
-      spdlog::warn("rendezvous: refused a session from {}: {}", context->peer(),
-                   std::string(auth.message()));
+      spdlog::warn("rendezvous: refused a session from {}: {}", peer, std::string(auth.message()));
       return new RejectedSession(auth);
     }
-    return grpc_internal::NewAgentSession(registry_, context->peer());
+    return grpc_internal::NewAgentSession(registry_, std::move(peer));
   }
 
  private:
   JobRegistry* const registry_;
   const std::string token_;
+  AdoptedPeers* const peers_;
 };
 
 }  // namespace
@@ -65,7 +101,9 @@ class RendezvousServer::Impl {
  public:
   explicit Impl(const Options& options)
       : registry_(options.run_id, options.heartbeat_interval, options.heartbeat_misses),
-        rendezvous_(&registry_, options.token),
+        rendezvous_(&registry_, options.token, &adopted_peers_),
+        keepalive_{.probe_interval = options.heartbeat_interval,
+                   .timeout = options.heartbeat_interval * options.heartbeat_misses},
         job_status_(grpc_internal::NewJobStatusService(&registry_, options.token)) {}
 
   ~Impl() { Shutdown(); }
@@ -88,16 +126,14 @@ class RendezvousServer::Impl {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 100);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    grpc_internal::AddTcpKeepalive(
-        grpc_internal::TcpKeepalive{
-            .probe_interval = options.heartbeat_interval,
-            .timeout = options.heartbeat_interval * options.heartbeat_misses},
-        &builder);
-    builder.AddListeningPort(options.listen_address, creds, &port_);
+    grpc_internal::AddTcpKeepalive(keepalive_, &builder);
+    const bool listens = !options.listen_address.empty();
+    if (listens) builder.AddListeningPort(options.listen_address, creds, &port_);
     builder.RegisterService(&rendezvous_);
     builder.RegisterService(job_status_.get());
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     server_ = builder.BuildAndStart();
+    if (!listens && server_ != nullptr) return absl::OkStatus();  // the shared port logs
     if (server_ == nullptr || port_ == 0) {
       server_.reset();
       return absl::UnavailableError(
@@ -111,6 +147,20 @@ class RendezvousServer::Impl {
   }
 
   int port() const { return port_; }
+
+  void AdoptConnection(int fd, const std::string& peer) {
+    // gRPC's tcp_server sets these on sockets it accepts (the keepalive mutator is not
+    // applied to adopted ones).
+    absl::Status keepalive = grpc_internal::SetTcpKeepalive(fd, keepalive_);
+    if (!keepalive.ok()) spdlog::warn("rendezvous: {}", keepalive.ToString());
+    adopted_peers_.Record(fd, GrpcPeerName(peer));
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    if (server_ == nullptr) {
+      ::close(fd);
+      return;
+    }
+    grpc::AddInsecureChannelFromFd(server_.get(), fd);
+  }
 
   bool WaitForAgentsToLeave(const std::string& except, absl::Duration timeout) {
     return registry_.WaitForMembersToLeave(except, absl::Now() + timeout);
@@ -127,7 +177,9 @@ class RendezvousServer::Impl {
 
  private:
   JobRegistry registry_;  // outlives the server: sessions call into it until OnDone
+  AdoptedPeers adopted_peers_;
   RendezvousService rendezvous_;
+  const grpc_internal::TcpKeepalive keepalive_;
   std::unique_ptr<grpc::Service> job_status_;
   int port_ = 0;
   std::mutex shutdown_mu_;
@@ -144,6 +196,9 @@ RendezvousServer::RendezvousServer(std::unique_ptr<Impl> impl) : impl_(std::move
 RendezvousServer::~RendezvousServer() = default;
 
 int RendezvousServer::port() const { return impl_->port(); }
+void RendezvousServer::AdoptConnection(int fd, const std::string& peer) {
+  impl_->AdoptConnection(fd, peer);
+}
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
 
 bool RendezvousServer::WaitForAgentsToLeave(const std::string& except_node_id,

@@ -21,6 +21,8 @@ class RendezvousServer {
  public:
   struct Options {
     // host:port; port 0 picks a free one (see port()). "[::]:0", "0.0.0.0:29400", ...
+    // Empty: no listening port; connections arrive through AdoptConnection() (the job's
+    // shared port, rendezvous/shared_port), which needs TLS off.
     std::string listen_address = "[::]:0";
     // Non-empty: every RPC must carry metadata "authorization: Bearer <token>".
     std::string token;
@@ -46,8 +48,12 @@ class RendezvousServer {
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
 
-  // The bound port (the chosen one when listen_address asked for port 0).
+  // The bound port (the chosen one when listen_address asked for port 0); 0 without one.
   int port() const;
+  // Serves a connected socket (`fd`, non-blocking; owned from now on) whose peer is `peer`
+  // ("addr:port"), as if the server had accepted it: plaintext HTTP/2 only. Thread-safe;
+  // after Shutdown() the socket is closed.
+  void AdoptConnection(int fd, const std::string& peer);
   // Cancels every stream and stops serving; idempotent.
   void Shutdown();
   // Blocks until every agent but `except_node_id` has closed its stream, or `timeout`:

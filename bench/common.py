@@ -134,6 +134,11 @@ def agents(tmpfs_variant=False):
     out = [Agent("muster", "muster")]
     if tmpfs_variant and os.path.isdir("/dev/shm"):
         out.append(Agent("muster TMPDIR=/dev/shm", "muster", env={"TMPDIR": "/dev/shm"}))
+    if os.environ.get("BENCH_CONTAINMENT_VARIANT"):
+        # The default (auto: a cgroup per attempt where one can be made) next to the session
+        # mode without cgroups, to show what the cgroup costs (issue 18).
+        out.append(Agent("muster containment=session", "muster",
+                         env={"MUSTER_CONTAINMENT": "session"}))
     v = _importable(TORCH_PYTHON, "torch")
     if v:
         out.append(Agent(f"torchrun {v} mi=0.1", "torchrun113", 0.1, TORCH_PYTHON))

@@ -204,8 +204,11 @@ absl::Status JobCgroup::BeginAttempt() {
   if (inotify_add_watch(inotify_.get(), (leaf + "/cgroup.events").c_str(), IN_MODIFY) < 0) {
     return ErrnoStatus("inotify_add_watch cgroup.events", errno);
   }
+  UniqueFd dir(open(leaf.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return ErrnoStatus(absl::StrCat("open ", leaf), errno);
   leaf_ = std::move(leaf);
   procs_ = std::move(procs);
+  leaf_dir_ = std::move(dir);
   return absl::OkStatus();
 }
 

@@ -10,11 +10,11 @@
 // process rule never applies: the job cgroup holds no process, the leaves hold no children,
 // and the agent's own cgroup may keep its processes (a leaf or the root alike).
 //
-// A worker enters its leaf in the spawn child, before execve (SpawnSpec::cgroup_procs_fd:
-// the child writes "0" to cgroup.procs), so no code of the worker ever runs outside it; no
-// setsid or double fork leaves a cgroup. (clone3's CLONE_INTO_CGROUP would do the same at
-// creation, but the spawner's CLONE_VM child needs clone()'s stack switch, which clone3 has
-// no glibc wrapper for; entering before execve gives the same guarantee.) Cleanup is cgroup.kill
+// A worker is created in its leaf (clone3 CLONE_INTO_CGROUP, SpawnSpec::cgroup_dir_fd; see
+// launch/clone_into_cgroup.h) or, where the kernel or CPU lacks that, enters it in the spawn
+// child before execve (SpawnSpec::cgroup_procs_fd: the child writes "0" to cgroup.procs), so
+// no code of the worker ever runs outside it; no setsid or double fork leaves a cgroup.
+// Cleanup is cgroup.kill
 // (kernel >= 5.14), which the watchdog also uses on the whole job cgroup when the agent is
 // SIGKILLed. Cgroups are removed once cgroup.events says "populated 0"; WaitFd() turns that file's
 // changes into an fd an event loop can watch (inotify), so nobody polls.
@@ -57,6 +57,8 @@ class JobCgroup {
   absl::Status BeginAttempt();
   // O_WRONLY fd of the current leaf's cgroup.procs, for SpawnSpec::cgroup_procs_fd.
   int procs_fd() const { return procs_.get(); }
+  // The current leaf's directory, for SpawnSpec::cgroup_dir_fd (clone3 CLONE_INTO_CGROUP).
+  int dir_fd() const { return leaf_dir_.get(); }
   // Readable (inotify) whenever the current leaf's cgroup.events changes.
   int wait_fd() const { return inotify_.get(); }
   // Drains wait_fd().
@@ -79,7 +81,7 @@ class JobCgroup {
   std::string leaf_;      // the current attempt's, "" before the first
   int next_leaf_ = 0;
   UniqueFd lock_;  // the job cgroup's directory, flocked while the agent lives
-  UniqueFd procs_, inotify_;
+  UniqueFd procs_, leaf_dir_, inotify_;
 };
 
 // Kills and removes every muster-* cgroup in `dir` that no agent holds (flock) and that is

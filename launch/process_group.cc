@@ -42,6 +42,7 @@ absl::StatusOr<pid_t> ProcessGroup::Spawn(const SpawnSpec& spec) {
   SpawnSpec contained = spec;
   if (cgroup_ != nullptr) {
     contained.cgroup_procs_fd = cgroup_->procs_fd();
+    contained.cgroup_dir_fd = cgroup_->dir_fd();
   } else {
     contained.report_fd = watchdog_->report_fd();  // the child reports itself
   }

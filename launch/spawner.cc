@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "base/unique_fd.h"
+#include "launch/clone_into_cgroup.h"
 #include "launch/pidfd.h"
 
 namespace muster {
@@ -243,7 +245,21 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   if (pid < 0) return CloneFailure("fork", errno);
 #else
   ASSIGN_OR_RETURN(char* stack_top, ChildStackTop());
-  pid_t pid = clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  pid_t pid = -1;
+  // Straight into the cgroup where the kernel can (clone_into_cgroup.h: no cgroup.procs
+  // write, whose lock costs a grace period); a kernel or CPU without it is asked once.
+  static std::atomic<bool> into_cgroup_works{true};
+  if (spec.cgroup_dir_fd >= 0 && into_cgroup_works.load(std::memory_order_relaxed)) {
+    ChildArgs direct = args;
+    direct.cgroup_procs_fd = -1;  // already there
+    pid = CloneVforkIntoCgroup(ChildMain, &direct, stack_top - kChildStackSize, kChildStackSize,
+                               spec.cgroup_dir_fd);
+    if (pid < 0 && errno != ENOSYS && errno != EINVAL && errno != E2BIG) {
+      return CloneFailure("fork (clone)", errno);
+    }
+    if (pid < 0) into_cgroup_works.store(false, std::memory_order_relaxed);
+  }
+  if (pid < 0) pid = clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
   if (pid < 0) return CloneFailure("fork (clone)", errno);
 #endif
   write_end.reset();

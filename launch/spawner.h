@@ -38,6 +38,9 @@ struct SpawnSpec {
   // and a SOCK_SEQPACKET socket that gets the child's pid and a pidfd of it (-1: none).
   int cgroup_procs_fd = -1;
   int report_fd = -1;
+  // The same cgroup's directory: where the kernel can, the child is created in it
+  // (clone_into_cgroup.h) and cgroup_procs_fd is not used. -1: enter by cgroup_procs_fd.
+  int cgroup_dir_fd = -1;
 };
 
 // Returns the child's pid, or: NotFound (command not in PATH / no such file:

@@ -45,6 +45,8 @@ absl::StatusOr<pid_t> ProcessGroup::Spawn(const SpawnSpec& spec) {
     contained.cgroup_dir_fd = cgroup_->dir_fd();
   } else {
     contained.report_fd = watchdog_->report_fd();  // the child reports itself
+    // First, so that a descendant that copies only the start of its environment keeps it.
+    contained.env.insert(contained.env.begin(), watchdog_->mark());
   }
   absl::StatusOr<pid_t> pid = muster::Spawn(contained);
   if (!pid.ok()) return pid;

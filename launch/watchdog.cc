@@ -12,8 +12,11 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
+#include "base/random_id.h"
 #include "launch/cgroup.h"
 #include "launch/pidfd.h"
 #include "spdlog/spdlog.h"
@@ -82,6 +85,75 @@ void KillSessionMembers() {
   close(dir);
 }
 
+// Whether /proc/<pid>/environ holds `mark` as one whole entry. Reads in chunks, keeping the
+// tail of the previous chunk, into a static buffer (async-signal-safe: no allocation).
+bool HasMark(pid_t pid, const char* mark, size_t mark_len) {
+  char path[32] = "/proc/";
+  char digits[12];
+  int d = 0;
+  for (pid_t v = pid; v > 0 && d < 11; v /= 10) digits[d++] = static_cast<char>('0' + v % 10);
+  size_t at = 6;
+  while (d > 0) path[at++] = digits[--d];
+  memcpy(path + at, "/environ", 9);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  static char buf[65536 + 1];
+  // buf[0] is a NUL standing in for the entry before the first; the kept tail follows it.
+  size_t kept = 0;
+  bool found = false;
+  buf[0] = '\0';
+  for (;;) {
+    ssize_t n = read(fd, buf + 1 + kept, sizeof(buf) - 1 - kept);
+    if (n <= 0) break;
+    size_t len = kept + static_cast<size_t>(n);
+    // An entry starts after a NUL and ends with one (environ ends every entry with a NUL).
+    for (size_t i = 0; !found && i + mark_len < len; ++i) {
+      found = buf[i] == '\0' && memcmp(buf + 1 + i, mark, mark_len) == 0 &&
+              buf[1 + i + mark_len] == '\0';
+    }
+    if (found) break;
+    // Keep what a mark split across two reads needs: its start and the byte before it. A
+    // match starting at the kept tail's first byte lies wholly in this chunk, checked
+    // already, so the byte before the tail reads as "not a NUL".
+    if (len <= mark_len + 1) {
+      kept = len;  // a short read: keep everything, the byte before it too
+      continue;
+    }
+    kept = mark_len + 1;
+    memmove(buf + 1, buf + 1 + len - kept, kept);
+    buf[0] = 'x';
+  }
+  close(fd);
+  return found;
+}
+
+// SIGKILL, through a pidfd, to every process whose environment carries the agent's mark:
+// descendants of its workers that left their sessions.
+void KillMarked(const char* mark, size_t mark_len) {
+  if (mark_len == 0) return;
+  int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;
+  alignas(8) char entries[8192];
+  long n;
+  const pid_t self = getpid();
+  while ((n = syscall(SYS_getdents64, dir, entries, sizeof(entries))) > 0) {
+    for (long off = 0; off < n;) {
+      const char* name = entries + off + 19;  // struct linux_dirent64: d_name at offset 19
+      off += *reinterpret_cast<const unsigned short*>(entries + off + 16);
+      if (*name < '1' || *name > '9') continue;
+      pid_t pid = static_cast<pid_t>(atoi(name));
+      if (pid == self) continue;
+      // The pidfd first: if the number is reused after it, the environment read is the new
+      // process's, and the signal goes to the old one, which is gone (nothing is hit).
+      int fd = PidfdOpen(pid);
+      if (fd < 0) continue;
+      if (HasMark(pid, mark, mark_len)) PidfdSignal(fd, SIGKILL);
+      close(fd);
+    }
+  }
+  close(dir);
+}
+
 void KillTracked() {
   // Two passes: a member may fork between the scan and its death.
   for (int pass = 0; pass < 2; ++pass) KillSessionMembers();
@@ -97,7 +169,7 @@ void DoNotPreemptOnWakeUp() {
   (void)sched_setscheduler(0, SCHED_BATCH, &param);
 }
 
-[[noreturn]] void WatchdogMain(int fd, const char* cgroup_dir) {
+[[noreturn]] void WatchdogMain(int fd, const char* cgroup_dir, const char* mark) {
   if (fd != kWatchdogFd) {
     dup2(fd, kWatchdogFd);
     fd = kWatchdogFd;
@@ -124,10 +196,18 @@ void DoNotPreemptOnWakeUp() {
   }
   if (cgroup_dir[0] != '\0') KillAndRemoveCgroupTree(cgroup_dir, 10000);
   KillTracked();
+  if (cgroup_dir[0] == '\0') {
+    // Twice, as for sessions: a marked process may fork between the scan and its death.
+    for (int pass = 0; pass < 2; ++pass) KillMarked(mark, strlen(mark));
+  }
   _exit(0);
 }
 
 }  // namespace
+
+Watchdog::Watchdog(std::string cgroup_dir)
+    : cgroup_dir_(std::move(cgroup_dir)),
+      mark_(absl::StrCat("MUSTER_AGENT_MARK=", getpid(), ".", RandomHex(8))) {}
 
 absl::StatusOr<std::unique_ptr<Watchdog>> Watchdog::Start(std::string cgroup_dir) {
   std::unique_ptr<Watchdog> w(new Watchdog(std::move(cgroup_dir)));
@@ -142,6 +222,7 @@ absl::Status Watchdog::Fork() {
   }
   UniqueFd agent_end(fds[0]), watchdog_end(fds[1]);
   const char* cgroup_dir = cgroup_dir_.c_str();
+  const char* mark = mark_.c_str();
 #ifdef MUSTER_TSAN
   pid_t pid = fork();  // TSan intercepts fork, not _Fork
 #else
@@ -152,7 +233,7 @@ absl::Status Watchdog::Fork() {
   if (pid < 0) return ErrnoStatus("fork(watchdog)", errno);
   if (pid == 0) {
     close(agent_end.get());
-    WatchdogMain(watchdog_end.get(), cgroup_dir);
+    WatchdogMain(watchdog_end.get(), cgroup_dir, mark);
   }
   pid_ = pid;
   socket_ = std::move(agent_end);

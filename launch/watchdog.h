@@ -12,11 +12,13 @@
 //   of itself, SpawnSpec::report_fd), so no worker can fork before the watchdog knows it
 //   (issue 18 finding 2). The agent untracks a worker as soon as it reaps it, and a session
 //   counts as the job's only while its leader is not reaped or its number is not in use by
-//   another process, so a recycled pid is never hit (finding 5). Known limit: a process that
-//   left its worker's session (setsid) and was adopted by the agent (the subreaper) is not
-//   known to the watchdog; the agent's own pid must stay (it may be PID 1, and then the
-//   kernel kills the whole PID namespace with it), so the watchdog cannot be the subreaper
-//   above it. Mode "cgroup" has no such gap.
+//   another process, so a recycled pid is never hit (finding 5). A process that left its
+//   worker's session (setsid, a daemon's double fork) is found by the mark every worker
+//   gets in its environment (mark(): MUSTER_AGENT_MARK=<agent pid>.<random>), which its
+//   descendants inherit: the watchdog kills every process whose /proc/PID/environ holds it.
+//   Limit: a process that clears its environment (env -i) and leaves the session escapes;
+//   mode "cgroup" has no such gap. (The watchdog cannot be the subreaper above the agent
+//   instead: the agent's own pid must stay, it may be PID 1.)
 //
 // The watchdog lives in its own process group; the agent's blocked signal mask is
 // inherited, so the job's signals never reach it. A watchdog that dies anyway (OOM killer,
@@ -44,6 +46,9 @@ class Watchdog {
   static absl::StatusOr<std::unique_ptr<Watchdog>> Start(std::string cgroup_dir = "");
 
   pid_t pid() const { return pid_; }
+  // "MUSTER_AGENT_MARK=<agent pid>.<random>": mode "session" puts it into every worker's
+  // environment, so that the watchdog finds their descendants outside their sessions.
+  const std::string& mark() const { return mark_; }
   // The agent's end, for SpawnSpec::report_fd (close-on-exec). Changes on Restart().
   int report_fd() const { return socket_.get(); }
   // A worker the watchdog must kill with the agent: its pid and a pidfd of it.
@@ -62,11 +67,12 @@ class Watchdog {
   absl::Status Restart();
 
  private:
-  Watchdog(std::string cgroup_dir) : cgroup_dir_(std::move(cgroup_dir)) {}
+  explicit Watchdog(std::string cgroup_dir);
   absl::Status Fork();
   void Send(char op, pid_t pid, int pidfd = -1);
 
   std::string cgroup_dir_;
+  std::string mark_;
   pid_t pid_ = 0;
   UniqueFd socket_;
   bool warned_ = false;

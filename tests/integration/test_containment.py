@@ -85,9 +85,7 @@ def watchdog_of(agent_pid):
 
 @pytest.mark.parametrize("mode", [
     pytest.param("cgroup", marks=needs_cgroup),
-    pytest.param("session", marks=pytest.mark.xfail(
-        strict=True, reason="known gap of mode session: a setsid daemon adopted by the agent "
-        "is unknown to the watchdog (launch/watchdog.h)")),
+    "session",
 ])
 def test_setsid_daemons_die_with_a_sigkilled_agent(tmp_path, mode):
     """Finding 1: a daemon (setsid, fork, parent exits) and a chain of them escape sessions

@@ -164,6 +164,44 @@ bool IsExecutableFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// Starts the child (ChildMain(&args)); returns its pid once it has exec'd or failed.
+absl::StatusOr<pid_t> StartChild(const SpawnSpec& spec, ChildArgs& args) {
+#ifdef MUSTER_TSAN
+  // TSan's clone() interceptor (LLVM 14) treats every clone as a fork and resets its
+  // runtime state in the child, which CLONE_VM shares with us: it aborts on a CHECK. TSan
+  // turns vfork() into fork() for the same reason; so do TSan builds here. The pipe below
+  // still tells exec from failure.
+  pid_t pid = fork();
+  if (pid == 0) {
+    // The child only execs; TSan would check it against the history of threads that the
+    // fork did not copy.
+    __tsan_ignore_thread_begin();
+    ChildMain(&args);
+  }
+  if (pid < 0) return CloneFailure("fork", errno);
+  return pid;
+#else
+  ASSIGN_OR_RETURN(char* stack_top, ChildStackTop());
+  pid_t pid = -1;
+  // Straight into the cgroup where the kernel can (clone_into_cgroup.h: no cgroup.procs
+  // write, whose lock costs a grace period); a kernel or CPU without it is asked once.
+  static std::atomic<bool> into_cgroup_works{true};
+  if (spec.cgroup_dir_fd >= 0 && into_cgroup_works.load(std::memory_order_relaxed)) {
+    ChildArgs direct = args;
+    direct.cgroup_procs_fd = -1;  // already there
+    pid = CloneVforkIntoCgroup(ChildMain, &direct, stack_top - kChildStackSize, kChildStackSize,
+                               spec.cgroup_dir_fd);
+    if (pid < 0 && errno != ENOSYS && errno != EINVAL && errno != E2BIG) {
+      return CloneFailure("fork (clone)", errno);
+    }
+    if (pid < 0) into_cgroup_works.store(false, std::memory_order_relaxed);
+  }
+  if (pid < 0) pid = clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  if (pid < 0) return CloneFailure("fork (clone)", errno);
+  return pid;
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ResolveExecutable(const std::string& command,
@@ -230,38 +268,7 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
                  write_end.get(),  spec.cgroup_procs_fd,
                  spec.report_fd,   FdLimit()};
 
-#ifdef MUSTER_TSAN
-  // TSan's clone() interceptor (LLVM 14) treats every clone as a fork and resets its
-  // runtime state in the child, which CLONE_VM shares with us: it aborts on a CHECK. TSan
-  // turns vfork() into fork() for the same reason; so do TSan builds here. The pipe below
-  // still tells exec from failure.
-  pid_t pid = fork();
-  if (pid == 0) {
-    // The child only execs; TSan would check it against the history of threads that the
-    // fork did not copy.
-    __tsan_ignore_thread_begin();
-    ChildMain(&args);
-  }
-  if (pid < 0) return CloneFailure("fork", errno);
-#else
-  ASSIGN_OR_RETURN(char* stack_top, ChildStackTop());
-  pid_t pid = -1;
-  // Straight into the cgroup where the kernel can (clone_into_cgroup.h: no cgroup.procs
-  // write, whose lock costs a grace period); a kernel or CPU without it is asked once.
-  static std::atomic<bool> into_cgroup_works{true};
-  if (spec.cgroup_dir_fd >= 0 && into_cgroup_works.load(std::memory_order_relaxed)) {
-    ChildArgs direct = args;
-    direct.cgroup_procs_fd = -1;  // already there
-    pid = CloneVforkIntoCgroup(ChildMain, &direct, stack_top - kChildStackSize, kChildStackSize,
-                               spec.cgroup_dir_fd);
-    if (pid < 0 && errno != ENOSYS && errno != EINVAL && errno != E2BIG) {
-      return CloneFailure("fork (clone)", errno);
-    }
-    if (pid < 0) into_cgroup_works.store(false, std::memory_order_relaxed);
-  }
-  if (pid < 0) pid = clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-  if (pid < 0) return CloneFailure("fork (clone)", errno);
-#endif
+  ASSIGN_OR_RETURN(pid_t pid, StartChild(spec, args));
   write_end.reset();
 
   int child_errno = 0;

@@ -35,8 +35,8 @@ std::string RecordedPid(const std::string& dir) {
   return pid.empty() ? "unknown" : pid;
 }
 
-// Removes what an agent wrote: rank-N.env, rank-N.argv, the hostfile and agent.pid.
-void RemoveAgentFiles(const std::string& dir) {
+// Removes what an agent wrote for its ranks: rank-N.env, rank-N.argv and the hostfile.
+void RemoveRankFiles(const std::string& dir) {
   std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
   if (d == nullptr) return;
   while (dirent* e = readdir(d.get())) {
@@ -45,7 +45,6 @@ void RemoveAgentFiles(const std::string& dir) {
                      (absl::EndsWith(name, ".env") || absl::EndsWith(name, ".argv"));
     if (rank_file || name == "hostfile") unlink(absl::StrCat(dir, "/", name).c_str());
   }
-  unlink(absl::StrCat(dir, "/", kPidName).c_str());
 }
 
 enum class Holder { kNobodySays, kLive, kGone };
@@ -80,16 +79,19 @@ absl::StatusOr<UniqueFd> ClaimDebugDir(const std::string& dir) {
                        " on this host; give each agent its own --debug-dir"));
     }
     if (!IsFileAt(fd.get(), lock)) continue;  // released and removed meanwhile: lock anew
-    RemoveAgentFiles(dir);                    // a dead agent's, whose port is gone
+    // Our pid replaces the dead agent's in one rename (agent.pid is never missing), then its
+    // rank files go: their port is gone.
     RETURN_IF_ERROR(
         WriteFileAtomically(absl::StrCat(dir, "/", kPidName), absl::StrCat(getpid(), "\n")));
+    RemoveRankFiles(dir);
     return fd;
   }
   return absl::UnavailableError(absl::StrCat(lock, ": other agents keep taking it; retry"));
 }
 
 void ReleaseDebugDir(const std::string& dir) {
-  RemoveAgentFiles(dir);
+  RemoveRankFiles(dir);
+  unlink(absl::StrCat(dir, "/", kPidName).c_str());
   unlink(LockPath(dir).c_str());
 }
 

@@ -31,6 +31,13 @@ def exec_rank(debug_dir, rank=0):
                           capture_output=True, text=True, timeout=30, env=muster_env())
 
 
+def read_pid_file(debug_dir):
+    try:
+        return (debug_dir / "agent.pid").read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
 def test_exec_refuses_the_files_of_a_killed_agent(tmp_path):
     agent = start_debug_agent(tmp_path)
     try:
@@ -48,8 +55,12 @@ def test_exec_refuses_the_files_of_a_killed_agent(tmp_path):
     # The next agent on this directory takes it over and writes its own files.
     nxt = start_debug_agent(tmp_path)
     try:
-        wait_for(lambda: (tmp_path / "agent.pid").read_text().strip() == str(nxt.pid), 30,
-                 what="the new agent's pid file")
+        def took_over():
+            if nxt.poll() is not None:  # say why, instead of waiting out the deadline
+                raise AssertionError(f"the next agent exited {nxt.returncode}: "
+                                     f"{nxt.communicate()[1][-2000:]}")
+            return read_pid_file(tmp_path) == str(nxt.pid)
+        wait_for(took_over, 30, what="the new agent's pid file")
         wait_for(lambda: (tmp_path / "rank-0.env").exists(), 30, what="rank-0.env")
         assert exec_rank(tmp_path).returncode == 0
     finally:

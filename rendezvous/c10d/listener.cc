@@ -35,7 +35,12 @@ absl::StatusOr<BoundListener> BindAndListen(int family, const sockaddr* addr, so
     if (errno == EADDRINUSE) return absl::UnavailableError("bind: address already in use");
     return ErrnoStatus("bind", errno);
   }
-  if (::listen(fd.get(), ListenBacklog()) != 0) return ErrnoStatus("listen", errno);
+  if (::listen(fd.get(), ListenBacklog()) != 0) {
+    // Two agents binding the same port at once (SO_REUSEADDR) both bind; the second to
+    // listen gets EADDRINUSE: the same "port in use" as at bind.
+    if (errno == EADDRINUSE) return absl::UnavailableError("listen: address already in use");
+    return ErrnoStatus("listen", errno);
+  }
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0) {

@@ -78,16 +78,27 @@ def _no_leftover_processes():
     a concurrent test session's processes are never touched."""
     _TEST_MARK["value"] = uuid.uuid4().hex
     yield
-    marker = f"MUSTER_TEST_MARK={_TEST_MARK['value']}".encode()
+    for pid in processes_with_env("MUSTER_TEST_MARK", _TEST_MARK["value"]):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            continue
+
+
+def processes_with_env(name, value):
+    """Pids of the processes whose environment holds NAME=value (inherited by children)."""
+    entry_bytes = f"{name}={value}".encode()
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    os.kill(int(entry), 9)
-        except (OSError, ProcessLookupError):
+                if entry_bytes in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
             continue
+    return found
 
 
 def muster_env(**extra):

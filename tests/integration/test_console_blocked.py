@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import _TEST_MARK, MUSTER, TORCH_PYTHON, muster_env, pid_alive, wait_for
+from conftest import (_TEST_MARK, MUSTER, TORCH_PYTHON, muster_env, pid_alive,
+                      processes_with_env, wait_for)
 
 GRACE_S = 2
 SUMMARY = re.compile(rb"\[muster\] (\d+) lines? \((\d+) bytes?\) of output dropped while the "
@@ -117,18 +118,8 @@ def blocked(tmp_path):
 
 def marked_processes():
     """Every live process this test started (muster_env()'s marker), agent included."""
-    marker = f"MUSTER_TEST_MARK={_TEST_MARK['value']}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker in f.read().split(b"\0") and pid_alive(int(entry)):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    return [p for p in processes_with_env("MUSTER_TEST_MARK", _TEST_MARK["value"])
+            if pid_alive(p)]
 
 
 def wait_for_exit(agent, timeout):

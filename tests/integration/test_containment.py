@@ -15,7 +15,8 @@ import uuid
 
 import pytest
 
-from conftest import FAKE, MUSTER, fake, muster_env, pid_alive, read_pids, run_muster, wait_for
+from conftest import (FAKE, MUSTER, fake, muster_env, pid_alive, processes_with_env, read_pids,
+                      run_muster, wait_for)
 
 IS_ROOT = os.geteuid() == 0
 
@@ -44,18 +45,7 @@ MODES = [pytest.param("cgroup", marks=needs_cgroup), "session"]
 def marked(mark):
     """Live processes whose environment carries CONTAIN_RUN=mark (workers and all they
     started inherit it)."""
-    needle = f"CONTAIN_RUN={mark}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in f.read().split(b"\0") and pid_alive(int(entry)):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    return [p for p in processes_with_env("CONTAIN_RUN", mark) if pid_alive(p)]
 
 
 def start_agent(args, mark=None, **kw):

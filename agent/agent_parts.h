@@ -20,11 +20,13 @@
 
 namespace muster {
 
-// Where the agent reports whether its workers run (grpc.health.v1 on --health-port).
+// Where the agent reports its phase for the kubelet (grpc.health.v1 on --health-port;
+// agent/readiness.h says what the phases become).
 class HealthReporter {
  public:
   virtual ~HealthReporter() = default;
-  virtual void SetServing(bool serving) = 0;
+  // `phase` as --status-file names it.
+  virtual void Report(const char* phase) = 0;
 };
 
 // The rendezvous server this agent hosts for the whole job. The agent keeps it until the

@@ -262,7 +262,9 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "health-port",
      .group = "Health",
      .default_text = "none",
-     .help = "grpc.health.v1 here: NOT_SERVING until the workers run",
+     .help = "grpc.health.v1 here: \"\" ready once the agent is part of the job (at once "
+             "where it hosts the rendezvous), muster.v1.Workers while the workers run, "
+             "muster.v1.Liveness while the agent runs",
      .apply = ApplyHealthPort},
     {.name = "probe",
      .group = "GPU",

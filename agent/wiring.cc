@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/readiness.h"
 #include "agent/status_file.h"
 #include "agent/this_host.h"
 #include "base/endpoint.h"
@@ -32,12 +33,17 @@ namespace {
 
 class GrpcHealthReporter : public HealthReporter {
  public:
-  explicit GrpcHealthReporter(std::unique_ptr<rdzv::HealthServer> server)
-      : server_(std::move(server)) {}
-  void SetServing(bool serving) override { server_->SetServing(serving); }
+  GrpcHealthReporter(std::unique_ptr<rdzv::HealthServer> server, bool hosts_rendezvous)
+      : server_(std::move(server)), readiness_(hosts_rendezvous) {}
+  void Report(const char* phase) override {
+    Readiness::Health health = readiness_.Next(phase);
+    server_->SetReady(health.ready);
+    server_->SetWorkersRunning(health.workers_running);
+  }
 
  private:
   std::unique_ptr<rdzv::HealthServer> server_;
+  Readiness readiness_;
 };
 
 class HostedGrpcRendezvous : public HostedRendezvous {
@@ -135,9 +141,9 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   ASSIGN_OR_RETURN(parts.signal_fd, BlockAndOpenSignalFd(config.signals_to_handle));
   RETURN_IF_ERROR(BecomeSubreaper());
   ASSIGN_OR_RETURN(parts.loop, EventLoop::Create());
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkerGroup> group,
-                   WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
-                                       config.containment));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<WorkerGroup> group,
+      WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout, config.containment));
   // From here on a log line is queued, never written by the loop: a stuck console must
   // not keep signals, child exits and rendezvous events waiting (the watchdog has forked).
   LogThroughConsole(group->console());
@@ -156,7 +162,9 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,
                      rdzv::HealthServer::Start(absl::StrCat("[::]:", config.health_port)));
-    parts.health = std::make_unique<GrpcHealthReporter>(std::move(health));
+    // The hosted server listens by now: the host is ready (agent/readiness.h).
+    parts.health =
+        std::make_unique<GrpcHealthReporter>(std::move(health), parts.hosted_rendezvous != nullptr);
   }
   return parts;
 }

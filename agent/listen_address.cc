@@ -106,8 +106,12 @@ absl::StatusOr<std::string> RouteToEndpoint(const Config& c, const ListenWaitFn&
   const absl::Time deadline = started + c.join_timeout;
   absl::Duration backoff = absl::Milliseconds(100);
   absl::Time next_log = started;
-  for (;;) {
+  for (int attempt = 1;; ++attempt) {
     absl::StatusOr<std::string> local = RouteSourceAddress(c.rdzv_host_name, c.rdzv_port);
+    if (local.ok() && attempt > 1) {
+      spdlog::info("rendezvous at {} resolved after {}: this node's address is {}", endpoint,
+                   HumanDuration(absl::Now() - started), *local);
+    }
     if (local.ok() || !absl::IsUnavailable(local.status())) return local;
     const absl::Time now = absl::Now();
     if (now >= deadline) {
@@ -183,6 +187,25 @@ absl::StatusOr<std::string> ListenAddressFor(const Config& c, ListenPurpose purp
     return LocalAddressOf(c.SourceOf("master-addr"), c.master_addr);
   }
   return RouteToEndpoint(c, wait);
+}
+
+absl::Status CheckServedEndpoint(const Config& c, const std::string& address) {
+  const std::string& host = c.rdzv_host_name;
+  if (host == "localhost") return absl::OkStatus();  // dialled as 127.0.0.1 or ::1 alike
+  absl::StatusOr<std::vector<sockaddr_storage>> addrs = Resolve(host, c.rdzv_port);
+  if (!addrs.ok()) return absl::OkStatus();  // the client waits for the name
+  std::string elsewhere;
+  for (const sockaddr_storage& a : *addrs) {
+    std::string text = NumericText(reinterpret_cast<const sockaddr*>(&a));
+    if (text == address) return absl::OkStatus();
+    if (elsewhere.empty() && IsThisHost(text)) elsewhere = text;
+  }
+  if (elsewhere.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(c.SourceOf("rdzv-endpoint"), " ", host, " resolves on this host to ", elsewhere,
+                   ", but this node listens on ", address, " (", c.SourceOf("local-addr"),
+                   "), so the rendezvous it serves would not be reached there; name ", address,
+                   " in the endpoint, or make ", host, " resolve to it (e.g. /etc/hosts)"));
 }
 
 std::string ListenEndpoint(const std::string& address, int port) {

@@ -44,6 +44,12 @@ enum class ListenPurpose {
 absl::StatusOr<std::string> ListenAddressFor(const Config& config, ListenPurpose purpose,
                                              const ListenWaitFn& wait);
 
+// For the agent that serves the rendezvous on `address`: its own client (and every agent
+// on this host) dials the endpoint's name, so a name that resolves here to another of this
+// host's addresses would reach nothing. InvalidArgument naming both then; OK when the name
+// resolves to `address`, to no address of this host (a Service's cluster IP), or not yet.
+absl::Status CheckServedEndpoint(const Config& config, const std::string& address);
+
 // "addr:port" or "[v6addr]:port", as gRPC's and HTTP servers' listen addresses.
 std::string ListenEndpoint(const std::string& address, int port);
 

@@ -79,6 +79,20 @@ TEST(ListenAddressTest, OnlyAFixedJobsNodeRanksAboveZeroNeverServe) {
   EXPECT_FALSE(NeverServesStore(OneNode()));
 }
 
+TEST(ListenAddressTest, ServedEndpointMustResolveToTheListenAddress) {
+  Config c = Joiner("127.0.0.1");
+  c.local_addr = "127.0.0.2";
+  EXPECT_TRUE(CheckServedEndpoint(c, "127.0.0.1").ok());
+  absl::Status st = CheckServedEndpoint(c, "127.0.0.2");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("resolves on this host to 127.0.0.1, but this node listens on "
+                              "127.0.0.2 (--local-addr)"),
+            absl::string_view::npos)
+      << st;
+  EXPECT_TRUE(CheckServedEndpoint(Joiner("localhost"), "127.0.0.2").ok());
+  EXPECT_TRUE(CheckServedEndpoint(Joiner("192.0.2.1"), "127.0.0.2").ok());  // not this host's
+}
+
 TEST(ListenAddressTest, ListenEndpointBracketsIpv6) {
   EXPECT_EQ(ListenEndpoint("10.0.0.1", 8081), "10.0.0.1:8081");
   EXPECT_EQ(ListenEndpoint("fd00::1", 8081), "[fd00::1]:8081");

@@ -180,6 +180,9 @@ absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
   if (opens_store || HostsRendezvousHere(config)) {
     ASSIGN_OR_RETURN(parts.store_address, ListenAddressFor(config, ListenPurpose::kStore, wait));
   }
+  if (HostsRendezvousHere(config)) {
+    RETURN_IF_ERROR(CheckServedEndpoint(config, parts.store_address));
+  }
   if (opens_store) {
     parts.store_factory = [address = parts.store_address](int port) {
       return c10d::StoreServer::Start(

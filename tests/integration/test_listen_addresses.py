@@ -215,6 +215,13 @@ def test_bad_local_addr_is_refused_naming_the_flag(tmp_path):
         last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
         assert r.returncode == 2, r.stderr[-2000:]
         assert where in last and "not an address of this host" in last, r.stderr[-2000:]
+    # The serving agent listens on --local-addr; its endpoint must name that address.
+    r = subprocess.run([str(MUSTER), "run", "--nnodes", "2", "--rdzv-endpoint",
+                        f"127.0.0.1:{port}", "--local-addr", "127.0.0.2", "--no-python",
+                        "/bin/true"], capture_output=True, text=True, timeout=30,
+                       env=muster_env())
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "resolves on this host to 127.0.0.1, but this node listens on 127.0.0.2" in r.stderr
 
 
 # -- pods (network namespaces, pods.py) ---------------------------------------------------

@@ -177,6 +177,9 @@ bool SleepUnlessSignalled(int signal_fd, absl::Duration d, int* stop_signal) {
 absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
                                  AgentParts& parts) {
   const bool opens_store = config.store == StoreOwner::kAgent && !NeverServesStore(config);
+  if (!config.local_addr.empty()) {  // checked even where nothing listens on it
+    RETURN_IF_ERROR(LocalAddressOf(config.SourceOf("local-addr"), config.local_addr).status());
+  }
   if (opens_store || HostsRendezvousHere(config)) {
     ASSIGN_OR_RETURN(parts.store_address, ListenAddressFor(config, ListenPurpose::kStore, wait));
   }

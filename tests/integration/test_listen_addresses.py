@@ -205,13 +205,15 @@ def test_debug_mode_store_and_health_on_loopback(tmp_path):
 
 def test_bad_local_addr_is_refused_naming_the_flag(tmp_path):
     port = free_port()
+    two = ["--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}"]
     for args, env, where in (
+            ([*two, "--local-addr", "192.0.2.77"], {}, "--local-addr"),
+            # An agent that opens no store, and a one-node job: checked all the same.
+            ([*two, "--local-addr", "192.0.2.77", "--node-rank", "1"], {}, "--local-addr"),
             (["--local-addr", "192.0.2.77"], {}, "--local-addr"),
-            ([], {"POD_IP": "192.0.2.77"}, "POD_IP")):
-        r = subprocess.run([str(MUSTER), "run", "--nnodes", "2", "--rdzv-endpoint",
-                            f"127.0.0.1:{port}", *args, "--no-python", "/bin/true"],
-                           capture_output=True, text=True, timeout=30,
-                           env=muster_env(**env))
+            (two, {"POD_IP": "192.0.2.77"}, "POD_IP")):
+        r = subprocess.run([str(MUSTER), "run", *args, "--no-python", "/bin/true"],
+                           capture_output=True, text=True, timeout=30, env=muster_env(**env))
         last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
         assert r.returncode == 2, r.stderr[-2000:]
         assert where in last and "not an address of this host" in last, r.stderr[-2000:]

@@ -66,7 +66,8 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "local-addr",
      .group = "Rendezvous",
      .default_text = "POD_IP, else route to endpoint",
-     .help = "address other nodes reach this one at (MASTER_ADDR when it is group rank 0)",
+     .help = "address other nodes reach this one at (MASTER_ADDR when it is group rank 0); "
+             "the store and health port listen there only",
      .apply = ApplyLocalAddr},
     {.name = "token-file",
      .group = "Rendezvous",
@@ -262,9 +263,10 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "health-port",
      .group = "Health",
      .default_text = "none",
-     .help = "grpc.health.v1 here: \"\" ready once the agent is part of the job (at once "
-             "where it hosts the rendezvous), muster.v1.Workers while the workers run, "
-             "muster.v1.Liveness while the agent runs",
+     .help = "grpc.health.v1 here (on --local-addr/POD_IP, else the store's address): \"\" "
+             "ready once the agent is part of the job (at once where it hosts the "
+             "rendezvous), muster.v1.Workers while the workers run, muster.v1.Liveness while "
+             "the agent runs",
      .apply = ApplyHealthPort},
     {.name = "probe",
      .group = "GPU",

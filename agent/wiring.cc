@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/stack_collector.h"
 #include "agent/status_file.h"
 #include "agent/this_host.h"
 #include "base/endpoint.h"
@@ -92,6 +93,15 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
   return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port));
 }
 
+// `muster stacks`: the collector reads the launcher's workers (the launcher outlives the
+// client, which holds the collector).
+rdzv::GrpcRendezvousClient::StacksHandler StacksHandler(const AgentParts& parts) {
+  auto collector = std::make_shared<StackCollector>(parts.launcher.get());
+  return [collector](absl::Duration timeout, rdzv::GrpcRendezvousClient::StacksReply reply) {
+    collector->Collect(timeout, std::move(reply));
+  };
+}
+
 // --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
 // the rendezvous.
 absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
@@ -124,6 +134,7 @@ absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
                                          .tls_ca_file = config.tls_ca,
                                          .loop = parts.loop.get(),
                                          .join_timeout = config.join_timeout,
+                                         .on_stacks_request = StacksHandler(parts),
                                      }));
   return absl::OkStatus();
 }
@@ -135,9 +146,9 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   ASSIGN_OR_RETURN(parts.signal_fd, BlockAndOpenSignalFd(config.signals_to_handle));
   RETURN_IF_ERROR(BecomeSubreaper());
   ASSIGN_OR_RETURN(parts.loop, EventLoop::Create());
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkerGroup> group,
-                   WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
-                                       config.containment));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<WorkerGroup> group,
+      WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout, config.containment));
   // From here on a log line is queued, never written by the loop: a stuck console must
   // not keep signals, child exits and rendezvous events waiting (the watchdog has forked).
   LogThroughConsole(group->console());

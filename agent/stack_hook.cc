@@ -29,10 +29,10 @@ def _muster_stacks_hook():
     if not where or not signum:
         return None
     try:
+        import _signal  # not `signal`: its enum import costs more than the rest together
         import faulthandler
-        import signal
         signum = int(signum)
-        previous = signal.getsignal(signum)
+        previous = _signal.getsignal(signum)
         f = open(os.path.join(where, "stacks-%d.txt" % os.getpid()), "a")
         faulthandler.register(signum, file=f, all_threads=True, chain=callable(previous))
         f.write("muster-stacks-ready\n")
@@ -43,16 +43,17 @@ def _muster_stacks_hook():
 
 
 def _muster_next_sitecustomize():
-    import importlib.machinery
-    import importlib.util
     import os
     import sys
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    # importlib's PathFinder, from sys.meta_path: importing importlib costs ~10 ms (warnings).
+    finders = [f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"]
+    spec = finders[0].find_spec("sitecustomize", rest) if finders else None
     if spec is None or spec.loader is None:
         return
-    module = importlib.util.module_from_spec(spec)
+    module = type(sys)("sitecustomize")
+    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)
 

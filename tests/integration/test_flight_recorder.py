@@ -4,9 +4,8 @@ with the dump files in the attempt's directory; a failure's root cause names the
 files found there."""
 import json
 import re
-import subprocess
 
-from conftest import MUSTER, muster_env, run_muster
+from conftest import muster_env, run_muster
 
 PY = "/usr/bin/python3"
 WRITE_ENV = ("import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))")

@@ -5,7 +5,7 @@ import json
 import subprocess
 import time
 
-from conftest import FAKE, MUSTER, REPO, fake, muster_env, pid_alive, wait_for
+from conftest import MUSTER, REPO, fake, muster_env, pid_alive, wait_for
 from multinode import Agents, wait_job_exists
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "stacks_worker.py"

@@ -12,6 +12,7 @@
 #include "agent/agent.h"
 #include "agent/listen_address.h"
 #include "agent/readiness.h"
+#include "agent/stack_collector.h"
 #include "agent/status_file.h"
 #include "agent/this_host.h"
 #include "base/endpoint.h"
@@ -113,6 +114,15 @@ bool HostsRendezvousHere(const Config& config) {
           (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(config.rdzv_host_name)));
 }
 
+// `muster stacks`: the collector reads the launcher's workers (the launcher outlives the
+// client, which holds the collector).
+rdzv::GrpcRendezvousClient::StacksHandler StacksHandler(const AgentParts& parts) {
+  auto collector = std::make_shared<StackCollector>(parts.launcher.get());
+  return [collector](absl::Duration timeout, rdzv::GrpcRendezvousClient::StacksReply reply) {
+    collector->Collect(timeout, std::move(reply));
+  };
+}
+
 // --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
 // the rendezvous (on `store_address`).
 absl::Status WireGrpcRendezvous(const Config& config, const std::string& store_address,
@@ -144,6 +154,7 @@ absl::Status WireGrpcRendezvous(const Config& config, const std::string& store_a
                                          .tls_ca_file = config.tls_ca,
                                          .loop = parts.loop.get(),
                                          .join_timeout = config.join_timeout,
+                                         .on_stacks_request = StacksHandler(parts),
                                      }));
   return absl::OkStatus();
 }

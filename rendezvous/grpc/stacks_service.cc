@@ -59,7 +59,7 @@ class StacksService final : public v1::Stacks::CallbackService {
         } else {
           node.ranks = std::move(it->second);
         }
-        ToProto(node, reply->add_nodes());
+        grpc_internal::ToProto(node, reply->add_nodes());  // qualified: unity builds
       }
       TsanCallOut out(reactor);
       reactor->Finish(grpc::Status::OK);

@@ -29,6 +29,7 @@
 #include "base/wire_values.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"
+#include "launch/supervisor.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
@@ -140,7 +141,7 @@ absl::Status Agent::Setup() {
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
   if (!config_.save_pid.empty()) {
-    absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(getpid(), "\n"));
+    absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(KnownPid(), "\n"));
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("--save-pid: ", st.message()));
   }
   return absl::OkStatus();

@@ -37,8 +37,7 @@ absl::Status MakeDirs(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(EventLoop* loop,
                                                                  absl::Duration shutdown_timeout,
-                                                                 Containment containment) {
-  ASSIGN_OR_RETURN(ContainmentChoice choice, ChooseContainment(containment));
+                                                                 ContainmentChoice choice) {
   spdlog::debug("containment: {}", choice.description);
   ASSIGN_OR_RETURN(std::unique_ptr<Watchdog> watchdog,
                    Watchdog::Start(choice.cgroup ? choice.cgroup->path() : ""));

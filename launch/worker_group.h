@@ -32,10 +32,10 @@ namespace muster {
 class WorkerGroup : public WorkerLauncher {
  public:
   // `shutdown_timeout`: SIGTERM (or the agent's signal) to SIGKILL.
-  // `containment`: see launch/containment.h.
-  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Create(
-      EventLoop* loop, absl::Duration shutdown_timeout,
-      Containment containment = Containment::kAuto);
+  // `containment`: the mode in force, ChooseContainment()'s (launch/containment.h).
+  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Create(EventLoop* loop,
+                                                             absl::Duration shutdown_timeout,
+                                                             ContainmentChoice containment);
   ~WorkerGroup() override;
 
   void SetCallbacks(Callbacks callbacks) override { callbacks_ = std::move(callbacks); }

@@ -62,15 +62,22 @@ def children(pid):
     return out
 
 
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def watchdog_of(agent_pid):
-    for c in children(agent_pid):
-        try:
-            with open(f"/proc/{c}/comm") as f:
-                if f.read().strip() == "muster-watchdog":
-                    return c
-        except OSError:
-            continue
-    return None
+    """The watchdog below `agent_pid`, or below the agent there under its supervisor (mode
+    session: launch/supervisor.h)."""
+    kids = children(agent_pid)
+    for c in kids:
+        if comm(c) == "muster":  # the agent: agent_pid is its supervisor
+            return watchdog_of(c)
+    return next((c for c in kids if comm(c) == "muster-watchdog"), None)
 
 
 @pytest.mark.parametrize("mode", [
@@ -229,7 +236,7 @@ def test_a_killed_watchdog_is_restarted_and_still_cleans_up(tmp_path, mode):
 def test_dry_run_names_the_mode_in_force():
     r = run_muster(["--dry-run", "--containment", "session", "--no-python", "true"])
     assert r.returncode == 0, r.stderr
-    assert "session (--containment session)" in r.stdout
+    assert "session (--containment session), under a supervisor" in r.stdout
     r = run_muster(["--dry-run", "--no-python", "true"])
     assert r.returncode == 0, r.stderr
     assert ("containment" in r.stdout and

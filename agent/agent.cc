@@ -137,6 +137,7 @@ absl::Status Agent::Setup() {
   auto utf8 = [](const std::string& s) { return IsValidUtf8(s) ? s : EscapeForMessage(s); };
   node_.command = utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_)));
   node_.log_dir = utf8(run_dir_.stream_files || !config_.log_dir.empty() ? run_dir_.path : "");
+  node_.containment = utf8(launcher_->containment());
   node_.address = AdvertisedAddress(config_);
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import (FAKE, MUSTER, fake, muster_env, pid_alive, processes_with_env, read_pids,
                       run_muster, wait_for)
+from multinode import serve
 
 IS_ROOT = os.geteuid() == 0
 
@@ -278,3 +279,30 @@ def test_status_file_names_the_mode_and_cgroups_are_removed(tmp_path, mode):
     if mode == "cgroup":
         path = doc["containment"].split(" ", 1)[1]
         assert not os.path.exists(path), f"{path} left behind"
+
+
+def test_job_status_names_each_nodes_mode():
+    """`muster status` (JSON and table) shows the containment mode in force on each node."""
+    with serve("--rdzv-id", "modes") as port:
+        agents = [start_agent(["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "modes",
+                               "--nnodes", "2", "--rdzv-host", "false", "--containment", mode,
+                               "--no-python", "sleep", "2"])
+                  for mode in ("session", "auto")]
+        status = [str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id",
+                  "modes"]
+
+        def both_nodes():
+            r = subprocess.run([*status, "--json"], capture_output=True, text=True, timeout=20)
+            return r.returncode == 0 and len(doc := json.loads(r.stdout)["nodes"]) == 2 and doc
+
+        nodes = wait_for(both_nodes, 20, interval=0.1, what="2 nodes in the status")
+        modes = sorted(n["containment"] for n in nodes)
+        auto = "cgroup /" if CGROUP_OK else "session (no cgroup: "
+        assert any(m.startswith(auto) for m in modes), modes
+        assert any(m.startswith("session (--containment session), under a supervisor")
+                   for m in modes), modes
+        table = subprocess.run(status, capture_output=True, text=True, timeout=20).stdout
+        assert "       containment: session (--containment session), under a supervisor" in table
+        for a in agents:
+            _, err = a.communicate(timeout=30)
+            assert a.returncode == 0, err[-2000:]

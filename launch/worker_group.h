@@ -76,7 +76,8 @@ class WorkerGroup : public WorkerLauncher {
   void OnChildExited(pid_t pid, int wstatus);
   void OnProcessesStopped(const std::vector<pid_t>& abandoned);
   // Completes `exit` (the error file and the stderr tail of a failure) and posts it.
-  void ReportExit(Worker& w, WorkerExit exit);
+  // `delay`: reported that much later (a transient spawn failure's backoff).
+  void ReportExit(Worker& w, WorkerExit exit, absl::Duration delay = absl::ZeroDuration());
 
   EventLoop* loop_;
   std::unique_ptr<JobCgroup> cgroup_;  // mode cgroup; outlives processes_
@@ -86,6 +87,8 @@ class WorkerGroup : public WorkerLauncher {
   std::unique_ptr<ProcessGroup> processes_;
   Callbacks callbacks_;
   std::vector<Worker> workers_;
+  // Attempts in a row whose start failed for want of processes or memory (the backoff).
+  int transient_spawn_failures_ = 0;
 };
 
 }  // namespace muster

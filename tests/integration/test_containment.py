@@ -306,3 +306,24 @@ def test_job_status_names_each_nodes_mode():
         for a in agents:
             _, err = a.communicate(timeout=30)
             assert a.returncode == 0, err[-2000:]
+
+
+@needs_cgroup
+def test_a_dead_agents_fresh_job_cgroup_is_removed_at_start(tmp_path):
+    """An agent killed before its watchdog started leaves its job cgroup behind, unlocked;
+    the next agent removes it at start, however young (on main: only after 10 s)."""
+    status = tmp_path / "status.json"
+    r = run_muster(["--containment", "cgroup", "--status-file", status, "--no-python", "true"])
+    assert r.returncode == 0, r.stderr
+    parent = os.path.dirname(json.loads(status.read_text())["containment"].split(" ", 1)[1])
+    stale = os.path.join(parent, f"muster-{2**22 + 1}-{uuid.uuid4().hex[:8]}")
+    os.mkdir(stale)
+    os.mkdir(os.path.join(stale, "a0"))
+    try:
+        r = run_muster(["--containment", "cgroup", "--no-python", "true"])
+        assert r.returncode == 0, r.stderr
+        assert not os.path.exists(stale), f"{stale} left behind"
+    finally:
+        for d in (os.path.join(stale, "a0"), stale):
+            if os.path.exists(d):
+                os.rmdir(d)

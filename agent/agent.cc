@@ -28,6 +28,7 @@
 #include "base/wire_values.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"
+#include "launch/supervisor.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
@@ -135,12 +136,13 @@ absl::Status Agent::Setup() {
   auto utf8 = [](const std::string& s) { return IsValidUtf8(s) ? s : EscapeForMessage(s); };
   node_.command = utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_)));
   node_.log_dir = utf8(run_dir_.stream_files || !config_.log_dir.empty() ? run_dir_.path : "");
+  node_.containment = utf8(launcher_->containment());
   node_.address = AdvertisedAddress(config_);
   if (node_.address.empty()) node_.address = parts_.store_address;  // what the store binds
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
   if (!config_.save_pid.empty()) {
-    absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(getpid(), "\n"));
+    absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(KnownPid(), "\n"));
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("--save-pid: ", st.message()));
   }
   return absl::OkStatus();

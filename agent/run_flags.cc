@@ -204,9 +204,10 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "containment",
      .group = "Failures",
      .default_text = "auto",
-     .help = "how nothing a worker starts outlives the job: cgroup (a cgroup per attempt, "
-             "cgroup.kill), session (sessions, pidfds, watchdog) or auto (cgroup when one can be "
-             "made)",
+     .help =
+         "how nothing a worker starts outlives the job: cgroup (a cgroup per attempt, "
+         "cgroup.kill), session (sessions, pidfds, watchdog, and a supervisor process above the "
+         "agent unless it is PID 1) or auto (cgroup when one can be made)",
      .apply = ApplyContainment},
     {.name = "monitor-interval",
      .group = "Failures",

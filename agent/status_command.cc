@@ -144,6 +144,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                            {"probe", n.probe},
                            {"command", n.command},
                            {"log_dir", n.log_dir},
+                           {"containment", n.containment},
                            {"last_heartbeat", absl::FormatTime(n.last_heartbeat)}};
     if (n.group_rank >= 0) {
       int base = 0;
@@ -255,8 +256,10 @@ void PrintTable(const nlohmann::json& j, bool color) {
                 n["host"].get<std::string>().c_str(), n["address"].get<std::string>().c_str(),
                 ranks.c_str(), PaintPadded(n.value("state", ""), 10, color).c_str(),
                 node_id.c_str());
-    const std::pair<const char*, const char*> kExtras[] = {
-        {"probe", "gpu"}, {"command", "command"}, {"log_dir", "logs"}};
+    const std::pair<const char*, const char*> kExtras[] = {{"probe", "gpu"},
+                                                           {"command", "command"},
+                                                           {"log_dir", "logs"},
+                                                           {"containment", "containment"}};
     for (const auto& [key, label] : kExtras) {
       if (!n.value(key, "").empty()) {
         std::printf("       %s: %s\n", label, n[key].get<std::string>().c_str());

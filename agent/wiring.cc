@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
@@ -22,9 +23,12 @@
 #include "base/random_id.h"
 #include "base/status_macros.h"
 #include "launch/console_log_sink.h"
+#include "launch/containment.h"
 #include "launch/exit_status.h"
+#include "launch/kill_children.h"
 #include "launch/process_tree.h"
 #include "launch/signals.h"
+#include "launch/supervisor.h"
 #include "launch/worker_group.h"
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/health_server.h"
@@ -206,16 +210,42 @@ absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
   return absl::OkStatus();
 }
 
-absl::StatusOr<AgentParts> Wire(const Config& config, int* stop_signal) {
+// The supervisor is gone (SIGKILLed: launch/supervisor.h). Nobody waits for this agent's
+// exit code any more, and nothing of the job may outlive it: every process below the agent
+// (workers, the orphans it adopted, the watchdog) is killed and reaped, then it exits.
+absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string termination_log) {
+  auto fd = std::make_shared<UniqueFd>(std::move(supervisor.pidfd));
+  return loop->Add(fd->get(), EPOLLIN, [fd, pid = supervisor.pid, termination_log](uint32_t) {
+    const int code = exit_code::ForSignal(SIGKILL);
+    std::string summary = absl::StrCat(
+        "the supervisor (pid ", pid, ") is gone: killed every process of the job; exiting ", code);
+    spdlog::error("the supervisor (pid {}) is gone: killing every process of the job", pid);
+    if (!KillAndReapChildren(absl::Seconds(10))) {
+      spdlog::error("some processes of the job did not die within 10 s of SIGKILL");
+    }
+    WriteTerminationLog(termination_log, summary);
+    spdlog::error("{}", summary);
+    FlushConsoleLog(absl::Seconds(1));
+    _exit(code);
+  });
+}
+
+absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<ContainmentChoice> containment,
+                                Supervisor supervisor, int* stop_signal) {
   AgentParts parts;
   // Order matters: signals are blocked before the watchdog forks and before any thread
   // starts (the console writer's, gRPC's), so none of them ever receives the job's signals.
   ASSIGN_OR_RETURN(parts.signal_fd, BlockAndOpenSignalFd(config.signals_to_handle));
   RETURN_IF_ERROR(BecomeSubreaper());
   ASSIGN_OR_RETURN(parts.loop, EventLoop::Create());
+  if (!containment.ok()) return containment.status();
+  if (supervisor.pidfd.valid()) {
+    RETURN_IF_ERROR(
+        WatchSupervisor(parts.loop.get(), std::move(supervisor), config.termination_log));
+  }
   ASSIGN_OR_RETURN(
       std::unique_ptr<WorkerGroup> group,
-      WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout, config.containment));
+      WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout, *std::move(containment)));
   // From here on a log line is queued, never written by the loop: a stuck console must
   // not keep signals, child exits and rendezvous events waiting (the watchdog has forked).
   LogThroughConsole(group->console());
@@ -240,10 +270,12 @@ absl::StatusOr<AgentParts> Wire(const Config& config, int* stop_signal) {
   return parts;
 }
 
-int WireAndRun(Config config) {
+int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
+               Supervisor supervisor) {
   if (config.standalone && config.run_id == "none") config.run_id = Uuid4();  // like torchrun
   int stop_signal = 0;
-  absl::StatusOr<AgentParts> parts = Wire(config, &stop_signal);
+  absl::StatusOr<AgentParts> parts =
+      Wire(config, std::move(containment), std::move(supervisor), &stop_signal);
   if (!parts.ok()) {
     int code =
         stop_signal != 0 ? exit_code::ForSignal(stop_signal) : exit_code::ForStatus(parts.status());
@@ -262,7 +294,19 @@ int WireAndRun(Config config) {
 }  // namespace
 
 int RunAgent(Config config) {
-  int code = WireAndRun(std::move(config));
+  // Chosen before anything else: in mode session (not PID 1) this process stays as the
+  // supervisor and the agent is its child (launch/supervisor.h).
+  absl::StatusOr<ContainmentChoice> containment = ChooseContainment(config.containment);
+  Supervisor supervisor;
+  if (containment.ok() && containment->supervised) {
+    absl::StatusOr<Supervisor> s = SplitOffAgent(config.signals_to_handle);
+    if (s.ok()) {
+      supervisor = *std::move(s);
+    } else {
+      containment = s.status();  // reported as any set-up failure
+    }
+  }
+  int code = WireAndRun(std::move(config), std::move(containment), std::move(supervisor));
   // The agent's last lines (its summary) are queued: out within 1 s, or lost on a stuck
   // console, which must not keep the agent from exiting.
   FlushConsoleLog(absl::Seconds(1));

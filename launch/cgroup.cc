@@ -17,6 +17,7 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -24,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/errno_status.h"
+#include "base/status_macros.h"
 #include "launch/pidfd.h"
 #include "spdlog/spdlog.h"
 
@@ -149,7 +151,7 @@ int RemoveStaleJobCgroups(const std::string& dir, absl::Duration min_age) {
     std::string path = absl::StrCat(dir, "/", e->d_name);
     UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     struct stat st;
-    // Held: its agent lives. Young: its agent may be between mkdir and flock.
+    // Held: its agent lives. Young (min_age): its agent may be between mkdir and flock.
     if (!fd.valid() || flock(fd.get(), LOCK_EX | LOCK_NB) != 0 || fstat(fd.get(), &st) != 0 ||
         absl::Now() - absl::FromUnixSeconds(std::max(st.st_mtime, st.st_ctime)) < min_age) {
       continue;
@@ -160,27 +162,46 @@ int RemoveStaleJobCgroups(const std::string& dir, absl::Duration min_age) {
   return removed;
 }
 
+namespace {
+
+// Makes <dir>/muster-<pid>-<random> (agents in different PID namespaces may share a cgroup
+// and a pid: the random suffix) and holds its flock. Another agent's sweep
+// (RemoveStaleJobCgroups) may take the directory between its mkdir and its flock: it is then
+// made again under a new name. Returns its name and the locked fd.
+absl::StatusOr<std::pair<std::string, UniqueFd>> MakeLockedJobDir(const std::string& dir) {
+  for (int attempt = 1;; ++attempt) {
+    uint32_t salt = 0;
+    if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
+      salt = static_cast<uint32_t>(time(nullptr)) + attempt;
+    std::string name = absl::StrCat("muster-", getpid(), "-", absl::Hex(salt));
+    std::string path = absl::StrCat(dir, "/", name);
+    if (mkdir(path.c_str(), 0755) != 0) return ErrnoStatus(absl::StrCat("mkdir ", path), errno);
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    struct stat held, now;
+    if (fd.valid() && flock(fd.get(), LOCK_EX | LOCK_NB) == 0 && fstat(fd.get(), &held) == 0 &&
+        stat(path.c_str(), &now) == 0 && held.st_ino == now.st_ino) {
+      return std::make_pair(std::move(name), std::move(fd));
+    }
+    const int err = errno;  // ENOENT, EWOULDBLOCK: a sweep holds or removed it
+    if (attempt == 5) return ErrnoStatus(absl::StrCat("flock ", path), err);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<JobCgroup>> JobCgroup::Create() {
   absl::StatusOr<CgroupPlace> own = OwnCgroup();
   if (!own.ok()) return own.status();
-  // Left by agents killed together with their watchdogs (a whole pod's processes at once).
-  if (int n = RemoveStaleJobCgroups(own->dir, absl::Seconds(10)); n > 0) {
+  // Left by agents killed together with their watchdogs (a whole pod's processes at once),
+  // or before their watchdogs started. No agent holds its job cgroup unlocked: a fresh one
+  // taken between its mkdir and its flock is made again (MakeLockedJobDir).
+  if (int n = RemoveStaleJobCgroups(own->dir, absl::ZeroDuration()); n > 0) {
     spdlog::info("removed {} cgroup{} of agents that are gone", n, n == 1 ? "" : "s");
   }
-  // Agents in different PID namespaces may share this cgroup and a pid: a random suffix.
-  uint32_t salt = 0;
-  if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
-    salt = static_cast<uint32_t>(time(nullptr));
-  std::string name = absl::StrCat("muster-", getpid(), "-", absl::Hex(salt));
-  std::unique_ptr<JobCgroup> cg(new JobCgroup(absl::StrCat(own->dir, "/", name)));
-  cg->relative_ = absl::StrCat(own->relative, "/", name);
-  if (mkdir(cg->path_.c_str(), 0755) != 0) {
-    return ErrnoStatus(absl::StrCat("mkdir ", cg->path_), errno);
-  }
-  cg->lock_.reset(open(cg->path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!cg->lock_.valid() || flock(cg->lock_.get(), LOCK_EX | LOCK_NB) != 0) {
-    return ErrnoStatus(absl::StrCat("flock ", cg->path_), errno);
-  }
+  ASSIGN_OR_RETURN(auto made, MakeLockedJobDir(own->dir));
+  std::unique_ptr<JobCgroup> cg(new JobCgroup(absl::StrCat(own->dir, "/", made.first)));
+  cg->relative_ = absl::StrCat(own->relative, "/", made.first);
+  cg->lock_ = std::move(made.second);
   if (access((cg->path_ + "/cgroup.kill").c_str(), W_OK) != 0) {
     return absl::FailedPreconditionError("no cgroup.kill (kernel older than 5.14)");
   }

@@ -3,12 +3,14 @@
 //
 // Layout: <the agent's own cgroup>/muster-<agent pid>-<random>/a<N>, one leaf per attempt
 // (the suffix: agents in different PID namespaces may share a cgroup and a pid). The agent
-// holds a flock on its job cgroup; one nobody holds, older than a few seconds, belongs to an
-// agent killed together with its watchdog, and the next agent kills and removes it. The agent
-// and its watchdog stay where they are; only workers (and everything they start) live in
-// the leaves. No controller is ever enabled in the subtree, so cgroup v2's no-internal-
-// process rule never applies: the job cgroup holds no process, the leaves hold no children,
-// and the agent's own cgroup may keep its processes (a leaf or the root alike).
+// holds a flock on its job cgroup from the moment it makes it (one taken by another agent's
+// sweep before the flock is made again under a new name); one nobody holds belongs to an
+// agent killed together with its watchdog, or before its watchdog started, and the next
+// agent kills and removes it. The agent and its watchdog stay where they are; only workers
+// (and everything they start) live in the leaves. No controller is ever enabled in the
+// subtree, so cgroup v2's no-internal-process rule never applies: the job cgroup holds no
+// process, the leaves hold no children, and the agent's own cgroup may keep its processes
+// (a leaf or the root alike).
 //
 // A worker is created in its leaf (clone3 CLONE_INTO_CGROUP, SpawnSpec::cgroup_dir_fd; see
 // launch/clone_into_cgroup.h) or, where the kernel or CPU lacks that, enters it in the spawn

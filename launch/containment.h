@@ -39,11 +39,14 @@ inline std::optional<Containment> ParseContainment(std::string_view text) {
 }
 
 // The mode in force for `requested`: a job cgroup (mode cgroup) or none (mode session),
-// and a line that says which and why, e.g. "cgroup /sys/fs/cgroup/muster-12" or
-// "session (no cgroup: mkdir ...: Read-only file system)". FailedPrecondition when
-// `requested` is kCgroup and no cgroup can be made.
+// whether the agent then runs under a supervisor (mode session, not PID 1:
+// launch/supervisor.h), and a line that says all that and why, e.g. "cgroup
+// /sys/fs/cgroup/muster-12" or "session (no cgroup: mkdir ...: Read-only file system),
+// under a supervisor". FailedPrecondition when `requested` is kCgroup and no cgroup can be
+// made.
 struct ContainmentChoice {
   std::unique_ptr<JobCgroup> cgroup;
+  bool supervised = false;
   std::string description;
 };
 absl::StatusOr<ContainmentChoice> ChooseContainment(Containment requested);

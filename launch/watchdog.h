@@ -16,9 +16,12 @@
 //   worker's session (setsid, a daemon's double fork) is found by the mark every worker
 //   gets in its environment (mark(): MUSTER_AGENT_MARK=<agent pid>.<random>), which its
 //   descendants inherit: the watchdog kills every process whose /proc/PID/environ holds it.
-//   Limit: a process that clears its environment (env -i) and leaves the session escapes;
-//   mode "cgroup" has no such gap. (The watchdog cannot be the subreaper above the agent
-//   instead: the agent's own pid must stay, it may be PID 1.)
+//   A process that also clears its environment (env -i) and leaves the session carries no
+//   mark; it is found by parentage instead: unless the agent is PID 1, a supervisor (the
+//   process the user started, a child subreaper) runs above the agent and kills every
+//   process below it once the agent is gone (launch/supervisor.h). Only if the agent and
+//   its supervisor are SIGKILLed together does such a process escape; mode "cgroup" has no
+//   such gap.
 //
 // The watchdog lives in its own process group; the agent's blocked signal mask is
 // inherited, so the job's signals never reach it. A watchdog that dies anyway (OOM killer,

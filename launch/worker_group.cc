@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "base/duration.h"
 #include "base/errno_status.h"
 #include "base/log_format.h"
 #include "base/status_macros.h"
@@ -33,12 +34,18 @@ absl::Status MakeDirs(const std::string& path) {
   return absl::OkStatus();
 }
 
+// How long a transient spawn failure (fork's EAGAIN/ENOMEM) waits before it is reported:
+// the restart it leads to would otherwise fail again at once, and a whole restart budget
+// would be spent in milliseconds. 1 s for the first in a row, doubling, at most 16 s.
+absl::Duration TransientSpawnBackoff(int failures_in_a_row) {
+  return std::min(absl::Seconds(1) * (1 << std::min(failures_in_a_row - 1, 4)), absl::Seconds(16));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(EventLoop* loop,
                                                                  absl::Duration shutdown_timeout,
-                                                                 Containment containment) {
-  ASSIGN_OR_RETURN(ContainmentChoice choice, ChooseContainment(containment));
+                                                                 ContainmentChoice choice) {
   spdlog::debug("containment: {}", choice.description);
   ASSIGN_OR_RETURN(std::unique_ptr<Watchdog> watchdog,
                    Watchdog::Start(choice.cgroup ? choice.cgroup->path() : ""));
@@ -101,9 +108,10 @@ absl::Status WorkerGroup::Start(int attempt, std::vector<WorkerSpec> specs) {
                                           spec.out, spec.err));
     if (!SpawnWorker(w, std::move(spec.spawn))) {
       workers_.resize(i + 1);  // the rest were never started
-      break;
+      return absl::OkStatus();
     }
   }
+  transient_spawn_failures_ = 0;  // every worker of the attempt was started
   return absl::OkStatus();
 }
 
@@ -134,7 +142,15 @@ bool WorkerGroup::SpawnWorker(Worker& w, SpawnSpec spec) {
     std::string what = transient ? absl::StrCat("cannot start the worker: ", pid.status().message(),
                                                 ", reported as exit ", code)
                                  : std::string(pid.status().message());
-    ReportExit(w, WorkerExit{.code = code, .exec_failed = !transient, .what = std::move(what)});
+    absl::Duration delay = absl::ZeroDuration();
+    if (transient) {
+      delay = TransientSpawnBackoff(++transient_spawn_failures_);
+      spdlog::warn("rank {}: {}; reported in {} ({} transient spawn failure{} in a row)",
+                   w.placement.rank, what, HumanDuration(delay), transient_spawn_failures_,
+                   transient_spawn_failures_ == 1 ? "" : "s");
+    }
+    ReportExit(w, WorkerExit{.code = code, .exec_failed = !transient, .what = std::move(what)},
+               delay);
     return false;
   }
   w.pid = *pid;
@@ -174,7 +190,7 @@ void WorkerGroup::OnWatchdogExited(int wstatus) {
                ExitStatus::FromWaitStatus(wstatus).Describe(), watchdog_->pid());
 }
 
-void WorkerGroup::ReportExit(Worker& w, WorkerExit exit) {
+void WorkerGroup::ReportExit(Worker& w, WorkerExit exit, absl::Duration delay) {
   exit.placement = w.placement;
   exit.pid = w.pid;
   exit.dir = w.dir;
@@ -192,7 +208,12 @@ void WorkerGroup::ReportExit(Worker& w, WorkerExit exit) {
     if (w.output) exit.stderr_tail = w.output->StderrTail();
   }
   // Posted, so the agent never reacts from inside Start() or a reap loop.
-  loop_->Post([cb = callbacks_.on_exit, exit = std::move(exit)] { cb(exit); });
+  auto report = [cb = callbacks_.on_exit, exit = std::move(exit)] { cb(exit); };
+  if (delay > absl::ZeroDuration()) {
+    loop_->AddTimer(EventLoop::Now() + delay, std::move(report));
+  } else {
+    loop_->Post(std::move(report));
+  }
 }
 
 void WorkerGroup::OnProcessesStopped(const std::vector<pid_t>& abandoned) {

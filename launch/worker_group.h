@@ -32,10 +32,10 @@ namespace muster {
 class WorkerGroup : public WorkerLauncher {
  public:
   // `shutdown_timeout`: SIGTERM (or the agent's signal) to SIGKILL.
-  // `containment`: see launch/containment.h.
-  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Create(
-      EventLoop* loop, absl::Duration shutdown_timeout,
-      Containment containment = Containment::kAuto);
+  // `containment`: the mode in force, ChooseContainment()'s (launch/containment.h).
+  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Create(EventLoop* loop,
+                                                             absl::Duration shutdown_timeout,
+                                                             ContainmentChoice containment);
   ~WorkerGroup() override;
 
   void SetCallbacks(Callbacks callbacks) override { callbacks_ = std::move(callbacks); }
@@ -77,7 +77,8 @@ class WorkerGroup : public WorkerLauncher {
   void OnChildExited(pid_t pid, int wstatus);
   void OnProcessesStopped(const std::vector<pid_t>& abandoned);
   // Completes `exit` (the error file and the stderr tail of a failure) and posts it.
-  void ReportExit(Worker& w, WorkerExit exit);
+  // `delay`: reported that much later (a transient spawn failure's backoff).
+  void ReportExit(Worker& w, WorkerExit exit, absl::Duration delay = absl::ZeroDuration());
 
   EventLoop* loop_;
   std::unique_ptr<JobCgroup> cgroup_;  // mode cgroup; outlives processes_
@@ -87,6 +88,8 @@ class WorkerGroup : public WorkerLauncher {
   std::unique_ptr<ProcessGroup> processes_;
   Callbacks callbacks_;
   std::vector<Worker> workers_;
+  // Attempts in a row whose start failed for want of processes or memory (the backoff).
+  int transient_spawn_failures_ = 0;
 };
 
 }  // namespace muster

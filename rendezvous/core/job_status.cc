@@ -65,6 +65,7 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
         .probe = std::move(v.info.probe),
         .command = std::move(v.info.command),
         .log_dir = std::move(v.info.log_dir),
+        .containment = std::move(v.info.containment),
     });
   }
   return s;

@@ -29,9 +29,10 @@ struct NodeStatus {
   absl::Time last_heartbeat = absl::InfinitePast();
   // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left".
   std::string state;
-  std::string probe;    // the node's GPU probe summary, "" when it did not probe
-  std::string command;  // the workers' command line
-  std::string log_dir;  // per-rank logs, "" when the output goes to the console only
+  std::string probe;        // the node's GPU probe summary, "" when it did not probe
+  std::string command;      // the workers' command line
+  std::string log_dir;      // per-rank logs, "" when the output goes to the console only
+  std::string containment;  // the containment mode in force there (NodeInfo::containment)
 };
 
 struct JobStatusSnapshot {

@@ -45,6 +45,9 @@ struct NodeInfo {
   // goes to the console only), for the job status. Sent with Join only, as the probe.
   std::string command;
   std::string log_dir;
+  // How nothing a worker starts outlives the job there (launch/containment.h: "cgroup
+  // /sys/fs/cgroup/...", "session (...), under a supervisor"). Sent with Join only.
+  std::string containment;
 };
 
 struct Failure {

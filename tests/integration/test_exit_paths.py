@@ -281,3 +281,31 @@ def test_without_tmpdir_the_run_directory_in_dev_shm_is_removed(tmp_path, ending
     root = error_file.parents[3]  # ROOT/<run_id>_XXXXXX/attempt_0/<local_rank>/error.json
     assert root.name.startswith("muster_") and str(root.parent) in ("/dev/shm", "/tmp"), root
     assert not root.exists(), f"{root} left behind"
+
+
+def _log_time(line):
+    """Seconds of the day of a muster log line ("[muster 2026-11-26 05:43:32.781 info] ...")."""
+    clock = line.split()[2]
+    h, m, s = clock.split(":")
+    return int(h) * 3600 + int(m) * 60 + float(s)
+
+
+def test_transient_fork_failures_back_off_instead_of_spending_the_budget_at_once(pids_cgroup):
+    """Issue 18: a restart after EAGAIN fails again at once while the process limit holds;
+    each failure is reported 1 s, 2 s, 4 s... later, so a budget of 2 restarts lasts
+    seconds (time for other processes to exit), not milliseconds."""
+    (pids_cgroup / "pids.max").write_text("8")
+    command = (f"echo $$ > {pids_cgroup}/cgroup.procs && exec {MUSTER} run "
+               f"--nproc-per-node 8 --max-restarts 2 --no-python sleep 30")
+    r = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60,
+                       env=muster_env())
+    assert r.returncode == 138, r.stderr
+    starts = [_log_time(line) for line in r.stderr.splitlines()
+              if re.search(r"\] attempt \d+ \(round \d+\): started", line)]
+    assert len(starts) == 3, r.stderr
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert gaps[0] >= 1.0 and gaps[1] >= 2.0, (gaps, r.stderr)
+    assert "reported in 1s (1 transient spawn failure in a row)" in r.stderr, r.stderr
+    assert "reported in 4s (3 transient spawn failures in a row)" in r.stderr, r.stderr
+    wait_for(lambda: (pids_cgroup / "pids.current").read_text().strip() == "0", 5,
+             what="every task of the agent's cgroup to exit")

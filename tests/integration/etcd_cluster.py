@@ -69,6 +69,36 @@ class EtcdCluster:
         return {base64.b64decode(kv["key"]).decode(): kv["create_revision"]
                 for kv in json.loads(r.stdout).get("kvs", [])}
 
+    def member_ctl(self, i, *args):
+        """etcdctl against member i alone."""
+        env = dict(os.environ, ETCDCTL_API="3")
+        return subprocess.run([ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s",
+                               "--endpoints", f"127.0.0.1:{self.client_ports[i]}", *args],
+                              capture_output=True, text=True, timeout=10, env=env)
+
+    def status(self, i):
+        r = self.member_ctl(i, "endpoint", "status", "-w", "json")
+        return json.loads(r.stdout)[0]["Status"] if r.returncode == 0 else None
+
+    def leader(self, alive_only=False):
+        """Index of the member that leads now, or None when none answers as leader."""
+        for i, p in enumerate(self.procs):
+            if alive_only and p.poll() is not None:
+                continue
+            status = self.status(i)
+            if status and status["header"]["member_id"] == status["leader"]:
+                return i
+        return None
+
+    def make_leader(self, i):
+        """Moves the leadership to member i (etcdctl move-leader, sent to the leader)."""
+        current = self.leader()
+        if current == i:
+            return
+        target = format(self.status(i)["header"]["member_id"], "x")
+        r = self.member_ctl(current, "move-leader", target)
+        assert r.returncode == 0, r.stderr
+
     def stop(self):
         for p in self.procs:
             if p.poll() is None:

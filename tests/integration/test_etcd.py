@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -26,13 +27,13 @@ def etcd():
     cluster.stop()
 
 
-def start_agents(etcd, run_id, n, nnodes, out, hold_world=None):
-    env = muster_env(OUT=out, **({"HOLD_WORLD": hold_world} if hold_world else {}))
+def start_agents(etcd, run_id, n, nnodes, out, hold_world=None, conf=FAST, **env_extra):
+    env = muster_env(OUT=out, **({"HOLD_WORLD": hold_world} if hold_world else {}), **env_extra)
     procs = []
     for _ in range(n):
         procs.append(subprocess.Popen(
             [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
-             "--rdzv-id", run_id, "--rdzv-conf", FAST, "--nnodes", nnodes,
+             "--rdzv-id", run_id, "--rdzv-conf", conf, "--nnodes", nnodes,
              "--nproc-per-node", "2", "--max-restarts", "0", str(CHECK)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     return procs
@@ -96,6 +97,39 @@ def test_coordinator_killed_survivors_continue_in_a_new_round(etcd, tmp_path):
     # Each survivor stopped its round because the coordinator was gone, not for a failure.
     for _, _, err in results:
         assert "node lost: the coordinator" in err and "takes over" in err, err[-3000:]
+
+
+def test_etcd_leader_killed_workers_untouched(tmp_path):
+    # A cluster of its own: this test kills a member.
+    etcd = EtcdCluster(3)
+    try:
+        out, release = tmp_path / "out.jsonl", tmp_path / "release"
+        # Lease TTL 4 s: longer than etcd's re-election (election timeout 1 s).
+        conf = "heartbeat_interval=1s,heartbeat_misses=4,last_call_timeout=1s,join_timeout=60s"
+        procs = start_agents(etcd, "leaderkill", 3, "3", out, hold_world="6", conf=conf,
+                             RELEASE=release)
+        wait_for(lambda: len(lines(out)) == 6, timeout=60, interval=0.1, what="round 1's workers")
+        # The leader is also the member every agent talks to (the first listed): its death
+        # takes their watch, their lease keep-alive and the cluster's leader at once.
+        etcd.make_leader(0)
+        assert etcd.leader() == 0
+        leader = 0
+        etcd.procs[leader].send_signal(signal.SIGKILL)
+        etcd.procs[leader].wait()
+        # Past the lease TTL with one member gone and a new leader elected: nothing moves.
+        wait_for(lambda: etcd.leader(alive_only=True) not in (None, leader), timeout=10,
+                 interval=0.2, what="a new etcd leader")
+        time.sleep(5)
+        assert all(p.poll() is None for p in procs), [p.poll() for p in procs]
+        release.touch()
+        results = finish(procs, timeout=60)
+        for code, _, err in results:
+            assert code == 0, err[-3000:]
+        rows = lines(out)
+        # One round only: the workers were never stopped or restarted.
+        assert len(rows) == 6 and {r["WORLD_SIZE"] for r in rows} == {"6"}, rows
+    finally:
+        etcd.stop()
 
 
 def test_etcd_v2_is_an_alias_and_unsupported_keys_are_refused(etcd, tmp_path):

@@ -122,6 +122,9 @@ void Coordinator::Tick(absl::Time now) {
 
 void Coordinator::Publish(const std::vector<Event>& events,
                           const std::vector<std::pair<std::string, absl::Status>>& refusals) {
+  // The state first: a coordinator that dies in between leaves a next one that skips a
+  // round number, never one that reuses it.
+  PersistState();
   if (!events.empty() || !refusals.empty()) {
     v1::EtcdEvents batch;
     batch.set_coordinator(self_);
@@ -136,14 +139,20 @@ void Coordinator::Publish(const std::vector<Event>& events,
       a->mutable_message()->mutable_error()->set_code(grpc_internal::ToWireCode(status.code()));
       a->mutable_message()->mutable_error()->set_message(std::string(status.message()));
     }
-    absl::StatusOr<int64_t> put = etcd_->Put(prefix_ + "events", batch.SerializeAsString(), lease_);
-    // Agents that miss a batch are stuck in their round; the lease keeper notices an etcd
-    // that stays away and ends this agent (then another coordinates).
-    if (!put.ok())
-      spdlog::warn("etcd rendezvous: cannot publish events: {}",
-                   std::string(put.status().message()));
+    absl::Status put = PutPersistently(prefix_ + "events", batch.SerializeAsString(), lease_);
+    if (!put.ok()) {
+      spdlog::warn("etcd rendezvous: cannot publish events: {}", std::string(put.message()));
+    }
   }
-  PersistState();
+}
+
+absl::Status Coordinator::PutPersistently(const std::string& key, const std::string& value,
+                                          int64_t lease) {
+  // A lost batch would leave agents waiting for ever; past a lease TTL this agent's own
+  // lease is gone too (it exits 138 and the next coordinator takes over).
+  const JobSpec& spec = job_.spec();
+  return PutWithin(*etcd_, key, value, lease, spec.heartbeat_interval * spec.heartbeat_misses)
+      .status();
 }
 
 void Coordinator::PersistState() {
@@ -167,11 +176,10 @@ void Coordinator::PersistState() {
   }
   // Once the job has its outcome, its state lives only as long as this agent's lease:
   // a finished job's keys all expire.
-  absl::StatusOr<int64_t> put =
-      etcd_->Put(prefix_ + "job", state.SerializeAsString(), outcome ? lease_ : 0);
+  absl::Status put =
+      PutPersistently(prefix_ + "job", state.SerializeAsString(), outcome ? lease_ : 0);
   if (!put.ok()) {
-    spdlog::warn("etcd rendezvous: cannot save the job's state: {}",
-                 std::string(put.status().message()));
+    spdlog::warn("etcd rendezvous: cannot save the job's state: {}", std::string(put.message()));
     return;
   }
   persisted_round_ = job_.round();

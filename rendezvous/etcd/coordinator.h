@@ -51,6 +51,8 @@ class Coordinator {
   void Publish(const std::vector<Event>& events,
                const std::vector<std::pair<std::string, absl::Status>>& refusals = {});
   void PersistState();
+  // Put, retried until it succeeds or a lease TTL has passed.
+  absl::Status PutPersistently(const std::string& key, const std::string& value, int64_t lease);
 
   EtcdClient* etcd_;
   const std::string prefix_;

@@ -210,6 +210,20 @@ absl::Status EtcdClient::DeletePrefix(const std::string& prefix) {
   });
 }
 
+absl::StatusOr<int64_t> PutWithin(EtcdClient& etcd, const std::string& key,
+                                  const std::string& value, int64_t lease, absl::Duration give_up) {
+  const absl::Time deadline = absl::Now() + give_up;
+  for (;;) {
+    absl::StatusOr<int64_t> put = etcd.Put(key, value, lease);
+    if (put.ok() || absl::Now() >= deadline ||
+        !absl::IsUnavailable(put.status()) && !absl::IsDeadlineExceeded(put.status()) &&
+            !absl::IsUnknown(put.status())) {
+      return put;
+    }
+    absl::SleepFor(absl::Milliseconds(200));  // a backoff between tries, not polling
+  }
+}
+
 namespace {
 
 class GrpcEtcdWatch : public EtcdWatch {

@@ -85,6 +85,11 @@ class EtcdWatch {
   virtual void Cancel() = 0;
 };
 
+// Put, retried every 200 ms until it succeeds or `give_up` has passed: rides out an etcd
+// re-electing its leader (about a second), which fails every member's calls meanwhile.
+absl::StatusOr<int64_t> PutWithin(EtcdClient& etcd, const std::string& key,
+                                  const std::string& value, int64_t lease, absl::Duration give_up);
+
 // The exclusive upper bound of a prefix range (etcd's "range_end").
 std::string PrefixEnd(const std::string& prefix);
 

@@ -148,8 +148,8 @@ class EtcdRendezvousClient::Impl {
     v1::EtcdNode value;
     value.set_ready_for(leader_);
     ToProto(node_, spec_, value.mutable_join());
-    absl::StatusOr<int64_t> put =
-        etcd_->Put(prefix_ + "nodes/" + node_.node_id, value.SerializeAsString(), lease_);
+    absl::StatusOr<int64_t> put = PutWithin(*etcd_, prefix_ + "nodes/" + node_.node_id,
+                                            value.SerializeAsString(), lease_, ttl_);
     if (!put.ok()) Fail(absl::UnavailableError(put.status().message()));
     return put.ok();
   }
@@ -159,8 +159,8 @@ class EtcdRendezvousClient::Impl {
     report.set_to(leader_);
     *report.mutable_message() = m;
     absl::StatusOr<int64_t> put =
-        etcd_->Put(absl::StrFormat("%sin/%s/%08d", prefix_, node_.node_id, ++report_seq_),
-                   report.SerializeAsString(), lease_);
+        PutWithin(*etcd_, absl::StrFormat("%sin/%s/%08d", prefix_, node_.node_id, ++report_seq_),
+                  report.SerializeAsString(), lease_, ttl_);
     if (!put.ok()) Fail(absl::UnavailableError(put.status().message()));
   }
 

@@ -27,14 +27,15 @@ def etcd():
     cluster.stop()
 
 
-def start_agents(etcd, run_id, n, nnodes, out, hold_world=None, conf=FAST, **env_extra):
+def start_agents(etcd, run_id, n, nnodes, out, hold_world=None, conf=FAST, flags=(),
+                 **env_extra):
     env = muster_env(OUT=out, **({"HOLD_WORLD": hold_world} if hold_world else {}), **env_extra)
     procs = []
     for _ in range(n):
         procs.append(subprocess.Popen(
             [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
              "--rdzv-id", run_id, "--rdzv-conf", conf, "--nnodes", nnodes,
-             "--nproc-per-node", "2", "--max-restarts", "0", str(CHECK)],
+             "--nproc-per-node", "2", "--max-restarts", "0", *flags, str(CHECK)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     return procs
 
@@ -97,6 +98,18 @@ def test_coordinator_killed_survivors_continue_in_a_new_round(etcd, tmp_path):
     # Each survivor stopped its round because the coordinator was gone, not for a failure.
     for _, _, err in results:
         assert "node lost: the coordinator" in err and "takes over" in err, err[-3000:]
+
+
+def test_a_failure_restarts_every_node_with_the_budget_agreed(etcd, tmp_path):
+    # The normal stop path (workers stopped, reported, next round) through etcd.
+    out = tmp_path / "out.jsonl"
+    results = finish(start_agents(etcd, "restart", 2, "2", out, FAIL_RANK=3,
+                                  flags=["--max-restarts", "1", "--restart-policy", "OnFailure"]))
+    for code, _, err in results:
+        assert code == 0, err[-3000:]
+    rows = [r for r in lines(out) if r["TORCHELASTIC_RESTART_COUNT"] == "1"]
+    assert sorted(int(r["RANK"]) for r in rows) == [0, 1, 2, 3], lines(out)
+    assert {r["sum"] for r in rows} == {10.0}
 
 
 def test_etcd_leader_killed_workers_untouched(tmp_path):

@@ -85,18 +85,20 @@ class EtcdClient::Impl {
   absl::Status Unary(Call call) {
     grpc::Status last;
     size_t member = current_.load();
+    size_t answered = member;  // the member `last` is from
     for (size_t tried = 0; tried < channels_.size(); ++tried) {
       auto stub = Stub::NewStub(channels_[member]);
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
       last = call(*stub, context);
+      answered = member;
       if (!TryNextMember(last)) break;
       Failover(member);
       member = (member + 1) % channels_.size();
     }
     if (last.ok()) return absl::OkStatus();
     absl::Status s = ToAbslStatus(last);
-    return absl::Status(s.code(), absl::StrCat("etcd (", endpoints_[member], "): ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("etcd (", endpoints_[answered], "): ", s.message()));
   }
 
  private:

@@ -86,13 +86,19 @@ class EtcdCluster:
             if alive_only and p.poll() is not None:
                 continue
             status = self.status(i)
-            if status and status["header"]["member_id"] == status["leader"]:
+            # proto3 JSON leaves out a zero: "leader" is absent while a member knows none.
+            if status and status["header"]["member_id"] == status.get("leader", 0):
                 return i
         return None
 
     def make_leader(self, i):
         """Moves the leadership to member i (etcdctl move-leader, sent to the leader)."""
+        deadline = time.monotonic() + 10
         current = self.leader()
+        while current is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            current = self.leader()
+        assert current is not None, "the etcd cluster has no leader"
         if current == i:
             return
         target = format(self.status(i)["header"]["member_id"], "x")

@@ -36,7 +36,11 @@ class EtcdCluster:
                  "--initial-cluster-state", "new", "--logger", "zap", "--log-outputs",
                  os.path.join(self.dir, f"{name}.log")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        self.wait_healthy(timeout=15)
+        try:
+            self.wait_healthy(timeout=15)
+        except BaseException:
+            self.stop()  # no etcd left behind by a cluster that never came up
+            raise
 
     @property
     def endpoints(self):

@@ -93,6 +93,12 @@ struct Config {
   // --master-addr:--master-port, served by node rank 0 (rendezvous_flags.cc).
   bool static_rendezvous = false;
   int rdzv_port = 29400;
+  // --rdzv-backend etcd (or etcd-v2): the rendezvous is etcd at rdzv_endpoints (README
+  // "etcd backend"); rdzv_host_name/rdzv_port are then the first member.
+  bool rdzv_etcd = false;
+  std::string rdzv_endpoint_text;                 // --rdzv-endpoint as given (several for etcd)
+  std::vector<std::string> rdzv_endpoints;        // etcd members, "host:port"
+  std::string etcd_prefix = "/muster";            // --rdzv-conf etcd_prefix
   RdzvHosting rdzv_hosting = RdzvHosting::kAuto;  // embed the rendezvous server here
   int node_rank = -1;                             // --node-rank hint; -1: assigned by arrival
   std::string local_addr;  // --local-addr / POD_IP: the address other nodes reach

@@ -119,7 +119,11 @@ absl::StatusOr<std::string> ParseRunId(const FlagValue& value) {
 }
 
 absl::Status ApplyRdzvEndpoint(const FlagValue& v, Config* c) {
-  ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(v.where, v.text, c->rdzv_port));
+  // Several members are for the etcd backend (checked in FinishRendezvousFlags, as
+  // --rdzv-backend may come later); the first stands for all until then.
+  c->rdzv_endpoint_text = v.text;
+  std::string first(v.text.substr(0, v.text.find(',')));
+  ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(v.where, first, c->rdzv_port));
   c->rdzv_host_name = endpoint.host;
   c->rdzv_port = endpoint.port;
   return absl::OkStatus();
@@ -211,6 +215,29 @@ absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env
   RETURN_IF_ERROR(CheckNodeRankInRange(*c));
   if (c->tls_cert.empty() != c->tls_key.empty()) {
     return FlagError("--tls-cert/--tls-key", "give both or neither");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FinishEtcdEndpoints(Config* c) {
+  const std::string where = c->SourceOf("rdzv-endpoint");
+  std::vector<std::string> items = absl::StrSplit(c->rdzv_endpoint_text, ',');
+  if (!c->rdzv_etcd) {
+    if (items.size() <= 1) return absl::OkStatus();
+    return FlagError(where,
+                     "several endpoints are for --rdzv-backend etcd (its members); "
+                     "muster's own rendezvous has one: give HOST:PORT");
+  }
+  if (c->rdzv_endpoint_text.empty()) {
+    return FlagError("--rdzv-backend",
+                     "etcd needs --rdzv-endpoint HOST:2379[,HOST:2379...] "
+                     "(the etcd members)");
+  }
+  c->rdzv_endpoints.clear();
+  for (const std::string& item : items) {
+    ASSIGN_OR_RETURN(Endpoint e, ParseEndpoint(where, item, 2379));
+    c->rdzv_endpoints.push_back(JoinHostPort(e.host, e.port));
+    if (c->rdzv_endpoints.size() == 1) c->rdzv_port = e.port;
   }
   return absl::OkStatus();
 }

@@ -54,6 +54,9 @@ absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env
 // rank 0 (only there when node ranks are given), its store sharing the port, so workers
 // see MASTER_PORT = --master-port. Without --master-addr either, InvalidArgument.
 absl::Status FinishStaticForm(Config* config);
+// Once --rdzv-backend is known: --rdzv-endpoint lists etcd's members H:P,H:P,... (port 2379
+// by default) for etcd; the other backends take one endpoint.
+absl::Status FinishEtcdEndpoints(Config* config);
 
 }  // namespace muster
 

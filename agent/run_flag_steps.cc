@@ -1,5 +1,6 @@
 #include "agent/run_flag_steps.h"
 
+#include <cstdio>
 #include <optional>
 #include <vector>
 
@@ -46,17 +47,17 @@ absl::Status ApplyMasterPort(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
-absl::Status CheckRdzvBackend(const FlagValue& v, Config*) {
-  if (v.text == "static" || v.text == "c10d") return absl::OkStatus();
-  if (v.text == "etcd" || v.text == "etcd-v2") {
-    return FlagError(v.where, absl::StrCat("'", v.text,
-                                           "': muster has no etcd backend until it lands "
-                                           "(issue 16); use c10d or static, which both meet "
-                                           "at muster's own rendezvous (--rdzv-endpoint)"));
+absl::Status CheckRdzvBackend(const FlagValue& v, Config* c) {
+  c->rdzv_etcd = v.text == "etcd" || v.text == "etcd-v2";
+  if (v.text == "static" || v.text == "c10d" || v.text == "etcd") return absl::OkStatus();
+  if (v.text == "etcd-v2") {
+    // torch's etcd-v2 speaks etcd's v2 API, which etcd 3.4+ disables by default.
+    fprintf(stderr, "muster: --rdzv-backend etcd-v2 uses etcd's v3 API, as etcd\n");
+    return absl::OkStatus();
   }
   return FlagError(v.where, absl::StrCat("'", EscapeForMessage(v.text),
-                                         "' is not a torchrun backend (static, c10d; etcd and "
-                                         "etcd-v2 are not in muster yet)"));
+                                         "' is not a torchrun backend (static, c10d, etcd, "
+                                         "etcd-v2)"));
 }
 
 absl::Status ApplyBindCoreList(const FlagValue& v, Config* c) {

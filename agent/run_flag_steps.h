@@ -66,7 +66,7 @@ absl::Status ApplyMasterAddr(const FlagValue& value, Config* config);
 // --master-port: 1..65535.
 absl::Status ApplyMasterPort(const FlagValue& value, Config* config);
 // --rdzv-backend: static or c10d, accepted and otherwise unused (both meet at muster's own
-// rendezvous); etcd and etcd-v2 are refused until muster has an etcd backend.
+// rendezvous); etcd and etcd-v2 (an alias: v3 API) choose the etcd backend.
 absl::Status CheckRdzvBackend(const FlagValue& value, Config* config);
 // --bind-core-list: a CPU list; implies --bind-cores-to-rank.
 absl::Status ApplyBindCoreList(const FlagValue& value, Config* config);

@@ -129,7 +129,8 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "rdzv-backend",
      .group = "Job",
      .default_text = "static",
-     .help = "static or c10d: both meet at muster's own rendezvous (etcd: not yet)",
+     .help = "static or c10d: both meet at muster's own rendezvous; etcd (or etcd-v2, the same): "
+             "etcd members at --rdzv-endpoint H1:2379,H2:2379,... (README: etcd backend)",
      .apply = CheckRdzvBackend},
     {.name = "module",
      .short_name = 'm',
@@ -529,7 +530,8 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(CheckStandalone(c));
   RETURN_IF_ERROR(FinishRendezvousFlags(env, host.hostname, &c));
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
-  RETURN_IF_ERROR(FinishStaticForm(&c));  // reads --master-addr/--master-port
+  RETURN_IF_ERROR(FinishEtcdEndpoints(&c));  // reads --rdzv-backend
+  RETURN_IF_ERROR(FinishStaticForm(&c));     // reads --master-addr/--master-port
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckTorchrunFlags(env, c));

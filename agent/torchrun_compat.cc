@@ -13,8 +13,9 @@ namespace muster {
 namespace {
 
 // The etcd and etcd-v2 backends' --rdzv-conf keys.
-constexpr std::string_view kEtcdKeys[] = {"etcd_prefix", "protocol", "cacert",       "cert",
-                                          "key",         "ssl_cert", "ssl_cert_key", "ca_cert"};
+// etcd_prefix and protocol=http work; the TLS ones are refused until implemented.
+constexpr std::string_view kEtcdKeys[] = {"protocol", "cacert",       "cert",   "key",
+                                          "ssl_cert", "ssl_cert_key", "ca_cert"};
 
 std::string Quoted(const std::string& text) {
   return absl::StrCat("'", EscapeForMessage(text), "'");
@@ -100,12 +101,20 @@ std::optional<absl::Status> ApplyTorchRdzvConfKey(const std::string& where, cons
     return FlagError(
         where, absl::StrCat("use_libuv: ", Quoted(value), " is not a boolean; use true or false"));
   }
+  if (key == "etcd_prefix") {
+    if (value.front() != '/') {
+      return FlagError(where, absl::StrCat("etcd_prefix: ", Quoted(value), " must start with /"));
+    }
+    c->etcd_prefix = value.back() == '/' ? value.substr(0, value.size() - 1) : value;
+    return absl::OkStatus();
+  }
+  if (key == "protocol" && value == "http") return absl::OkStatus();
   for (std::string_view etcd : kEtcdKeys) {
     if (key != etcd) continue;
-    return FlagError(where, absl::StrCat(key,
-                                         " is a key of torch's etcd backends, which muster does "
-                                         "not have until its etcd backend lands (issue 16); "
-                                         "drop it and use c10d or static"));
+    return FlagError(where, absl::StrCat(key, "=", Quoted(value),
+                                         ": TLS to etcd is not implemented in muster's etcd "
+                                         "backend yet (issue 16); drop it and reach etcd over "
+                                         "http (protocol=http)"));
   }
   return std::nullopt;
 }

@@ -73,16 +73,20 @@ TEST(TorchrunFlagsTest, RefusedFlagsSayWhatToUseInstead) {
   ExpectRefused({"--print-completion", "bash"}, "`muster run --help` lists every flag");
 }
 
-TEST(TorchrunFlagsTest, RdzvBackendStaticAndC10dWorkEtcdWaits) {
+TEST(TorchrunFlagsTest, RdzvBackendStaticC10dAndEtcd) {
   for (const char* backend : {"static", "c10d"}) {
     auto c = ParseTorchrun({"--rdzv-backend", backend});
     EXPECT_TRUE(c.ok()) << backend << ": " << c.status();
+    if (c.ok()) EXPECT_FALSE(c->rdzv_etcd);
   }
-  ExpectRefused({"--rdzv-backend", "etcd"},
-                "--rdzv-backend: 'etcd': muster has no etcd backend until it lands (issue 16); "
-                "use c10d or static");
-  ExpectRefused({"--rdzv_backend=etcd-v2"}, "'etcd-v2': muster has no etcd backend");
-  ExpectRefused({}, "PET_RDZV_BACKEND: 'etcd'", {{"PET_RDZV_BACKEND", "etcd"}});
+  for (const char* backend : {"etcd", "etcd-v2"}) {
+    auto c = ParseTorchrun({"--rdzv-backend", backend, "--rdzv-endpoint", "e1,e2:2380"});
+    ASSERT_TRUE(c.ok()) << backend << ": " << c.status();
+    EXPECT_TRUE(c->rdzv_etcd);
+    EXPECT_EQ(c->rdzv_endpoints, (std::vector<std::string>{"e1:2379", "e2:2380"}));
+  }
+  ExpectRefused({"--rdzv-backend", "etcd"}, "etcd needs --rdzv-endpoint HOST:2379");
+  ExpectRefused({"--rdzv-endpoint", "e1:1,e2:2"}, "several endpoints are for --rdzv-backend etcd");
   ExpectRefused({"--rdzv-backend", "zookeeper"}, "'zookeeper' is not a torchrun backend");
 }
 
@@ -167,11 +171,12 @@ TEST(TorchrunFlagsTest, RdzvConfTakesTorchsKeys) {
   ExpectRefused({"--rdzv-conf", "store_type=file"}, "store_type=file: muster's rendezvous");
   ExpectRefused({"--rdzv-conf", "store_type=redis"}, "store_type: 'redis' must be tcp");
   ExpectRefused({"--rdzv-conf", "use_libuv=maybe"}, "use_libuv: 'maybe' is not a boolean");
-  for (const char* key : {"etcd_prefix", "protocol", "cacert", "cert", "key", "ssl_cert",
-                          "ssl_cert_key", "ca_cert"}) {
+  for (const char* key :
+       {"protocol", "cacert", "cert", "key", "ssl_cert", "ssl_cert_key", "ca_cert"}) {
     ExpectRefused({"--rdzv-conf", std::string(key) + "=x"},
-                  std::string(key) + " is a key of torch's etcd backends");
+                  std::string(key) + "='x': TLS to etcd is not implemented");
   }
+  ExpectRefused({"--rdzv-conf", "etcd_prefix=x"}, "etcd_prefix: 'x' must start with /");
   ExpectRefused({"--rdzv-conf", "colour=blue"}, "keep_alive_interval");  // in the known list
 }
 

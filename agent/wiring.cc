@@ -30,6 +30,7 @@
 #include "launch/signals.h"
 #include "launch/supervisor.h"
 #include "launch/worker_group.h"
+#include "rendezvous/etcd/etcd_rendezvous.h"
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/health_server.h"
 #include "rendezvous/grpc/server.h"
@@ -112,8 +113,9 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
 }
 
 // Whether this node tries to serve the rendezvous (--rdzv-host, or the endpoint names it).
+// Never with etcd: the endpoint is etcd's.
 bool HostsRendezvousHere(const Config& config) {
-  return !config.rdzv_host_name.empty() &&
+  return !config.rdzv_host_name.empty() && !config.rdzv_etcd &&
          (config.rdzv_hosting == RdzvHosting::kAlways ||
           (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(config.rdzv_host_name)));
 }
@@ -230,6 +232,23 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
   });
 }
 
+// --rdzv-backend etcd: no agent serves the rendezvous; each serves its own store.
+absl::Status WireEtcdRendezvous(const Config& config, AgentParts& parts) {
+  if (config.local_addr.empty() && config.rdzv_host_name != "localhost") {
+    // gRPC's server sees where an agent connects from; etcd tells nobody.
+    return absl::InvalidArgumentError(
+        "--rdzv-backend etcd: give --local-addr ADDRESS (or set POD_IP), the address other "
+        "nodes reach this one at (MASTER_ADDR when it is group rank 0)");
+  }
+  ASSIGN_OR_RETURN(parts.rendezvous, rdzv::etcd::EtcdRendezvousClient::Create({
+                                         .endpoints = config.rdzv_endpoints,
+                                         .prefix = config.etcd_prefix,
+                                         .loop = parts.loop.get(),
+                                         .join_timeout = config.join_timeout,
+                                     }));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<ContainmentChoice> containment,
                                 Supervisor supervisor, int* stop_signal) {
   AgentParts parts;
@@ -256,6 +275,8 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   RETURN_IF_ERROR(WireListenAddresses(config, wait, parts));
   if (config.rdzv_host_name.empty()) {
     parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
+  } else if (config.rdzv_etcd) {
+    RETURN_IF_ERROR(WireEtcdRendezvous(config, parts));
   } else {
     RETURN_IF_ERROR(WireGrpcRendezvous(config, parts.store_address, parts));
   }

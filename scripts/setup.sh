@@ -10,6 +10,7 @@ PACKAGES=(
   python3 python3-pytest python3-pytest-xdist python3-torch python3-venv python3-grpcio python3-grpc-tools python3-yaml
   clang libclang-rt-14-dev
   iproute2 util-linux procps
+  etcd-server etcd-client
   openssh-server openssh-client
 )
 

@@ -5,6 +5,7 @@
 #include "rendezvous/core/job.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -51,6 +52,13 @@ Event Job::MakeEvent(Event::Kind kind, const std::string& node_id, std::string t
 bool Job::IsParticipant(const std::string& node_id) const {
   return std::any_of(participants_.begin(), participants_.end(),
                      [&](const NodeInfo& n) { return n.node_id == node_id; });
+}
+
+void Job::ContinueFrom(int round, int restarts_used, std::vector<RestartRecord> history) {
+  round_ = round;
+  restarts_used_ = restarts_used;
+  attempt_ = restarts_used;
+  history_ = std::move(history);
 }
 
 void Job::ForgetHint(const NodeInfo& info) {

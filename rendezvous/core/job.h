@@ -82,6 +82,11 @@ class Job {
   std::vector<WorkerStatus> Workers() const;
   const std::vector<Condition>& conditions() const { return conditions_.all(); }
 
+  // Continues a job whose owner is gone (the etcd backend's next coordinator): the next
+  // round is `round` + 1 and the restart budget used and the history are the previous
+  // owner's. Call before the first Join.
+  void ContinueFrom(int round, int restarts_used, std::vector<RestartRecord> history);
+
   // A node joins (or re-joins with a new node_id after its Pod restarted). Errors, for
   // that node only: InvalidArgument (rank hint conflict or out of range, local_world_size
   // < 1 or > 4096, a spec no job can run), FailedPrecondition (the job has finished).

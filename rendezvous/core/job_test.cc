@@ -453,5 +453,30 @@ TEST(JobTest, FailureDetailPrefersTheErrorFileMessageAndCutsOnACharacter) {
   EXPECT_EQ(detail.substr(249), "\xA9\xC3\xA9...");
 }
 
+// The etcd backend's next coordinator continues the job of the one that is gone.
+TEST(JobTest, AContinuedJobKeepsItsRoundBudgetAndHistory) {
+  JobHarness h(Spec(2, 2, 3));
+  std::vector<RestartRecord> history = {
+      {.round = 2, .attempt = 1, .reason = "worker failure", .counted = true},
+      {.round = 3, .attempt = 1, .reason = "node lost: the coordinator", .counted = false}};
+  h.job().ContinueFrom(3, 1, history);
+  ASSERT_TRUE(h.Join("1").ok());
+  ASSERT_TRUE(h.Join("2").ok());
+  auto e = h.Last("1", Event::Kind::kRoundStarted);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->assignment.round, 4);
+  EXPECT_EQ(e->assignment.restart_count, 1);
+  EXPECT_EQ(h.job().history().size(), 2u);
+  // The budget left is the previous owner's: two more restarts, then the outcome.
+  h.Fail("1", 1, true);
+  h.StopAll();
+  h.Fail("2", 1, true);
+  h.StopAll();
+  EXPECT_EQ(h.job().restarts_used(), 3);
+  h.Fail("1", 1, true);
+  ASSERT_TRUE(h.job().outcome().has_value());
+  EXPECT_EQ(h.job().outcome()->exit_code, 1);
+}
+
 }  // namespace
 }  // namespace muster::rdzv

@@ -1,0 +1,191 @@
+#include "rendezvous/etcd/coordinator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "muster/v1/etcd.pb.h"
+#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv::etcd {
+
+using grpc_internal::FromProto;
+using grpc_internal::ToProto;
+
+namespace {
+
+int64_t UnixMillis(absl::Time t) { return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t); }
+absl::Time FromUnixMillis(int64_t ms) {
+  return ms == 0 ? absl::InfinitePast() : absl::FromUnixMillis(ms);
+}
+
+}  // namespace
+
+Coordinator::Coordinator(EtcdClient* etcd, std::string job_prefix, std::string self_id,
+                         int64_t lease, const JobSpec& spec)
+    : etcd_(etcd),
+      prefix_(std::move(job_prefix)),
+      self_(std::move(self_id)),
+      lease_(lease),
+      job_(spec, absl::Now()) {}
+
+absl::Status Coordinator::Begin(absl::Time now) {
+  absl::StatusOr<RangeResult> got = etcd_->Get(prefix_ + "job");
+  if (!got.ok()) return got.status();
+  if (got->kvs.empty()) return absl::OkStatus();  // the job's first coordinator
+  v1::EtcdJobState state;
+  if (!state.ParseFromString(got->kvs[0].value)) {
+    return absl::DataLossError(absl::StrCat("etcd key ", prefix_, "job is not a job state"));
+  }
+  std::vector<RestartRecord> history;
+  for (const v1::RestartRecord& p : state.history()) {
+    RestartRecord r{.round = p.round(),
+                    .attempt = p.attempt(),
+                    .started = FromUnixMillis(p.started_unix_ms()),
+                    .time = FromUnixMillis(p.time_unix_ms()),
+                    .reason = p.reason(),
+                    .counted = p.counted()};
+    if (p.has_failure()) r.failure = FromProto(p.failure());
+    history.push_back(std::move(r));
+  }
+  if (state.round() > 0) {
+    // The previous coordinator's round ended with it: a membership change, not counted.
+    history.push_back(RestartRecord{.round = state.round(),
+                                    .attempt = state.restarts_used(),
+                                    .time = now,
+                                    .reason = "node lost: the coordinator",
+                                    .counted = false});
+  }
+  spdlog::info(
+      "etcd rendezvous: this agent coordinates the job from round {} on ({} restarts used)",
+      state.round() + 1, state.restarts_used());
+  job_.ContinueFrom(state.round(), state.restarts_used(), std::move(history));
+  return absl::OkStatus();
+}
+
+void Coordinator::NodeReady(const v1::Join& join, absl::Time now) {
+  NodeInfo node;
+  JobSpec spec;
+  FromProto(join, &node, &spec);
+  if (!joined_.insert(node.node_id).second) return;
+  std::vector<Event> events;
+  absl::Status joined = job_.Join(node, spec, now, &events);
+  if (!joined.ok()) {
+    joined_.erase(node.node_id);
+    Publish(events, {{node.node_id, joined}});
+    return;
+  }
+  Publish(events);
+}
+
+void Coordinator::NodeGone(const std::string& node_id, absl::Time now) {
+  if (joined_.erase(node_id) == 0) return;
+  std::vector<Event> events;
+  job_.NodeLost(node_id, "node lost: its etcd lease ended", now, &events);
+  Publish(events);
+}
+
+void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, absl::Time now) {
+  if (joined_.count(node_id) == 0) return;
+  std::vector<Event> events;
+  switch (m.kind_case()) {
+    case v1::AgentMessage::kWorkerFailed:
+      job_.WorkerFailed(node_id, m.worker_failed().round(), FromProto(m.worker_failed().failure()),
+                        now, &events);
+      break;
+    case v1::AgentMessage::kWorkersSucceeded:
+      job_.WorkersSucceeded(node_id, m.workers_succeeded().round(), now, &events);
+      break;
+    case v1::AgentMessage::kWorkersStopped:
+      job_.WorkersStopped(node_id, m.workers_stopped().round(), m.workers_stopped().store_port(),
+                          now, &events);
+      break;
+    case v1::AgentMessage::kWorkersStarted:
+      job_.WorkersStarted(node_id, m.workers_started().round(), FromProto(m.workers_started()),
+                          now);
+      break;
+    case v1::AgentMessage::kWorkerEnded:
+      job_.WorkerEnded(node_id, m.worker_ended().round(), FromProto(m.worker_ended()), now);
+      break;
+    default:
+      return;  // Join and Leave travel as the node key itself
+  }
+  Publish(events);
+}
+
+void Coordinator::Tick(absl::Time now) {
+  std::vector<Event> events;
+  job_.Tick(now, &events);
+  Publish(events);
+}
+
+void Coordinator::Publish(const std::vector<Event>& events,
+                          const std::vector<std::pair<std::string, absl::Status>>& refusals) {
+  // The state first: a coordinator that dies in between leaves a next one that skips a
+  // round number, never one that reuses it.
+  PersistState();
+  if (!events.empty() || !refusals.empty()) {
+    v1::EtcdEvents batch;
+    batch.set_coordinator(self_);
+    for (const Event& e : events) {
+      v1::EtcdEvents::Addressed* a = batch.add_events();
+      a->set_node_id(e.node_id);
+      ToProto(e, a->mutable_message());
+    }
+    for (const auto& [node_id, status] : refusals) {
+      v1::EtcdEvents::Addressed* a = batch.add_events();
+      a->set_node_id(node_id);
+      a->mutable_message()->mutable_error()->set_code(grpc_internal::ToWireCode(status.code()));
+      a->mutable_message()->mutable_error()->set_message(std::string(status.message()));
+    }
+    absl::Status put = PutPersistently(prefix_ + "events", batch.SerializeAsString(), lease_);
+    if (!put.ok()) {
+      spdlog::warn("etcd rendezvous: cannot publish events: {}", std::string(put.message()));
+    }
+  }
+}
+
+absl::Status Coordinator::PutPersistently(const std::string& key, const std::string& value,
+                                          int64_t lease) {
+  // A lost batch would leave agents waiting for ever; past a lease TTL this agent's own
+  // lease is gone too (it exits 138 and the next coordinator takes over).
+  const JobSpec& spec = job_.spec();
+  return PutWithin(*etcd_, key, value, lease, spec.heartbeat_interval * spec.heartbeat_misses)
+      .status();
+}
+
+void Coordinator::PersistState() {
+  const bool outcome = job_.outcome().has_value();
+  if (job_.round() == persisted_round_ && job_.restarts_used() == persisted_restarts_ &&
+      job_.history().size() == persisted_history_ && outcome == persisted_outcome_) {
+    return;
+  }
+  v1::EtcdJobState state;
+  state.set_round(job_.round());
+  state.set_restarts_used(job_.restarts_used());
+  for (const RestartRecord& r : job_.history()) {
+    v1::RestartRecord* p = state.add_history();
+    p->set_round(r.round);
+    p->set_attempt(r.attempt);
+    p->set_started_unix_ms(UnixMillis(r.started));
+    p->set_time_unix_ms(UnixMillis(r.time));
+    p->set_reason(r.reason);
+    p->set_counted(r.counted);
+    if (r.failure) ToProto(*r.failure, p->mutable_failure());
+  }
+  // Once the job has its outcome, its state lives only as long as this agent's lease:
+  // a finished job's keys all expire.
+  absl::Status put =
+      PutPersistently(prefix_ + "job", state.SerializeAsString(), outcome ? lease_ : 0);
+  if (!put.ok()) {
+    spdlog::warn("etcd rendezvous: cannot save the job's state: {}", std::string(put.message()));
+    return;
+  }
+  persisted_round_ = job_.round();
+  persisted_restarts_ = job_.restarts_used();
+  persisted_history_ = job_.history().size();
+  persisted_outcome_ = outcome;
+}
+
+}  // namespace muster::rdzv::etcd

@@ -1,0 +1,71 @@
+// Coordinator: the etcd backend's owner of the job (README "etcd backend"). The agent
+// whose node key has the lowest create revision runs it: it feeds rendezvous/core's Job
+// with what the agents put in etcd (nodes ready for it, their reports, lost leases) and
+// publishes the Job's events, batch by batch, to one key every agent watches. It keeps the
+// Job's round, restart budget and history in etcd so that the next coordinator continues
+// them (Job::ContinueFrom).
+//
+// Owned by the agent's EtcdRendezvousClient; not thread-safe (its brain thread calls it).
+#ifndef MUSTER_RENDEZVOUS_ETCD_COORDINATOR_H_
+#define MUSTER_RENDEZVOUS_ETCD_COORDINATOR_H_
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "rendezvous/core/job.h"
+#include "rendezvous/etcd/etcd_client.h"
+
+namespace muster::v1 {
+class AgentMessage;
+class Join;
+}  // namespace muster::v1
+
+namespace muster::rdzv::etcd {
+
+class Coordinator {
+ public:
+  // `job_prefix`: "PREFIX/RUN_ID/"; `lease`: this agent's lease (the events key lives
+  // with it).
+  Coordinator(EtcdClient* etcd, std::string job_prefix, std::string self_id, int64_t lease,
+              const JobSpec& spec);
+
+  // Continues the job from its state in etcd (a first coordinator finds none).
+  absl::Status Begin(absl::Time now);
+  // A node put its key ready for this coordinator (first join, or after stopping the
+  // workers of the previous coordinator's round).
+  void NodeReady(const v1::Join& join, absl::Time now);
+  // A node's key is gone: its lease expired or it left.
+  void NodeGone(const std::string& node_id, absl::Time now);
+  void Report(const std::string& node_id, const v1::AgentMessage& message, absl::Time now);
+  void Tick(absl::Time now);
+  std::optional<absl::Time> NextDeadline() const { return job_.NextDeadline(); }
+
+ private:
+  // Puts `events` (and `refusals`: node id, error) as one batch, then the job's state if
+  // it changed.
+  void Publish(const std::vector<Event>& events,
+               const std::vector<std::pair<std::string, absl::Status>>& refusals = {});
+  void PersistState();
+  // Put, retried until it succeeds or a lease TTL has passed.
+  absl::Status PutPersistently(const std::string& key, const std::string& value, int64_t lease);
+
+  EtcdClient* etcd_;
+  const std::string prefix_;
+  const std::string self_;
+  const int64_t lease_;
+  Job job_;
+  std::set<std::string> joined_;
+  int persisted_round_ = -1;
+  int persisted_restarts_ = -1;
+  size_t persisted_history_ = 0;
+  bool persisted_outcome_ = false;
+};
+
+}  // namespace muster::rdzv::etcd
+
+#endif  // MUSTER_RENDEZVOUS_ETCD_COORDINATOR_H_

@@ -1,0 +1,338 @@
+#include "rendezvous/etcd/etcd_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "etcd/etcdserverpb/rpc.grpc.pb.h"
+#include "rendezvous/grpc/status_convert.h"
+
+namespace muster::rdzv::etcd {
+
+namespace pb = ::etcdserverpb;
+using grpc_internal::ToAbslStatus;
+
+std::string PrefixEnd(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // etcd: every key
+}
+
+namespace {
+
+// Errors after which the next member may do better: it is down, slow, or has no leader.
+bool TryNextMember(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         s.error_code() == grpc::StatusCode::UNKNOWN;
+}
+
+KeyValue FromPb(const mvccpb::KeyValue& kv) {
+  return KeyValue{.key = kv.key(),
+                  .value = kv.value(),
+                  .create_revision = kv.create_revision(),
+                  .mod_revision = kv.mod_revision(),
+                  .lease = kv.lease()};
+}
+
+}  // namespace
+
+class EtcdClient::Impl {
+ public:
+  explicit Impl(const Options& options)
+      : endpoints_(options.endpoints), timeout_(options.call_timeout) {
+    for (const std::string& e : endpoints_) {
+      grpc::ChannelArguments args;
+      // A member that went away is retried soon after it returns.
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+      // A member that stopped answering (frozen, cut off) ends the watch stream within
+      // about 8 s instead of never; etcd refuses pings more often than every 5 s.
+      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+      args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+      args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+      channels_.push_back(grpc::CreateCustomChannel(e, grpc::InsecureChannelCredentials(), args));
+    }
+  }
+
+  size_t size() const { return channels_.size(); }
+  size_t current() const { return current_.load(); }
+  const std::string& endpoint(size_t i) const { return endpoints_[i]; }
+  std::shared_ptr<grpc::Channel> channel(size_t i) const { return channels_[i]; }
+  // `failed` was the member in use and did not answer: the next one is used from now on
+  // (unless another call moved on already).
+  void Failover(size_t failed) {
+    size_t expected = failed;
+    current_.compare_exchange_strong(expected, (failed + 1) % channels_.size());
+  }
+  absl::Duration timeout() const { return timeout_; }
+
+  // Runs `call(stub, context, member)` on each member at most once, from the current one,
+  // until one answers.
+  template <typename Stub, typename Call>
+  absl::Status Unary(Call call) {
+    grpc::Status last;
+    size_t member = current_.load();
+    size_t answered = member;  // the member `last` is from
+    for (size_t tried = 0; tried < channels_.size(); ++tried) {
+      auto stub = Stub::NewStub(channels_[member]);
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+      last = call(*stub, context);
+      answered = member;
+      if (!TryNextMember(last)) break;
+      Failover(member);
+      member = (member + 1) % channels_.size();
+    }
+    if (last.ok()) return absl::OkStatus();
+    absl::Status s = ToAbslStatus(last);
+    return absl::Status(s.code(), absl::StrCat("etcd (", endpoints_[answered], "): ", s.message()));
+  }
+
+ private:
+  std::vector<std::string> endpoints_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::atomic<size_t> current_{0};
+  absl::Duration timeout_;
+};
+
+absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const Options& options) {
+  if (options.endpoints.empty()) return absl::InvalidArgumentError("no etcd endpoint");
+  return std::unique_ptr<EtcdClient>(new EtcdClient(std::make_unique<Impl>(options)));
+}
+
+EtcdClient::EtcdClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EtcdClient::~EtcdClient() = default;
+
+std::string EtcdClient::current_endpoint() const { return impl_->endpoint(impl_->current()); }
+
+absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
+  pb::LeaseGrantRequest request;
+  request.set_ttl(static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(ttl))));
+  pb::LeaseGrantResponse response;
+  absl::Status s = impl_->Unary<pb::Lease>([&](pb::Lease::Stub& stub, grpc::ClientContext& c) {
+    return stub.LeaseGrant(&c, request, &response);
+  });
+  if (!s.ok()) return s;
+  if (!response.error().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("etcd lease grant: ", response.error()));
+  }
+  return response.id();
+}
+
+absl::Status EtcdClient::RevokeLease(int64_t lease) {
+  pb::LeaseRevokeRequest request;
+  request.set_id(lease);
+  pb::LeaseRevokeResponse response;
+  return impl_->Unary<pb::Lease>([&](pb::Lease::Stub& stub, grpc::ClientContext& c) {
+    return stub.LeaseRevoke(&c, request, &response);
+  });
+}
+
+absl::StatusOr<absl::Duration> EtcdClient::KeepAliveOnce(int64_t lease) {
+  pb::LeaseKeepAliveResponse response;
+  absl::Status s = impl_->Unary<pb::Lease>([&](pb::Lease::Stub& stub, grpc::ClientContext& c) {
+    auto stream = stub.LeaseKeepAlive(&c);
+    pb::LeaseKeepAliveRequest request;
+    request.set_id(lease);
+    if (stream->Write(request) && stream->Read(&response)) {
+      stream->WritesDone();
+      c.TryCancel();  // the answer is in; the stream is not needed any more
+      stream->Finish().ok();
+      return grpc::Status::OK;
+    }
+    return stream->Finish();
+  });
+  if (!s.ok()) return s;
+  if (response.ttl() <= 0) {
+    return absl::NotFoundError(absl::StrCat("etcd lease ", lease, " has expired"));
+  }
+  return absl::Seconds(response.ttl());
+}
+
+absl::StatusOr<int64_t> EtcdClient::Put(const std::string& key, const std::string& value,
+                                        int64_t lease) {
+  pb::PutRequest request;
+  request.set_key(key);
+  request.set_value(value);
+  request.set_lease(lease);
+  pb::PutResponse response;
+  absl::Status s = impl_->Unary<pb::KV>(
+      [&](pb::KV::Stub& stub, grpc::ClientContext& c) { return stub.Put(&c, request, &response); });
+  if (!s.ok()) return s;
+  return response.header().revision();
+}
+
+namespace {
+absl::StatusOr<RangeResult> DoRange(EtcdClient::Impl& impl, const pb::RangeRequest& request) {
+  pb::RangeResponse response;
+  absl::Status s = impl.Unary<pb::KV>([&](pb::KV::Stub& stub, grpc::ClientContext& c) {
+    return stub.Range(&c, request, &response);
+  });
+  if (!s.ok()) return s;
+  RangeResult out;
+  out.revision = response.header().revision();
+  for (const mvccpb::KeyValue& kv : response.kvs()) out.kvs.push_back(FromPb(kv));
+  return out;
+}
+}  // namespace
+
+absl::StatusOr<RangeResult> EtcdClient::RangePrefix(const std::string& prefix) {
+  pb::RangeRequest request;
+  request.set_key(prefix);
+  request.set_range_end(PrefixEnd(prefix));
+  return DoRange(*impl_, request);
+}
+
+absl::StatusOr<RangeResult> EtcdClient::Get(const std::string& key) {
+  pb::RangeRequest request;
+  request.set_key(key);
+  return DoRange(*impl_, request);
+}
+
+absl::Status EtcdClient::DeletePrefix(const std::string& prefix) {
+  pb::DeleteRangeRequest request;
+  request.set_key(prefix);
+  request.set_range_end(PrefixEnd(prefix));
+  pb::DeleteRangeResponse response;
+  return impl_->Unary<pb::KV>([&](pb::KV::Stub& stub, grpc::ClientContext& c) {
+    return stub.DeleteRange(&c, request, &response);
+  });
+}
+
+absl::StatusOr<int64_t> PutWithin(EtcdClient& etcd, const std::string& key,
+                                  const std::string& value, int64_t lease, absl::Duration give_up) {
+  const absl::Time deadline = absl::Now() + give_up;
+  for (;;) {
+    absl::StatusOr<int64_t> put = etcd.Put(key, value, lease);
+    if (put.ok() || absl::Now() >= deadline ||
+        !absl::IsUnavailable(put.status()) && !absl::IsDeadlineExceeded(put.status()) &&
+            !absl::IsUnknown(put.status())) {
+      return put;
+    }
+    absl::SleepFor(absl::Milliseconds(200));  // a backoff between tries, not polling
+  }
+}
+
+namespace {
+
+class GrpcEtcdWatch : public EtcdWatch {
+ public:
+  GrpcEtcdWatch(EtcdClient::Impl& impl, std::string prefix, int64_t start_revision)
+      : impl_(impl), prefix_(std::move(prefix)), next_revision_(start_revision) {}
+  ~GrpcEtcdWatch() override { Cancel(); }
+
+  absl::Status Next(std::vector<WatchEvent>* events, absl::Duration give_up) override {
+    std::optional<absl::Time> failing_since;
+    for (;;) {
+      pb::WatchResponse response;
+      grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>* stream = Open();
+      if (stream == nullptr) return absl::CancelledError("watch cancelled");
+      if (stream->Read(&response)) {
+        if (response.canceled()) {
+          if (response.compact_revision() > 0) {
+            return absl::OutOfRangeError(
+                absl::StrCat("etcd compacted past revision ", next_revision_, " of the watch"));
+          }
+        } else {
+          failing_since.reset();
+          if (response.events_size() == 0) continue;  // created, or progress
+          for (const mvccpb::Event& e : response.events()) {
+            events->push_back(
+                WatchEvent{.deleted = e.type() == mvccpb::Event::DELETE, .kv = FromPb(e.kv())});
+            next_revision_ = e.kv().mod_revision() + 1;
+          }
+          return absl::OkStatus();
+        }
+      }
+      // The member went away, lost its leader, or cancelled the watch: the next one.
+      absl::Status lost = Close();
+      if (!lost.ok()) return lost;
+      if (!failing_since) failing_since = absl::Now();
+      if (absl::Now() - *failing_since > give_up) {
+        return absl::UnavailableError(
+            absl::StrCat("no etcd member could be watched for ", absl::FormatDuration(give_up)));
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      // Backoff between members: woken early by Cancel.
+      cancel_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return cancelled_; });
+    }
+  }
+
+  void Cancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    if (context_) context_->TryCancel();
+    cancel_cv_.notify_all();
+  }
+
+ private:
+  // The open stream, opening one on the current member (resuming at next_revision_) if
+  // none is; null once cancelled.
+  grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>* Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) return nullptr;
+    if (stream_) return stream_.get();
+    member_ = impl_.current();
+    context_ = std::make_unique<grpc::ClientContext>();
+    // etcd ends the watch when its member loses the leader, instead of going quiet.
+    context_->AddMetadata("hasleader", "true");
+    stub_ = pb::Watch::NewStub(impl_.channel(member_));
+    stream_ = stub_->Watch(context_.get());
+    pb::WatchRequest request;
+    pb::WatchCreateRequest* create = request.mutable_create_request();
+    create->set_key(prefix_);
+    create->set_range_end(PrefixEnd(prefix_));
+    create->set_start_revision(next_revision_);
+    stream_->Write(request);  // a failure shows in the first Read
+    return stream_.get();
+  }
+
+  // Ends the stream; Cancelled if that was Cancel, else moves to the next member.
+  absl::Status Close() {
+    std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream = std::move(stream_);
+      context_->TryCancel();
+    }
+    stream->Finish().ok();  // its status says no more than the failed Read did
+    std::lock_guard<std::mutex> lock(mu_);
+    context_.reset();
+    if (cancelled_) return absl::CancelledError("watch cancelled");
+    impl_.Failover(member_);
+    return absl::OkStatus();
+  }
+
+  EtcdClient::Impl& impl_;
+  const std::string prefix_;
+  int64_t next_revision_;
+  size_t member_ = 0;
+  std::unique_ptr<pb::Watch::Stub> stub_;
+  std::mutex mu_;  // guards context_, stream_ and cancelled_ against Cancel
+  std::condition_variable cancel_cv_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream_;
+  bool cancelled_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<EtcdWatch> EtcdClient::WatchPrefix(const std::string& prefix,
+                                                   int64_t start_revision) {
+  return std::make_unique<GrpcEtcdWatch>(*impl_, prefix, start_revision);
+}
+
+}  // namespace muster::rdzv::etcd

@@ -1,0 +1,202 @@
+// EtcdClient against a real etcd (Debian's etcd-server, one member on loopback, data on
+// tmpfs); skipped when /usr/bin/etcd is missing (scripts/setup.sh installs it).
+#include "rendezvous/etcd/etcd_client.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace muster::rdzv::etcd {
+namespace {
+
+constexpr char kEtcd[] = "/usr/bin/etcd";
+
+// A port free now on 127.0.0.1 (the kernel's pick).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return 0;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+class EtcdClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << kEtcd << " missing (scripts/setup.sh)";
+    char dir[] = "/dev/shm/muster-etcd-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    client_port_ = FreePort();
+    const int peer = FreePort();
+    ASSERT_GT(client_port_, 0);
+    ASSERT_GT(peer, 0);
+    const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
+    const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer);
+    std::vector<std::string> args = {kEtcd,
+                                     "--data-dir",
+                                     dir_ + "/data",
+                                     "--listen-client-urls",
+                                     client,
+                                     "--advertise-client-urls",
+                                     client,
+                                     "--listen-peer-urls",
+                                     peer_url,
+                                     "--initial-advertise-peer-urls",
+                                     peer_url,
+                                     "--initial-cluster",
+                                     "default=" + peer_url,
+                                     "--logger",
+                                     "zap",
+                                     "--log-outputs",
+                                     dir_ + "/etcd.log"};
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(kEtcd, argv.data());
+      _exit(127);
+    }
+    // The client is made once etcd listens: gRPC backs off from a refused connection for
+    // seconds, which is not what this test measures.
+    absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!Listening()) {
+      ASSERT_LT(absl::Now(), deadline) << "etcd does not listen; see " << dir_ << "/etcd.log";
+      ASSERT_EQ(waitpid(pid_, nullptr, WNOHANG), 0) << "etcd exited; see " << dir_ << "/etcd.log";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    auto etcd = EtcdClient::Create({.endpoints = {Endpoint()}});
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = *std::move(etcd);
+    // Ready once it answers (a one-member cluster elects itself within about a second).
+    while (!etcd_->Put("/ready", "1").ok()) {
+      ASSERT_LT(absl::Now(), deadline) << "etcd did not start; see " << dir_ << "/etcd.log";
+      ASSERT_EQ(waitpid(pid_, nullptr, WNOHANG), 0) << "etcd exited; see " << dir_ << "/etcd.log";
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  void TearDown() override {
+    etcd_.reset();
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  bool Listening() const {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(client_port_);
+    bool ok = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+  }
+
+  std::string Endpoint() const { return absl::StrCat("127.0.0.1:", client_port_); }
+
+  std::string dir_;
+  int client_port_ = 0;
+  pid_t pid_ = -1;
+  std::unique_ptr<EtcdClient> etcd_;
+};
+
+TEST_F(EtcdClientTest, PutRangeDeleteWithRevisions) {
+  absl::StatusOr<int64_t> r1 = etcd_->Put("/t/a", "1");
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_TRUE(etcd_->Put("/t/b", "2").ok());
+  ASSERT_TRUE(etcd_->Put("/u", "3").ok());
+  absl::StatusOr<RangeResult> got = etcd_->RangePrefix("/t/");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->kvs.size(), 2u);
+  EXPECT_EQ(got->kvs[0].key, "/t/a");
+  EXPECT_EQ(got->kvs[0].value, "1");
+  EXPECT_EQ(got->kvs[0].create_revision, *r1);
+  EXPECT_GT(got->revision, *r1);
+  ASSERT_TRUE(etcd_->DeletePrefix("/t/").ok());
+  EXPECT_TRUE(etcd_->RangePrefix("/t/")->kvs.empty());
+  EXPECT_EQ(etcd_->Get("/u")->kvs.size(), 1u);
+}
+
+TEST_F(EtcdClientTest, LeaseKeysGoWithTheLease) {
+  absl::StatusOr<int64_t> lease = etcd_->GrantLease(absl::Seconds(5));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(etcd_->Put("/l/x", "1", *lease).ok());
+  absl::StatusOr<absl::Duration> left = etcd_->KeepAliveOnce(*lease);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_GT(*left, absl::Seconds(3));
+  EXPECT_EQ(etcd_->RangePrefix("/l/")->kvs[0].lease, *lease);
+  ASSERT_TRUE(etcd_->RevokeLease(*lease).ok());
+  EXPECT_TRUE(etcd_->RangePrefix("/l/")->kvs.empty());
+  EXPECT_TRUE(absl::IsNotFound(etcd_->KeepAliveOnce(*lease).status()));
+}
+
+TEST_F(EtcdClientTest, WatchSeesPutsAndDeletesFromARevision) {
+  int64_t start = *etcd_->Put("/w/a", "1");
+  ASSERT_TRUE(etcd_->Put("/w/b", "2").ok());
+  ASSERT_TRUE(etcd_->DeletePrefix("/w/a").ok());
+  std::unique_ptr<EtcdWatch> watch = etcd_->WatchPrefix("/w/", start);
+  std::vector<WatchEvent> events;
+  while (events.size() < 3) {
+    ASSERT_TRUE(watch->Next(&events, absl::Seconds(5)).ok());
+  }
+  EXPECT_EQ(events[0].kv.key, "/w/a");
+  EXPECT_FALSE(events[0].deleted);
+  EXPECT_EQ(events[1].kv.value, "2");
+  EXPECT_TRUE(events[2].deleted);
+  // Cancel ends a blocked Next from another thread.
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    watch->Cancel();
+  });
+  events.clear();
+  EXPECT_TRUE(absl::IsCancelled(watch->Next(&events, absl::Seconds(5))));
+  canceller.join();
+}
+
+TEST_F(EtcdClientTest, FailsOverFromADeadMember) {
+  // The first member listed is nobody: calls move on to the live one and stay there.
+  auto etcd =
+      EtcdClient::Create({.endpoints = {absl::StrCat("127.0.0.1:", FreePort()), Endpoint()}});
+  ASSERT_TRUE(etcd.ok());
+  absl::StatusOr<int64_t> put = (*etcd)->Put("/f", "1");
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ((*etcd)->current_endpoint(), Endpoint());
+  std::unique_ptr<EtcdWatch> watch = (*etcd)->WatchPrefix("/f", *put);
+  std::vector<WatchEvent> events;
+  ASSERT_TRUE(watch->Next(&events, absl::Seconds(5)).ok());
+  EXPECT_EQ(events[0].kv.value, "1");
+}
+
+TEST_F(EtcdClientTest, NoMemberIsUnavailable) {
+  auto etcd = EtcdClient::Create({.endpoints = {absl::StrCat("127.0.0.1:", FreePort())}});
+  ASSERT_TRUE(etcd.ok());
+  absl::Status s = (*etcd)->Put("/f", "1").status();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_NE(s.message().find("etcd (127.0.0.1:"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace muster::rdzv::etcd

@@ -1,0 +1,62 @@
+// EtcdRendezvousClient: an agent's side of the etcd rendezvous backend (--rdzv-backend
+// etcd; README "etcd backend"). No node is special: every agent registers its own key
+// under PREFIX/RUN_ID/nodes/ with its own lease (no compare-and-swap on a shared key), the
+// agent with the oldest key coordinates (rendezvous/etcd/coordinator.h runs core's Job),
+// and every agent watches the job's keys for the coordinator's events. When the
+// coordinator's key goes (its lease expired, it left), the next oldest takes over from the
+// state the previous one kept in etcd; agents running a round of the old one stop their
+// workers first (a membership change: the budget is not used).
+//
+// Liveness is the etcd lease: TTL = heartbeat_interval x heartbeat_misses, kept alive
+// every third of it. An agent whose lease cannot be kept past its TTL, or that cannot
+// watch any member for a TTL, reports Unavailable (the agent exits 138).
+//
+// Ownership and threading: as GrpcRendezvousClient (the agent owns it, methods on the
+// loop thread, sinks posted to the loop). Three threads of its own: one applies watch
+// events, reports and the coordinator's deadlines in order; one reads the watch; one
+// keeps the lease alive. Destruction stops them and revokes the lease (the agent's keys
+// go at once).
+#ifndef MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_
+#define MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/event_loop.h"
+#include "rendezvous/client.h"
+
+namespace muster::rdzv::etcd {
+
+class EtcdRendezvousClient : public RendezvousClient {
+ public:
+  struct Options {
+    std::vector<std::string> endpoints;  // etcd members, "host:port"
+    std::string prefix = "/muster";      // keys go under PREFIX/RUN_ID/
+    EventLoop* loop = nullptr;           // required
+    absl::Duration join_timeout = absl::Seconds(600);
+  };
+  static absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> Create(const Options& options);
+  ~EtcdRendezvousClient() override;
+
+  void Start(const NodeInfo& node, const JobSpec& spec, EventSink events,
+             ErrorSink errors) override;
+  void ReportFailure(int round, const Failure& failure) override;
+  void ReportSucceeded(int round) override;
+  void ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) override;
+  void ReportWorkerEnded(int round, const EndedWorker& worker) override;
+  void ReportStopped(int round, int store_port) override;
+  void Leave(const std::string& why) override;
+
+  class Impl;
+
+ private:
+  explicit EtcdRendezvousClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace muster::rdzv::etcd
+
+#endif  // MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_

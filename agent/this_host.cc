@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 #include "base/unique_fd.h"
 
@@ -66,6 +67,10 @@ std::string StoreBindAddress(const std::string& addr) {
     return addr;
   }
   return "::";
+}
+
+std::string ListenAddressFor(const Config& /*config*/, int port) {
+  return absl::StrCat("[::]:", port);
 }
 
 }  // namespace muster

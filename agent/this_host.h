@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "agent/config.h"
 
 namespace muster {
 
@@ -18,6 +19,11 @@ bool IsThisHost(const std::string& host);
 // is bound as is (127.0.0.1 by default: loopback only); a hostname could resolve to any
 // local address, so it gets the dual-stack wildcard.
 std::string StoreBindAddress(const std::string& advertised);
+
+// Where the agent's own side listeners (--health-port, --metrics-port) listen, as
+// "host:port" for gRPC and the metrics server: today every address ("[::]:port"), as the
+// health port always did. One function, so that both follow one rule.
+std::string ListenAddressFor(const Config& config, int port);
 
 // A free TCP port on 127.0.0.1 (bind to 0, read it back, close): what torchrun's
 // --standalone does for a static store (--store rank0). It can race; --store agent does not.

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/metered_parts.h"
 #include "agent/status_file.h"
 #include "agent/this_host.h"
 #include "base/endpoint.h"
@@ -19,6 +20,9 @@
 #include "launch/process_tree.h"
 #include "launch/signals.h"
 #include "launch/worker_group.h"
+#include "metrics/agent_metrics.h"
+#include "metrics/metrics_server.h"
+#include "metrics/server_metrics.h"
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/health_server.h"
 #include "rendezvous/grpc/server.h"
@@ -40,18 +44,45 @@ class GrpcHealthReporter : public HealthReporter {
   std::unique_ptr<rdzv::HealthServer> server_;
 };
 
+// --metrics-port: the server and the agent's metrics, plus the rendezvous server's once
+// this agent hosts it (StartHostedServer); all null without the flag.
+struct AgentMetricsWiring {
+  std::unique_ptr<metrics::MetricsServer> exposer;
+  std::shared_ptr<metrics::AgentMetrics> agent;
+  std::shared_ptr<metrics::ServerMetrics> server;
+  std::shared_ptr<std::atomic<int64_t>> store_connections() const {
+    return agent ? agent->store_connections() : nullptr;
+  }
+};
+
+absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config) {
+  AgentMetricsWiring m;
+  if (config.metrics_port < 0) return m;
+  ASSIGN_OR_RETURN(m.exposer, metrics::MetricsServer::Start(
+                                  ListenAddressFor(config, config.metrics_port), "--metrics-port"));
+  m.agent = metrics::AgentMetrics::Create(m.exposer.get());
+  return m;
+}
+
 class HostedGrpcRendezvous : public HostedRendezvous {
  public:
   HostedGrpcRendezvous(std::unique_ptr<rdzv::RendezvousServer> server,
-                       std::unique_ptr<shared_port::SharedPort> port)
-      : server_(std::move(server)), port_(std::move(port)) {}
+                       std::unique_ptr<shared_port::SharedPort> port,
+                       std::shared_ptr<metrics::ServerMetrics> metrics)
+      : server_(std::move(server)), port_(std::move(port)), metrics_(std::move(metrics)) {
+    if (metrics_) metrics_->SetCounts([s = server_.get()] { return s->Counts(); });
+  }
+  ~HostedGrpcRendezvous() override {
+    if (metrics_) metrics_->SetCounts(nullptr);  // before the server goes
+  }
   bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) override {
     return server_->WaitForAgentsToLeave(except_node_id, timeout);
   }
 
  private:
   std::unique_ptr<rdzv::RendezvousServer> server_;
-  std::unique_ptr<shared_port::SharedPort> port_;  // null with TLS; hands sockets to server_
+  std::unique_ptr<shared_port::SharedPort> port_;    // null with TLS; hands sockets to server_
+  std::shared_ptr<metrics::ServerMetrics> metrics_;  // null without --metrics-port
 };
 
 // The embedded server on the endpoint's port. Without TLS the port is shared with the
@@ -60,8 +91,12 @@ class HostedGrpcRendezvous : public HostedRendezvous {
 // reports the same port. With TLS, connections cannot be told apart before the handshake,
 // so the server listens on the port itself and the store on a port of its own.
 absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Config& config,
+                                                                        AgentMetricsWiring& metered,
                                                                         AgentParts& parts) {
   const bool shared = config.tls_cert.empty();
+  if (metered.exposer && !metered.server) {
+    metered.server = metrics::ServerMetrics::Create(metered.exposer.get());
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> server,
                    rdzv::RendezvousServer::Start({
                        .listen_address = shared ? "" : absl::StrCat("[::]:", config.rdzv_port),
@@ -71,8 +106,11 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
                        .run_id = config.run_id,
                        .heartbeat_interval = config.heartbeat_interval,
                        .heartbeat_misses = config.heartbeat_misses,
+                       .observer = metered.server,
                    }));
-  if (!shared) return std::make_unique<HostedGrpcRendezvous>(std::move(server), nullptr);
+  if (!shared) {
+    return std::make_unique<HostedGrpcRendezvous>(std::move(server), nullptr, metered.server);
+  }
   auto router = std::make_shared<shared_port::StoreRouter>();
   rdzv::RendezvousServer* raw = server.get();
   ASSIGN_OR_RETURN(
@@ -85,22 +123,26 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
                                std::string peer) { router->Route(std::move(fd), std::move(peer)); },
       }));
   const uint16_t shared_port = port->port();
-  parts.store_factory = [router, shared_port](const std::string&, int) {
-    return shared_port::StoreRouter::StartStore(router, shared_port);
+  parts.store_factory = [router, shared_port, gauge = metered.store_connections()](
+                            const std::string&, int) {
+    return shared_port::StoreRouter::StartStore(router, shared_port, gauge);
   };
   parts.store_shares_rendezvous_port = true;
-  return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port));
+  return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port), metered.server);
 }
 
 // --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
 // the rendezvous.
-absl::Status WireGrpcRendezvous(const Config& config, AgentParts& parts) {
+absl::Status WireGrpcRendezvous(const Config& config, AgentMetricsWiring& metered,
+                                AgentParts& parts) {
   const std::string& host = config.rdzv_host_name;
   std::string endpoint = JoinHostPort(host, config.rdzv_port);
   bool host_here = config.rdzv_hosting == RdzvHosting::kAlways ||
                    (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(host));
   if (host_here) {
-    absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server = StartHostedServer(config, parts);
+    absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server =
+        StartHostedServer(config, metered, parts);
+    if (!server.ok()) metered.server.reset();  // serves nothing: no server metrics
     if (server.ok()) {
       parts.hosted_rendezvous = *std::move(server);
     } else if (config.rdzv_hosting == RdzvHosting::kAlways ||
@@ -135,28 +177,37 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   ASSIGN_OR_RETURN(parts.signal_fd, BlockAndOpenSignalFd(config.signals_to_handle));
   RETURN_IF_ERROR(BecomeSubreaper());
   ASSIGN_OR_RETURN(parts.loop, EventLoop::Create());
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkerGroup> group,
-                   WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
-                                       config.containment));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<WorkerGroup> group,
+      WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout, config.containment));
   // From here on a log line is queued, never written by the loop: a stuck console must
   // not keep signals, child exits and rendezvous events waiting (the watchdog has forked).
   LogThroughConsole(group->console());
   parts.launcher = std::move(group);
+  // Before the rendezvous: a hosted server counts into it from its first join.
+  ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config));
   if (config.rdzv_host_name.empty()) {
     parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
   } else {
-    RETURN_IF_ERROR(WireGrpcRendezvous(config, parts));
+    RETURN_IF_ERROR(WireGrpcRendezvous(config, metered, parts));
   }
   if (!parts.store_shares_rendezvous_port) {
-    parts.store_factory = [](const std::string& bind_address, int port) {
-      return c10d::StoreServer::Start(
-          {.bind_address = bind_address, .port = static_cast<uint16_t>(port)});
+    parts.store_factory = [gauge = metered.store_connections()](const std::string& bind_address,
+                                                                int port) {
+      return c10d::StoreServer::Start({.bind_address = bind_address,
+                                       .port = static_cast<uint16_t>(port),
+                                       .connection_gauge = gauge});
     };
   }
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,
-                     rdzv::HealthServer::Start(absl::StrCat("[::]:", config.health_port)));
+                     rdzv::HealthServer::Start(ListenAddressFor(config, config.health_port)));
     parts.health = std::make_unique<GrpcHealthReporter>(std::move(health));
+  }
+  if (metered.agent) {
+    MeterParts(metered.agent, parts);
+    parts.metrics =
+        std::make_unique<MetricsPhaseReporter>(std::move(metered.exposer), metered.agent);
   }
   return parts;
 }

@@ -104,7 +104,9 @@ class RendezvousServer::Impl {
         rendezvous_(&registry_, options.token, &adopted_peers_),
         keepalive_{.probe_interval = options.heartbeat_interval,
                    .timeout = options.heartbeat_interval * options.heartbeat_misses},
-        job_status_(grpc_internal::NewJobStatusService(&registry_, options.token)) {}
+        job_status_(grpc_internal::NewJobStatusService(&registry_, options.token)) {
+    registry_.SetObserver(options.observer);
+  }
 
   ~Impl() { Shutdown(); }
 
@@ -166,6 +168,8 @@ class RendezvousServer::Impl {
     return registry_.WaitForMembersToLeave(except, absl::Now() + timeout);
   }
 
+  RegistryCounts Counts() const { return registry_.Counts(); }
+
   void Shutdown() {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     if (server_ == nullptr) return;
@@ -200,6 +204,8 @@ void RendezvousServer::AdoptConnection(int fd, const std::string& peer) {
   impl_->AdoptConnection(fd, peer);
 }
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
+
+RegistryCounts RendezvousServer::Counts() const { return impl_->Counts(); }
 
 bool RendezvousServer::WaitForAgentsToLeave(const std::string& except_node_id,
                                             absl::Duration timeout) {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -137,6 +136,7 @@ absl::Status Agent::Setup() {
   node_.command = utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_)));
   node_.log_dir = utf8(run_dir_.stream_files || !config_.log_dir.empty() ? run_dir_.path : "");
   node_.address = AdvertisedAddress(config_);
+  if (node_.address.empty()) node_.address = parts_.store_address;  // what the store binds
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
   if (!config_.save_pid.empty()) {
@@ -153,10 +153,9 @@ absl::Status Agent::PrepareRunDir() {
 
 absl::StatusOr<int> Agent::OpenFreshStore() {
   store_.reset();  // the previous round's key space ends here
-  if (config_.store != StoreOwner::kAgent) return 0;
+  if (config_.store != StoreOwner::kAgent || !parts_.store_factory) return 0;  // never serves
   const int port = FixedStorePort(config_);
-  absl::StatusOr<std::unique_ptr<c10d::StoreServer>> store =
-      parts_.store_factory(StoreBindAddress(node_.address), port);
+  absl::StatusOr<std::unique_ptr<c10d::StoreServer>> store = parts_.store_factory(port);
   if (!store.ok() && port != 0) {
     return absl::Status(
         store.status().code(),
@@ -466,7 +465,7 @@ void Agent::ExitAfterStop(ExitPlan plan, int sig) {
 
 void Agent::Publish() {
   const char* phase = PublishedPhase(phase_);
-  if (parts_.health) parts_.health->SetServing(std::strcmp(phase, "Running") == 0);
+  if (parts_.health) parts_.health->Report(phase);
   if (parts_.metrics) parts_.metrics->SetPhase(phase);
   // The document lists every worker and is published on every worker's exit: O(K^2) for K
   // workers, which slowed spawning at K=256 (B7) with nobody reading it.

@@ -20,11 +20,13 @@
 
 namespace muster {
 
-// Where the agent reports whether its workers run (grpc.health.v1 on --health-port).
+// Where the agent reports its phase for the kubelet (grpc.health.v1 on --health-port;
+// agent/readiness.h says what the phases become).
 class HealthReporter {
  public:
   virtual ~HealthReporter() = default;
-  virtual void SetServing(bool serving) = 0;
+  // `phase` as --status-file names it.
+  virtual void Report(const char* phase) = 0;
 };
 
 // Where the agent reports each transition's phase as --status-file names it
@@ -45,10 +47,9 @@ class HostedRendezvous {
   virtual bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) = 0;
 };
 
-// A fresh c10d store (a new key space per round) listening on `bind_address`, at `port`
-// (0: any free port).
-using StoreFactory = std::function<absl::StatusOr<std::unique_ptr<c10d::StoreServer>>(
-    const std::string& bind_address, int port)>;
+// A fresh c10d store (a new key space per round) at `port` (0: any free port), on the
+// address the factory was made for (agent/listen_address.h).
+using StoreFactory = std::function<absl::StatusOr<std::unique_ptr<c10d::StoreServer>>(int port)>;
 
 struct AgentParts {
   // The loop everything runs on; the other parts may hold pointers to it.
@@ -59,7 +60,11 @@ struct AgentParts {
   std::unique_ptr<WorkerLauncher> launcher;
   std::unique_ptr<rdzv::RendezvousClient> rendezvous;
   std::unique_ptr<HostedRendezvous> hosted_rendezvous;  // null unless this node serves it
-  StoreFactory store_factory;                           // used with --store agent
+  // With --store agent; null when this agent never serves the store (it opens none).
+  StoreFactory store_factory;
+  // The numeric address the store (and a hosted rendezvous) listens on; advertised when
+  // no flag names this node's address. Empty when no store is opened.
+  std::string store_address;
   // This agent serves the rendezvous and its stores share that port (the factory ignores
   // the address and port it is given); it is then group rank 0 unless --node-rank says
   // otherwise, so that workers see MASTER_PORT = the endpoint's port.

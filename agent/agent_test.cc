@@ -139,9 +139,9 @@ class AgentTest : public ::testing::Test {
     launcher_->on_start = on_start_;
     parts.launcher = std::move(launcher);
     parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
-    parts.store_factory = [](const std::string& bind_address, int port) {
+    parts.store_factory = [](int port) {
       return c10d::StoreServer::Start(
-          {.bind_address = bind_address, .port = static_cast<uint16_t>(port)});
+          {.bind_address = "127.0.0.1", .port = static_cast<uint16_t>(port)});
     };
     agent_ = std::make_unique<Agent>(config_, std::move(parts));
     return agent_->Run();

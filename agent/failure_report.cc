@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/flight_recorder.h"
 #include "base/log_format.h"
 #include "base/wire_values.h"
 #include "launch/error_file.h"
@@ -31,7 +32,7 @@ rdzv::Failure FailureOf(const WorkerExit& e, const rdzv::NodeInfo& node, bool re
                        .local_rank = e.placement.local_rank,
                        .pid = e.pid,
                        .code = e.code,
-                       .what = ToValidUtf8(e.what),
+                       .what = ToValidUtf8(e.what + FlightRecorderNote(e.dir)),
                        .message = std::move(message),
                        .stderr_tail = std::move(tail),
                        .restartable = restartable};

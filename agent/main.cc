@@ -43,6 +43,7 @@ void PrintUsage(FILE* out) {
       "  run [flags] [--] SCRIPT_OR_CMD [ARGS...]   start and supervise this node's workers\n"
       "  serve [flags]                              a standalone rendezvous server\n"
       "  status --rdzv-endpoint H[:P] --rdzv-id ID  a job's status (--json)\n"
+      "  stacks --rdzv-endpoint H[:P] --rdzv-id ID  every rank's Python stack, grouped\n"
       "  exec --rank N [--] [CMD...]                debug mode: start rank N by hand\n"
       "  --version                                  print the version\n\n"
       "`muster COMMAND --help` lists each command's flags.\n",
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return muster::RunCommand(rest);
   if (cmd == "serve") return muster::ServeCommand(rest, muster::ReadEnvironment());
   if (cmd == "status") return muster::StatusCommand(rest, muster::ReadEnvironment());
+  if (cmd == "stacks") return muster::StacksCommand(rest, muster::ReadEnvironment());
   if (cmd == "exec") return muster::ExecCommand(rest, muster::ReadEnvironment());
   std::fprintf(stderr, "muster: unknown command '%s'\n", cmd.c_str());
   muster::PrintUsage(stderr);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/remove_tree.h"
+#include "agent/stack_hook.h"
 #include "agent/stale_run_dirs.h"
 #include "base/errno_status.h"
 #include "spdlog/spdlog.h"
@@ -73,6 +74,7 @@ absl::StatusOr<RunDir> MakeRunDir(const Config& config) {
     return absl::Status(st.code(), absl::StrCat("--log-dir: ", st.message()));
   }
   dir.path = std::move(run);
+  if (absl::Status hook = WriteStackHook(dir.path); !hook.ok()) return hook;
   dir.stream_files = WritesStreamFiles(config);
   return dir;
 }

@@ -66,7 +66,8 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "local-addr",
      .group = "Rendezvous",
      .default_text = "POD_IP, else route to endpoint",
-     .help = "address other nodes reach this one at (MASTER_ADDR when it is group rank 0)",
+     .help = "address other nodes reach this one at (MASTER_ADDR when it is group rank 0); "
+             "the store and health port listen there only",
      .apply = ApplyLocalAddr},
     {.name = "token-file",
      .group = "Rendezvous",
@@ -262,7 +263,10 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "health-port",
      .group = "Health",
      .default_text = "none",
-     .help = "grpc.health.v1 here: NOT_SERVING until the workers run",
+     .help = "grpc.health.v1 here (on --local-addr/POD_IP, else the store's address): \"\" "
+             "ready once the agent is part of the job (at once where it hosts the "
+             "rendezvous), muster.v1.Workers while the workers run, muster.v1.Liveness while "
+             "the agent runs",
      .apply = ApplyHealthPort},
     {.name = "metrics-port",
      .group = "Health",
@@ -464,10 +468,12 @@ absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, con
   return absl::OkStatus();
 }
 
-// MUSTER_* variables muster reads or sets that are not `muster run` flags (MUSTER_AGENT_MARK:
-// a worker's, launch/watchdog.h; an agent started inside a worker inherits it).
-constexpr const char* kOtherVariables[] = {"MUSTER_TOKEN", "MUSTER_LIBCUDA", "MUSTER_LIBNVML",
-                                           "MUSTER_LIBNCCL", "MUSTER_AGENT_MARK"};
+// MUSTER_* variables muster reads or sets that are not `muster run` flags (MUSTER_AGENT_MARK,
+// MUSTER_STACKS_*: a worker's, launch/watchdog.h, agent/stack_hook.h; an agent started inside
+// a worker inherits them).
+constexpr const char* kOtherVariables[] = {
+    "MUSTER_TOKEN",      "MUSTER_LIBCUDA",    "MUSTER_LIBNVML",      "MUSTER_LIBNCCL",
+    "MUSTER_AGENT_MARK", "MUSTER_STACKS_DIR", "MUSTER_STACKS_SIGNAL"};
 
 // MUSTER_<X> variables that set no flag of `muster run` but are a typo away from one
 // (MUSTER_NPROC_PER_NODES): ignored, so a warning names the variable meant. Other

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/failure_report.h"
+#include "agent/job_query.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/status_file.h"
 #include "agent/subcommand.h"
@@ -336,36 +337,6 @@ int PrintJobList(const rdzv::JobStatusQuery& query, bool json) {
   return 0;
 }
 
-// The query from the flags, or a usage error's message.
-absl::StatusOr<rdzv::JobStatusQuery> StatusQuery(const FlagValues& values) {
-  rdzv::JobStatusQuery query;
-  std::optional<FlagValue> endpoint = values.Get("rdzv-endpoint");
-  if (!endpoint) {
-    return absl::InvalidArgumentError(
-        "--rdzv-endpoint: missing; give HOST[:PORT] of the rendezvous");
-  }
-  ASSIGN_OR_RETURN(Endpoint parsed,
-                   ParseEndpoint(endpoint->where, endpoint->text, kDefaultRendezvousPort));
-  query.endpoint = parsed.ToString();
-  if (auto id = values.Get("rdzv-id")) {
-    ASSIGN_OR_RETURN(query.run_id, ParseRunId(*id));
-  }
-  ASSIGN_OR_RETURN(query.token, ResolveToken(values.Get("token-file"), values.env()));
-  if (auto ca = values.Get("tls-ca")) query.tls_ca_file = ca->text;
-  if (auto t = values.Get("timeout")) {
-    // A duration as everywhere else (a bare number is seconds); a wait without a deadline
-    // is no answer either.
-    absl::StatusOr<absl::Duration> d = ParseDuration(t->text);
-    if (!d.ok() || *d <= absl::ZeroDuration() || *d == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          t->where, ": '", t->text, "' is not a positive duration (e.g. 10, 10s, 500ms)"));
-    }
-    query.timeout = *d;
-    query.wait_for_server = true;  // without --timeout, a refused connection fails at once
-  }
-  return query;
-}
-
 }  // namespace
 
 int StatusCommand(const std::vector<std::string>& args,
@@ -373,7 +344,7 @@ int StatusCommand(const std::vector<std::string>& args,
   int code = exit_code::kSuccess;
   std::optional<FlagValues> values = StartSubcommand(kStatus, args, env, &code);
   if (!values) return code;
-  absl::StatusOr<rdzv::JobStatusQuery> parsed = StatusQuery(*values);
+  absl::StatusOr<rdzv::JobStatusQuery> parsed = JobQueryFromFlags(*values);
   if (!parsed.ok()) return UsageError(kStatus, parsed.status().message());
   const rdzv::JobStatusQuery& query = *parsed;
   bool json = values->Get("json").has_value();

@@ -15,6 +15,9 @@ int ServeCommand(const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env);
 int StatusCommand(const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env);
+// `muster stacks`: every rank's Python stack, grouped (agent/stacks_command.cc).
+int StacksCommand(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env);
 
 }  // namespace muster
 

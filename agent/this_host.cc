@@ -59,18 +59,4 @@ absl::StatusOr<int> PickFreePort() {
   return ntohs(addr.sin_port);
 }
 
-std::string StoreBindAddress(const std::string& addr) {
-  if (addr == "localhost") return "127.0.0.1";
-  in6_addr v6;
-  in_addr v4;
-  if (inet_pton(AF_INET, addr.c_str(), &v4) == 1 || inet_pton(AF_INET6, addr.c_str(), &v6) == 1) {
-    return addr;
-  }
-  return "::";
-}
-
-std::string ListenAddressFor(const Config& /*config*/, int port) {
-  return absl::StrCat("[::]:", port);
-}
-
 }  // namespace muster

@@ -1,13 +1,19 @@
 #include "agent/wiring.h"
 
+#include <poll.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/listen_address.h"
 #include "agent/metered_parts.h"
+#include "agent/readiness.h"
+#include "agent/stack_collector.h"
 #include "agent/status_file.h"
 #include "agent/this_host.h"
 #include "base/endpoint.h"
@@ -17,6 +23,7 @@
 #include "base/random_id.h"
 #include "base/status_macros.h"
 #include "launch/console_log_sink.h"
+#include "launch/exit_status.h"
 #include "launch/process_tree.h"
 #include "launch/signals.h"
 #include "launch/worker_group.h"
@@ -36,12 +43,17 @@ namespace {
 
 class GrpcHealthReporter : public HealthReporter {
  public:
-  explicit GrpcHealthReporter(std::unique_ptr<rdzv::HealthServer> server)
-      : server_(std::move(server)) {}
-  void SetServing(bool serving) override { server_->SetServing(serving); }
+  GrpcHealthReporter(std::unique_ptr<rdzv::HealthServer> server, bool hosts_rendezvous)
+      : server_(std::move(server)), readiness_(hosts_rendezvous) {}
+  void Report(const char* phase) override {
+    Readiness::Health health = readiness_.Next(phase);
+    server_->SetReady(health.ready);
+    server_->SetWorkersRunning(health.workers_running);
+  }
 
  private:
   std::unique_ptr<rdzv::HealthServer> server_;
+  Readiness readiness_;
 };
 
 // --metrics-port: the server and the agent's metrics, plus the rendezvous server's once
@@ -55,11 +67,13 @@ struct AgentMetricsWiring {
   }
 };
 
-absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config) {
+absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config, const ListenWaitFn& wait) {
   AgentMetricsWiring m;
   if (config.metrics_port < 0) return m;
+  // The health port's address (agent/listen_address.h): one rule for both side listeners.
+  ASSIGN_OR_RETURN(std::string address, ListenAddressFor(config, ListenPurpose::kNode, wait));
   ASSIGN_OR_RETURN(m.exposer, metrics::MetricsServer::Start(
-                                  ListenAddressFor(config, config.metrics_port), "--metrics-port"));
+                                  ListenEndpoint(address, config.metrics_port), "--metrics-port"));
   m.agent = metrics::AgentMetrics::Create(m.exposer.get());
   return m;
 }
@@ -90,7 +104,9 @@ class HostedGrpcRendezvous : public HostedRendezvous {
 // the HTTP/2 connections and every other one to this agent's store of the round, which then
 // reports the same port. With TLS, connections cannot be told apart before the handshake,
 // so the server listens on the port itself and the store on a port of its own.
+// Both listen on `address` only (agent/listen_address.h), as the store does.
 absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Config& config,
+                                                                        const std::string& address,
                                                                         AgentMetricsWiring& metered,
                                                                         AgentParts& parts) {
   const bool shared = config.tls_cert.empty();
@@ -99,7 +115,7 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
   }
   ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> server,
                    rdzv::RendezvousServer::Start({
-                       .listen_address = shared ? "" : absl::StrCat("[::]:", config.rdzv_port),
+                       .listen_address = shared ? "" : ListenEndpoint(address, config.rdzv_port),
                        .token = config.token,
                        .tls_cert_file = config.tls_cert,
                        .tls_key_file = config.tls_key,
@@ -116,6 +132,7 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
   ASSIGN_OR_RETURN(
       std::unique_ptr<shared_port::SharedPort> port,
       shared_port::SharedPort::Start({
+          .bind_address = address,
           .port = static_cast<uint16_t>(config.rdzv_port),
           .on_http2 = [raw](UniqueFd fd,
                             std::string peer) { raw->AdoptConnection(fd.release(), peer); },
@@ -123,25 +140,37 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
                                std::string peer) { router->Route(std::move(fd), std::move(peer)); },
       }));
   const uint16_t shared_port = port->port();
-  parts.store_factory = [router, shared_port, gauge = metered.store_connections()](
-                            const std::string&, int) {
+  parts.store_factory = [router, shared_port, gauge = metered.store_connections()](int) {
     return shared_port::StoreRouter::StartStore(router, shared_port, gauge);
   };
   parts.store_shares_rendezvous_port = true;
   return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port), metered.server);
 }
 
+// Whether this node tries to serve the rendezvous (--rdzv-host, or the endpoint names it).
+bool HostsRendezvousHere(const Config& config) {
+  return !config.rdzv_host_name.empty() &&
+         (config.rdzv_hosting == RdzvHosting::kAlways ||
+          (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(config.rdzv_host_name)));
+}
+
+// `muster stacks`: the collector reads the launcher's workers (the launcher outlives the
+// client, which holds the collector).
+rdzv::GrpcRendezvousClient::StacksHandler StacksHandler(const AgentParts& parts) {
+  auto collector = std::make_shared<StackCollector>(parts.launcher.get());
+  return [collector](absl::Duration timeout, rdzv::GrpcRendezvousClient::StacksReply reply) {
+    collector->Collect(timeout, std::move(reply));
+  };
+}
+
 // --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
-// the rendezvous.
-absl::Status WireGrpcRendezvous(const Config& config, AgentMetricsWiring& metered,
-                                AgentParts& parts) {
-  const std::string& host = config.rdzv_host_name;
-  std::string endpoint = JoinHostPort(host, config.rdzv_port);
-  bool host_here = config.rdzv_hosting == RdzvHosting::kAlways ||
-                   (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(host));
-  if (host_here) {
+// the rendezvous (on `store_address`).
+absl::Status WireGrpcRendezvous(const Config& config, const std::string& store_address,
+                                AgentMetricsWiring& metered, AgentParts& parts) {
+  std::string endpoint = JoinHostPort(config.rdzv_host_name, config.rdzv_port);
+  if (HostsRendezvousHere(config)) {
     absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server =
-        StartHostedServer(config, metered, parts);
+        StartHostedServer(config, store_address, metered, parts);
     if (!server.ok()) metered.server.reset();  // serves nothing: no server metrics
     if (server.ok()) {
       parts.hosted_rendezvous = *std::move(server);
@@ -166,11 +195,62 @@ absl::Status WireGrpcRendezvous(const Config& config, AgentMetricsWiring& metere
                                          .tls_ca_file = config.tls_ca,
                                          .loop = parts.loop.get(),
                                          .join_timeout = config.join_timeout,
+                                         .on_stacks_request = StacksHandler(parts),
                                      }));
   return absl::OkStatus();
 }
 
-absl::StatusOr<AgentParts> Wire(const Config& config) {
+// Sleeps up to `d` on the agent's signalfd (no loop reads it yet); false when a signal to
+// stop arrives, recorded in *stop_signal. A SIGCHLD read here (the watchdog, an orphan) is
+// raised again for the loop.
+bool SleepUnlessSignalled(int signal_fd, absl::Duration d, int* stop_signal) {
+  const absl::Time until = absl::Now() + d;
+  bool child = false;
+  for (absl::Duration left = d; left > absl::ZeroDuration(); left = until - absl::Now()) {
+    pollfd p{.fd = signal_fd, .events = POLLIN, .revents = 0};
+    int n = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    if (n < 0 && errno == EINTR) continue;  // a stop signal is blocked; this is another
+    if (n < 0) spdlog::warn("poll on the signalfd: {}", strerror(errno));
+    if (n <= 0) break;  // the time is up (or poll failed: the caller's deadline still holds)
+    signalfd_siginfo info;
+    if (read(signal_fd, &info, sizeof(info)) != sizeof(info)) continue;  // EAGAIN: none left
+    if (info.ssi_signo != SIGCHLD) {
+      *stop_signal = static_cast<int>(info.ssi_signo);
+      break;
+    }
+    child = true;
+  }
+  if (child && kill(getpid(), SIGCHLD) != 0) spdlog::warn("kill(SIGCHLD): {}", strerror(errno));
+  return *stop_signal == 0;
+}
+
+// The store's address, where one is needed: on an agent that may serve the store (or the
+// rendezvous, which shares its port).
+absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
+                                 std::shared_ptr<std::atomic<int64_t>> store_connections,
+                                 AgentParts& parts) {
+  const bool opens_store = config.store == StoreOwner::kAgent && !NeverServesStore(config);
+  if (!config.local_addr.empty()) {  // checked even where nothing listens on it
+    RETURN_IF_ERROR(LocalAddressOf(config.SourceOf("local-addr"), config.local_addr).status());
+  }
+  if (opens_store || HostsRendezvousHere(config)) {
+    ASSIGN_OR_RETURN(parts.store_address, ListenAddressFor(config, ListenPurpose::kStore, wait));
+  }
+  if (HostsRendezvousHere(config)) {
+    RETURN_IF_ERROR(CheckServedEndpoint(config, parts.store_address));
+  }
+  if (opens_store) {
+    parts.store_factory = [address = parts.store_address,
+                           gauge = std::move(store_connections)](int port) {
+      return c10d::StoreServer::Start({.bind_address = address,
+                                       .port = static_cast<uint16_t>(port),
+                                       .connection_gauge = gauge});
+    };
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AgentParts> Wire(const Config& config, int* stop_signal) {
   AgentParts parts;
   // Order matters: signals are blocked before the watchdog forks and before any thread
   // starts (the console writer's, gRPC's), so none of them ever receives the job's signals.
@@ -184,25 +264,24 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
   // not keep signals, child exits and rendezvous events waiting (the watchdog has forked).
   LogThroughConsole(group->console());
   parts.launcher = std::move(group);
+  ListenWaitFn wait = [fd = parts.signal_fd.get(), stop_signal](absl::Duration d) {
+    return SleepUnlessSignalled(fd, d, stop_signal);
+  };
   // Before the rendezvous: a hosted server counts into it from its first join.
-  ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config));
+  ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config, wait));
+  RETURN_IF_ERROR(WireListenAddresses(config, wait, metered.store_connections(), parts));
   if (config.rdzv_host_name.empty()) {
     parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
   } else {
-    RETURN_IF_ERROR(WireGrpcRendezvous(config, metered, parts));
-  }
-  if (!parts.store_shares_rendezvous_port) {
-    parts.store_factory = [gauge = metered.store_connections()](const std::string& bind_address,
-                                                                int port) {
-      return c10d::StoreServer::Start({.bind_address = bind_address,
-                                       .port = static_cast<uint16_t>(port),
-                                       .connection_gauge = gauge});
-    };
+    RETURN_IF_ERROR(WireGrpcRendezvous(config, parts.store_address, metered, parts));
   }
   if (config.health_port >= 0) {
+    ASSIGN_OR_RETURN(std::string address, ListenAddressFor(config, ListenPurpose::kNode, wait));
     ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,
-                     rdzv::HealthServer::Start(ListenAddressFor(config, config.health_port)));
-    parts.health = std::make_unique<GrpcHealthReporter>(std::move(health));
+                     rdzv::HealthServer::Start(ListenEndpoint(address, config.health_port)));
+    // The hosted server listens by now: the host is ready (agent/readiness.h).
+    parts.health =
+        std::make_unique<GrpcHealthReporter>(std::move(health), parts.hosted_rendezvous != nullptr);
   }
   if (metered.agent) {
     MeterParts(metered.agent, parts);
@@ -214,11 +293,15 @@ absl::StatusOr<AgentParts> Wire(const Config& config) {
 
 int WireAndRun(Config config) {
   if (config.standalone && config.run_id == "none") config.run_id = Uuid4();  // like torchrun
-  absl::StatusOr<AgentParts> parts = Wire(config);
+  int stop_signal = 0;
+  absl::StatusOr<AgentParts> parts = Wire(config, &stop_signal);
   if (!parts.ok()) {
-    int code = exit_code::ForStatus(parts.status());
+    int code =
+        stop_signal != 0 ? exit_code::ForSignal(stop_signal) : exit_code::ForStatus(parts.status());
     std::string summary =
-        absl::StrCat("agent setup failed: ", parts.status().message(), "; exiting ", code);
+        stop_signal != 0
+            ? absl::StrCat("stopped by ", SignalName(stop_signal), " during setup; exiting ", code)
+            : absl::StrCat("agent setup failed: ", parts.status().message(), "; exiting ", code);
     WriteTerminationLog(config.termination_log, summary);
     spdlog::error("{}", summary);
     return code;

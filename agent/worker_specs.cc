@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "agent/flight_recorder.h"
+#include "agent/stack_hook.h"
 
 namespace muster {
 namespace {
@@ -91,6 +93,8 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
     info.error_file = spec.error_file;
     spec.spawn.argv = BuildWorkerArgv(config, config.virtual_local_rank ? 0 : local);
     spec.spawn.env = BuildWorkerEnv(config.worker_env_base, config, spec.placement, info);
+    AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
+    AddFlightRecorderEnv(attempt_dir, &spec.spawn.env);
     if (config.bind_cores_to_rank) {
       spec.spawn.cpus = CpuShare(cpus.available, cpus.numa_of, local, n);
       if (!spec.spawn.cpus.empty() && !config.worker_env_base.count("OMP_NUM_THREADS")) {

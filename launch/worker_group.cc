@@ -94,6 +94,7 @@ absl::Status WorkerGroup::Start(int attempt, std::vector<WorkerSpec> specs) {
     w.placement = spec.placement;
     RETURN_IF_ERROR(MakeDirs(spec.dir));
     w.error_file = spec.error_file;
+    w.dir = spec.dir;
     unlink(w.error_file.c_str());  // ENOENT expected: a stale file would fake a root cause
     ASSIGN_OR_RETURN(w.output,
                      WorkerOutput::Create(loop_, console_.get(), std::move(spec.output_prefix),
@@ -176,6 +177,7 @@ void WorkerGroup::OnWatchdogExited(int wstatus) {
 void WorkerGroup::ReportExit(Worker& w, WorkerExit exit) {
   exit.placement = w.placement;
   exit.pid = w.pid;
+  exit.dir = w.dir;
   exit.signal = w.status ? w.status->signal : 0;
   exit.while_stopping = processes_->stopping();
   if (!exit.while_stopping && exit.code != 0) {
@@ -207,7 +209,7 @@ void WorkerGroup::OnProcessesStopped(const std::vector<pid_t>& abandoned) {
 std::vector<WorkerView> WorkerGroup::Workers() const {
   std::vector<WorkerView> out;
   out.reserve(workers_.size());
-  for (const Worker& w : workers_) out.push_back(WorkerView{w.placement, w.pid, w.status});
+  for (const Worker& w : workers_) out.push_back(WorkerView{w.placement, w.pid, w.status, w.dir});
   return out;
 }
 

@@ -63,6 +63,7 @@ class WorkerGroup : public WorkerLauncher {
     pid_t pid = 0;
     std::optional<ExitStatus> status;
     std::string error_file;
+    std::string dir;
     std::unique_ptr<WorkerOutput> output;
   };
 

@@ -36,6 +36,7 @@ struct WorkerExit {
   // Its last lines of stderr (OutputTail::Text: printable, <= 20 lines, <= 4 KB) when it
   // failed on its own; "" otherwise.
   std::string stderr_tail;
+  std::string dir;  // its own directory (WorkerSpec::dir)
 };
 
 // What one worker of the current (or last) attempt is doing, for status reports.
@@ -43,6 +44,7 @@ struct WorkerView {
   WorkerPlacement placement;
   pid_t pid = 0;                     // 0: it never started
   std::optional<ExitStatus> status;  // unset while it runs
+  std::string dir;                   // its own directory (WorkerSpec::dir)
 };
 
 class WorkerLauncher {

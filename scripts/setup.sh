@@ -43,3 +43,5 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# kubernetes-validate (PyPI, pinned) for the manifest schema test, in a venv outside the repo.
+"$(dirname "$0")/k8s_validate_venv.sh" >/dev/null

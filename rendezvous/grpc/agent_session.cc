@@ -10,6 +10,7 @@
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.pb.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "spdlog/spdlog.h"
 
@@ -20,8 +21,8 @@ class AgentSession : public SessionReactor,
                      public NodeStream,
                      public std::enable_shared_from_this<AgentSession> {
  public:
-  AgentSession(JobRegistry* registry, std::string peer)
-      : registry_(registry), peer_(std::move(peer)) {}
+  AgentSession(JobRegistry* registry, StacksBroker* stacks, std::string peer)
+      : registry_(registry), stacks_(stacks), peer_(std::move(peer)) {}
 
   void Begin(std::shared_ptr<AgentSession> self) {
     self_ = std::move(self);
@@ -32,6 +33,17 @@ class AgentSession : public SessionReactor,
     std::lock_guard<std::mutex> lock(mu_);
     if (finish_requested_) return;
     ToProto(event, &out_.emplace_back());
+  }
+
+  void RequestStacks(int64_t id, absl::Duration timeout) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finish_requested_) return;
+      v1::StacksRequest* request = out_.emplace_back().mutable_stacks_request();
+      request->set_id(id);
+      request->set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+    }
+    Flush();
   }
 
   void Flush() override {
@@ -146,6 +158,12 @@ class AgentSession : public SessionReactor,
       case v1::AgentMessage::kWorkerEnded:
         registry_->WorkerEnded(node_id_, msg.worker_ended().round(), FromProto(msg.worker_ended()));
         break;
+      case v1::AgentMessage::kStacks: {
+        std::vector<RankStack> ranks;
+        for (const v1::RankStack& r : msg.stacks().ranks()) ranks.push_back(FromProto(r));
+        stacks_->Deliver(node_id_, msg.stacks().id(), std::move(ranks));
+        break;
+      }
       case v1::AgentMessage::kLeave:
         ReportLost(absl::StrCat("left: ", msg.leave().why()));
         RequestFinish(grpc::Status::OK);
@@ -200,6 +218,7 @@ class AgentSession : public SessionReactor,
   }
 
   JobRegistry* const registry_;
+  StacksBroker* const stacks_;
   const std::string peer_;
   std::shared_ptr<AgentSession> self_;    // keeps the session alive until OnDone
   std::unique_ptr<v1::AgentMessage> in_;  // the read in flight; touched by read reactions only
@@ -232,8 +251,8 @@ std::string PeerHost(const std::string& peer) {
   return rest.substr(0, rest.rfind(':'));
 }
 
-SessionReactor* NewAgentSession(JobRegistry* registry, std::string peer) {
-  auto session = std::make_shared<AgentSession>(registry, std::move(peer));
+SessionReactor* NewAgentSession(JobRegistry* registry, StacksBroker* stacks, std::string peer) {
+  auto session = std::make_shared<AgentSession>(registry, stacks, std::move(peer));
   session->Begin(session);
   return session.get();
 }

@@ -17,6 +17,7 @@
 #include "rendezvous/grpc/connect.h"
 #include "rendezvous/grpc/credentials.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "spdlog/spdlog.h"
 
@@ -179,6 +180,13 @@ struct LoopSide {
   bool error_sent = false;
 };
 
+// Where a stacks reply goes: the client while it lives (replies come from other threads,
+// possibly after the client is gone).
+struct ReplyRoute {
+  std::mutex mu;
+  std::function<void(v1::AgentMessage)> send ABSL_GUARDED_BY(mu);
+};
+
 // Permanent refusals keep their code; anything else ending the stream is a lost server.
 bool IsRefusal(absl::StatusCode code) {
   return code == absl::StatusCode::kUnauthenticated || code == absl::StatusCode::kInvalidArgument ||
@@ -193,10 +201,18 @@ class GrpcRendezvousClient::Impl {
   Impl(Options options, std::shared_ptr<grpc::ChannelCredentials> creds)
       : options_(std::move(options)),
         creds_(std::move(creds)),
-        loop_side_(std::make_shared<LoopSide>()) {}
+        loop_side_(std::make_shared<LoopSide>()),
+        reply_route_(std::make_shared<ReplyRoute>()) {
+    std::lock_guard<std::mutex> lock(reply_route_->mu);
+    reply_route_->send = [this](v1::AgentMessage msg) { Send(std::move(msg)); };
+  }
 
   ~Impl() {
     loop_side_->alive = false;
+    {
+      std::lock_guard<std::mutex> lock(reply_route_->mu);
+      reply_route_->send = nullptr;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -310,11 +326,33 @@ class GrpcRendezvousClient::Impl {
       PostError(absl::Status(ToAbslCode(msg.error().code()), msg.error().message()));
       return;
     }
+    if (msg.kind_case() == v1::ServerMessage::kStacksRequest) return OnStacksRequest(msg);
     Event event;
     if (!grpc_internal::FromProto(msg, node_.node_id, &event)) return;  // unknown: newer server
     if (event.kind == Event::Kind::kFinished) finished_ = true;
     options_.loop->Post([side = loop_side_, event = std::move(event)] {
       if (side->alive && !side->error_sent && side->events) side->events(event);
+    });
+  }
+
+  // Hands the request to the agent's handler on the loop; its reply goes back on the stream.
+  void OnStacksRequest(const v1::ServerMessage& msg) {
+    if (!options_.on_stacks_request) return;
+    int64_t id = msg.stacks_request().id();
+    absl::Duration timeout = absl::Milliseconds(msg.stacks_request().timeout_ms());
+    GrpcRendezvousClient::StacksReply reply = [route = reply_route_,
+                                               id](std::vector<RankStack> ranks) {
+      v1::AgentMessage answer;
+      answer.mutable_stacks()->set_id(id);
+      for (const RankStack& r : ranks) {
+        grpc_internal::ToProto(r, answer.mutable_stacks()->add_ranks());
+      }
+      std::lock_guard<std::mutex> lock(route->mu);
+      if (route->send) route->send(std::move(answer));
+    };
+    options_.loop->Post([side = loop_side_, handler = options_.on_stacks_request, timeout,
+                         reply = std::move(reply)]() mutable {
+      if (side->alive) handler(timeout, std::move(reply));
     });
   }
 
@@ -342,6 +380,7 @@ class GrpcRendezvousClient::Impl {
   const Options options_;
   const std::shared_ptr<grpc::ChannelCredentials> creds_;
   const std::shared_ptr<LoopSide> loop_side_;
+  const std::shared_ptr<ReplyRoute> reply_route_;
   NodeInfo node_;  // set by Start, before the thread exists
   JobSpec spec_;
   std::atomic<bool> leaving_{false};

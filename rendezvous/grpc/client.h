@@ -14,18 +14,27 @@
 #ifndef MUSTER_RENDEZVOUS_GRPC_CLIENT_H_
 #define MUSTER_RENDEZVOUS_GRPC_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/event_loop.h"
 #include "rendezvous/client.h"
+#include "rendezvous/core/stacks.h"
 
 namespace muster::rdzv {
 
 class GrpcRendezvousClient : public RendezvousClient {
  public:
+  // `muster stacks` (README "Stacks"): called on the loop thread when the server asks for
+  // this node's worker stacks; `reply` may be called once, from any thread, within
+  // `timeout` (later answers are dropped by the server).
+  using StacksReply = std::function<void(std::vector<RankStack> ranks)>;
+  using StacksHandler = std::function<void(absl::Duration timeout, StacksReply reply)>;
+
   struct Options {
     std::string endpoint;       // "host:port" or "[v6addr]:port" of the rendezvous server
     std::string token;          // non-empty: sent as "authorization: Bearer <token>"
@@ -35,6 +44,7 @@ class GrpcRendezvousClient : public RendezvousClient {
     EventLoop* loop = nullptr;  // required: the agent's loop, where the sinks run
     // How long to keep trying to reach the server before Unavailable.
     absl::Duration join_timeout = absl::Seconds(600);
+    StacksHandler on_stacks_request;  // unset: requests go unanswered
   };
 
   // InvalidArgument for a malformed endpoint, a missing loop or unreadable TLS files.

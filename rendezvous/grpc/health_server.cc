@@ -46,7 +46,8 @@ class HealthServer::Impl {
       return absl::UnavailableError(
           absl::StrCat("--health-port: cannot listen on ", listen_address, " (in use?)"));
     }
-    SetServing(false);
+    SetReady(false);
+    SetWorkersRunning(false);
     // Liveness: the agent answers, so it is alive, through rendezvous and restarts too
     // (probing readiness for liveness would kill Pods that are merely waiting for peers).
     server_->GetHealthCheckService()->SetServingStatus("muster.v1.Liveness", true);
@@ -56,11 +57,16 @@ class HealthServer::Impl {
     if (server_) server_->Shutdown(std::chrono::system_clock::now());
   }
   int port() const { return port_; }
-  void SetServing(bool serving) {
+  // Per name: the overload without one would set every service, liveness included.
+  void SetReady(bool ready) {
     grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-    // Per name: the overload without one would set every service, liveness included.
-    health->SetServingStatus("", serving);
-    health->SetServingStatus("muster.v1.Agent", serving);
+    health->SetServingStatus("", ready);
+    health->SetServingStatus("muster.v1.Ready", ready);
+  }
+  void SetWorkersRunning(bool running) {
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    health->SetServingStatus("muster.v1.Workers", running);
+    health->SetServingStatus("muster.v1.Agent", running);
   }
 
  private:
@@ -80,6 +86,7 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
 HealthServer::HealthServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HealthServer::~HealthServer() = default;
 int HealthServer::port() const { return impl_->port(); }
-void HealthServer::SetServing(bool serving) { impl_->SetServing(serving); }
+void HealthServer::SetReady(bool ready) { impl_->SetReady(ready); }
+void HealthServer::SetWorkersRunning(bool running) { impl_->SetWorkersRunning(running); }
 
 }  // namespace muster::rdzv

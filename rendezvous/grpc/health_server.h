@@ -1,7 +1,8 @@
 // HealthServer: grpc.health.v1 on its own port, for Kubernetes gRPC probes of an agent
-// (--health-port). Readiness, the overall service "" and "muster.v1.Agent": NOT_SERVING
-// until SetServing(true) (the agent's workers run). Liveness, "muster.v1.Liveness":
-// SERVING as long as the agent runs.
+// (--health-port). Three answers, each NOT_SERVING until set otherwise:
+//   readiness  "" and "muster.v1.Ready": SetReady (the agent decides what ready means);
+//   workers    "muster.v1.Workers" and its old name "muster.v1.Agent": SetWorkersRunning;
+//   liveness   "muster.v1.Liveness": SERVING as long as the agent runs.
 // gRPC types stay behind this header. Thread-safe.
 #ifndef MUSTER_RENDEZVOUS_GRPC_HEALTH_SERVER_H_
 #define MUSTER_RENDEZVOUS_GRPC_HEALTH_SERVER_H_
@@ -20,8 +21,10 @@ class HealthServer {
   ~HealthServer();
 
   int port() const;
-  // For the overall service ("") and "muster.v1.Agent".
-  void SetServing(bool serving);
+  // The overall service ("") and "muster.v1.Ready".
+  void SetReady(bool ready);
+  // "muster.v1.Workers" and "muster.v1.Agent".
+  void SetWorkersRunning(bool running);
 
  private:
   class Impl;

@@ -21,6 +21,7 @@
 #include "rendezvous/grpc/agent_session.h"
 #include "rendezvous/grpc/credentials.h"
 #include "rendezvous/grpc/job_status_service.h"
+#include "rendezvous/grpc/stacks_service.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "rendezvous/grpc/tcp_keepalive.h"
 #include "rendezvous/registry/job_registry.h"
@@ -76,8 +77,9 @@ std::string GrpcPeerName(const std::string& peer) {
 
 class RendezvousService final : public v1::Rendezvous::CallbackService {
  public:
-  RendezvousService(JobRegistry* registry, std::string token, AdoptedPeers* peers)
-      : registry_(registry), token_(std::move(token)), peers_(peers) {}
+  RendezvousService(JobRegistry* registry, StacksBroker* stacks, std::string token,
+                    AdoptedPeers* peers)
+      : registry_(registry), stacks_(stacks), token_(std::move(token)), peers_(peers) {}
 
   grpc_internal::SessionReactor* Session(grpc::CallbackServerContext* context) override {
     std::string peer = peers_->Resolve(context->peer());
@@ -86,11 +88,12 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
       spdlog::warn("rendezvous: refused a session from {}: {}", peer, std::string(auth.message()));
       return new RejectedSession(auth);
     }
-    return grpc_internal::NewAgentSession(registry_, std::move(peer));
+    return grpc_internal::NewAgentSession(registry_, stacks_, std::move(peer));
   }
 
  private:
   JobRegistry* const registry_;
+  StacksBroker* const stacks_;
   const std::string token_;
   AdoptedPeers* const peers_;
 };
@@ -101,10 +104,11 @@ class RendezvousServer::Impl {
  public:
   explicit Impl(const Options& options)
       : registry_(options.run_id, options.heartbeat_interval, options.heartbeat_misses),
-        rendezvous_(&registry_, options.token, &adopted_peers_),
+        rendezvous_(&registry_, &stacks_broker_, options.token, &adopted_peers_),
         keepalive_{.probe_interval = options.heartbeat_interval,
                    .timeout = options.heartbeat_interval * options.heartbeat_misses},
-        job_status_(grpc_internal::NewJobStatusService(&registry_, options.token)) {
+        job_status_(grpc_internal::NewJobStatusService(&registry_, options.token)),
+        stacks_(grpc_internal::NewStacksService(&registry_, &stacks_broker_, options.token)) {
     registry_.SetObserver(options.observer);
   }
 
@@ -133,6 +137,7 @@ class RendezvousServer::Impl {
     if (listens) builder.AddListeningPort(options.listen_address, creds, &port_);
     builder.RegisterService(&rendezvous_);
     builder.RegisterService(job_status_.get());
+    builder.RegisterService(stacks_.get());
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     server_ = builder.BuildAndStart();
     if (!listens && server_ != nullptr) return absl::OkStatus();  // the shared port logs
@@ -180,11 +185,13 @@ class RendezvousServer::Impl {
   }
 
  private:
-  JobRegistry registry_;  // outlives the server: sessions call into it until OnDone
+  JobRegistry registry_;        // outlives the server: sessions call into it until OnDone
+  StacksBroker stacks_broker_;  // likewise
   AdoptedPeers adopted_peers_;
   RendezvousService rendezvous_;
   const grpc_internal::TcpKeepalive keepalive_;
   std::unique_ptr<grpc::Service> job_status_;
+  std::unique_ptr<grpc::Service> stacks_;
   int port_ = 0;
   std::mutex shutdown_mu_;
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(shutdown_mu_);

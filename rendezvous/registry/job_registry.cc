@@ -337,6 +337,26 @@ absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id,
   return JobStatusOf(it->second.job);
 }
 
+absl::StatusOr<std::vector<StacksTarget>> JobRegistry::StacksTargets(
+    const std::string& run_id) const {
+  absl::StatusOr<JobStatusSnapshot> status = Status(run_id);
+  if (!status.ok()) return status.status();
+  std::vector<StacksTarget> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const NodeStatus& n : status->nodes) {
+    auto it = members_.find(n.node_id);
+    if (it == members_.end() || it->second.run_id != run_id) continue;
+    out.push_back({.node_id = n.node_id,
+                   .host = n.host,
+                   .group_rank = n.group_rank,
+                   .stream = it->second.stream});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const StacksTarget& a, const StacksTarget& b) {
+    return static_cast<unsigned>(a.group_rank) < static_cast<unsigned>(b.group_rank);
+  });
+  return out;
+}
+
 std::vector<JobSummary> JobRegistry::Summaries() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<JobSummary> out;

@@ -44,6 +44,17 @@ class NodeStream {
   // Called without the registry's mutex: the job dropped this node (it never stopped its
   // workers); tell it `why` and end the stream.
   virtual void Close(const absl::Status& why) = 0;
+  // Called without the registry's mutex: ask the agent for its workers' stacks (request
+  // `id`, answered within `timeout`). A transport without stacks ignores it.
+  virtual void RequestStacks(int64_t /*id*/, absl::Duration /*timeout*/) {}
+};
+
+// A live node of a job, for `muster stacks`.
+struct StacksTarget {
+  std::string node_id;
+  std::string host;
+  int group_rank = -1;
+  std::shared_ptr<NodeStream> stream;
 };
 
 // Someone following a job's status (JobStatus.Watch). Poke() is called without the
@@ -113,6 +124,10 @@ class JobRegistry {
   void SetObserver(std::shared_ptr<RegistryObserver> observer);
   // Every job by phase and every node by state, in O(jobs + nodes) under the mutex.
   RegistryCounts Counts() const;
+
+  // The job's nodes with an open stream, by group rank (waiting nodes last). NotFound as
+  // Status.
+  absl::StatusOr<std::vector<StacksTarget>> StacksTargets(const std::string& run_id) const;
 
   // Blocks until no stream but `except_node_id`'s is open (every other agent has heard
   // the outcome and hung up), or `deadline`. Returns whether they all left.

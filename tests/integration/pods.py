@@ -12,6 +12,11 @@ hosts file bind-mounted over /etc/hosts and the pod's hostname:
     ip netns exec NS unshare --pid --fork --mount-proc --mount --uts --kill-child \
         sh -c 'hostname podI; mount --bind HOSTS /etc/hosts; exec "$@"' sh ARGS...
 
+With `Pods(..., own_etc=True)` each pod gets a copy of /etc instead (pods.dir/podI.etc,
+bind-mounted over /etc), and its hosts file is replaced by rename(2): a resolver in the pod
+reads the old or the new list, never a partly written one (cluster_dns.py rewrites it as
+Pods become Ready). A bind mount of the file itself would pin the old inode.
+
 Everything is torn down on exit, also when the test failed: processes in the pods are
 killed, namespaces, veths and the bridge deleted.
 """
@@ -28,8 +33,8 @@ import pytest
 
 from conftest import muster_env, xdist_worker_index
 
-_SETUP = 'hostname "$POD_HOSTNAME_"; mount --bind "$POD_HOSTS_" /etc/hosts; ' \
-         'unset POD_HOSTNAME_ POD_HOSTS_; exec "$@"'
+_SETUP = 'hostname "$POD_HOSTNAME_"; mount --bind "$POD_HOSTS_" "$POD_HOSTS_AT_"; ' \
+         'unset POD_HOSTNAME_ POD_HOSTS_ POD_HOSTS_AT_; exec "$@"'
 
 
 def _ip(*args, check=True):
@@ -131,7 +136,8 @@ class Pod:
         self.ns = f"{pods.prefix}-{index}"
         self.veth = f"{pods.prefix}v{index}"
         self.ip = f"{pods.subnet}.{index + 1}"
-        self.hosts = pods.dir / f"{self.name}.hosts"
+        self.etc = pods.dir / f"{self.name}.etc" if pods.own_etc else None
+        self.hosts = self.etc / "hosts" if self.etc else pods.dir / f"{self.name}.hosts"
         self.procs = []
 
     # -- /etc/hosts -----------------------------------------------------------------------
@@ -144,9 +150,20 @@ class Pod:
 
     def add_host(self, name, ip):
         """Appends `ip name` to this pod's hosts file in place (same inode, so the bind
-        mount over /etc/hosts in running processes sees it)."""
+        mount over /etc/hosts in running processes sees it), or with own_etc through
+        replace_hosts."""
+        if self.etc:
+            self.replace_hosts(self.hosts.read_text() + f"{ip}\t{name}\n")
+            return
         with open(self.hosts, "a") as f:
             f.write(f"{ip}\t{name}\n")
+
+    def replace_hosts(self, text):
+        """own_etc only: the hosts file becomes `text` in one rename."""
+        assert self.etc, "replace_hosts needs Pods(own_etc=True)"
+        tmp = self.etc / ".hosts.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.hosts)
 
     # -- network --------------------------------------------------------------------------
     def link_down(self):
@@ -163,7 +180,8 @@ class Pod:
         the leftover-killer's mark)."""
         env = dict(env if env is not None else muster_env())
         env["POD_HOSTNAME_"] = self.name
-        env["POD_HOSTS_"] = str(self.hosts)
+        env["POD_HOSTS_"] = str(self.etc or self.hosts)
+        env["POD_HOSTS_AT_"] = "/etc" if self.etc else "/etc/hosts"
         n = len(self.procs)
         out_path = self.pods.dir / f"{self.name}.{n}.out"
         err_path = self.pods.dir / f"{self.name}.{n}.err"
@@ -193,9 +211,10 @@ class Pods:
     """Context manager: `with Pods(3, tmp_path, withhold={1: ["pod0"]}) as pods: ...`.
     withhold maps a pod index to hostnames left out of that pod's hosts file."""
 
-    def __init__(self, n, tmp_path, withhold=None):
+    def __init__(self, n, tmp_path, withhold=None, own_etc=False):
         skip_unless_pods_possible()
         self.n = n
+        self.own_etc = own_etc
         tok = uuid.uuid4().hex[:6]
         self.prefix = f"mp{tok}"           # ns mp<tok>-<i>, veth mp<tok>v<i>: <= 15 chars
         self.bridge = f"mp{tok}br"
@@ -241,6 +260,11 @@ class Pods:
             _ip("link", "set", pod.veth, "up")
             _ip("-n", pod.ns, "addr", "add", f"{pod.ip}/24", "dev", "eth0")
             _ip("-n", pod.ns, "link", "set", "eth0", "up")
+            if pod.etc:
+                r = subprocess.run(["cp", "-a", "/etc", str(pod.etc)], capture_output=True,
+                                   text=True, timeout=60)
+                if r.returncode != 0:
+                    raise RuntimeError(f"cp -a /etc {pod.etc} failed: {r.stderr.strip()}")
             pod.write_hosts(self.withhold.get(pod.index, ()))
         # Wait until every link is up on both ends (a bridge without STP forwards at once),
         # so a test's timings do not include link setup.

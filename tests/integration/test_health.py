@@ -25,20 +25,44 @@ def health(port, service=b""):
         return check(request, timeout=5)
 
 
-def test_health_not_serving_during_rendezvous_then_serving(tmp_path):
-    hport, rport = free_port(), free_port()
+def test_ready_at_once_on_the_host_after_the_first_round_elsewhere(tmp_path):
+    """Readiness ("", muster.v1.Ready) never waits for the workers: the agent serving the
+    rendezvous is ready at once, another agent once its first round completed (so that no
+    headless Service can keep the host's name from the others: examples/k8s/README.md).
+    muster.v1.Workers (old name muster.v1.Agent) is SERVING exactly while the workers run."""
+    hport, hport2, rport = free_port(), free_port(), free_port()
     common = ["--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{rport}", "--rdzv-id", "h",
               "--no-python", str(FAKE), "sleep=3"]
     first = subprocess.Popen([str(MUSTER), "run", "--health-port", str(hport), *common],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=muster_env())
     wait_for(lambda: _try(lambda: health(hport)), 10, what="the health port")
-    assert health(hport) == NOT_SERVING  # waiting for the second node
+    wait_for(lambda: health(hport) == SERVING, 10, what="the host ready before any round")
+    assert health(hport, b"muster.v1.Ready") == SERVING
+    assert health(hport, b"muster.v1.Workers") == NOT_SERVING  # waiting for the second node
     assert health(hport, b"muster.v1.Agent") == NOT_SERVING
-    second = subprocess.Popen([str(MUSTER), "run", *common], stdout=subprocess.PIPE,
+    # The second agent does not host: it is not ready before its first round.
+    second = subprocess.Popen([str(MUSTER), "run", "--health-port", str(hport2),
+                               "--rdzv-host", "false", *common], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=muster_env())
-    wait_for(lambda: health(hport) == SERVING, 10, what="SERVING once workers run")
+    wait_for(lambda: health(hport, b"muster.v1.Workers") == SERVING, 10,
+             what="Workers SERVING once the workers run")
+    assert health(hport, b"muster.v1.Agent") == SERVING
+    wait_for(lambda: health(hport2) == SERVING, 10, what="the second agent ready")
     assert first.wait(30) == 0 and second.wait(30) == 0
+
+
+def test_not_ready_before_the_first_round_where_another_agent_hosts(tmp_path):
+    hport, rport = free_port(), free_port()
+    agent = subprocess.Popen([str(MUSTER), "run", "--health-port", str(hport), "--nnodes", "2",
+                              "--rdzv-endpoint", f"127.0.0.1:{rport}", "--rdzv-host", "false",
+                              "--rdzv-conf", "join_timeout=3s", "--no-python", str(FAKE)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=muster_env())
+    wait_for(lambda: _try(lambda: health(hport)), 10, what="the health port")
+    assert health(hport) == NOT_SERVING                      # nobody serves the rendezvous
+    assert health(hport, b"muster.v1.Liveness") == SERVING
+    assert agent.wait(30) == 138
 
 
 def _try(fn):
@@ -86,7 +110,7 @@ def test_status_file_is_always_valid_json_and_termination_log_has_root_cause(tmp
     assert line.startswith("job failed: rank 2") and "exit 7" in line, line
 
 
-def test_liveness_serving_while_readiness_waits(tmp_path):
+def test_liveness_serving_while_the_workers_wait(tmp_path):
     hport, rport = free_port(), free_port()
     agent = subprocess.Popen([str(MUSTER), "run", "--health-port", str(hport), "--nnodes", "2",
                               "--rdzv-endpoint", f"127.0.0.1:{rport}", "--rdzv-conf",
@@ -94,6 +118,6 @@ def test_liveness_serving_while_readiness_waits(tmp_path):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=muster_env())
     wait_for(lambda: _try(lambda: health(hport)), 10, what="the health port")
-    assert health(hport) == NOT_SERVING
+    assert health(hport, b"muster.v1.Workers") == NOT_SERVING
     assert health(hport, b"muster.v1.Liveness") == SERVING
     assert agent.wait(30) == 138  # nobody else joined: rendezvous timed out

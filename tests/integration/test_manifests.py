@@ -23,6 +23,9 @@ K8S = REPO / "examples" / "k8s"
 MANIFESTS = sorted(K8S.glob("*.yaml"))
 SCRIPT = REPO / "examples" / "allreduce.py"   # stands in for the Pods' training script
 RESTARTABLE = [130, 137, 138, 143]
+# Manifests whose agent starts after its container (over ssh): a probe on it would keep
+# the Pod unready, so unresolvable for the launcher, or kill it (test_manifest_dns.py).
+NO_AGENT_PROBES = {"t9k-deepspeedjob": "the agent starts later, through pdsh: no probe on it"}
 
 # What the dry run must resolve for Pod index 1 of each manifest.
 EXPECTED = {
@@ -109,6 +112,9 @@ def test_manifest_parses_and_has_probes_and_termination_log(manifest):
             assert c.get("terminationMessagePath") == "/dev/termination-log", where
             assert c.get("terminationMessagePolicy") == "FallbackToLogsOnError", where
             for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+                if manifest.stem in NO_AGENT_PROBES:
+                    assert probe not in c, f"{where}: {NO_AGENT_PROBES[manifest.stem]}"
+                    continue
                 assert (c.get(probe) or {}).get("grpc", {}).get("port") == 8081, \
                     f"{where}: {probe} is not a gRPC probe on 8081"
     commands = [cmd for d in docs for cmd in muster_commands(d)]

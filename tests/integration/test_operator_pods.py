@@ -196,6 +196,10 @@ def t9k_deepspeedjob(pods, base, tmp_path):
     shim.mkdir()
     (shim / "pdsh").write_text(PDSH_SHIM)
     (shim / "pdsh").chmod(0o755)
+    # The customCommand first waits until every hostfile name resolves; here it runs outside
+    # the pods, where they do not (test_manifest_dns.py runs it in a pod with cluster DNS).
+    (shim / "getent").write_text("#!/bin/sh\nexit 0\n")
+    (shim / "getent").chmod(0o755)
     record = tmp_path / "pdsh.jsonl"
     r = subprocess.run(["sh", "-c", custom], capture_output=True, text=True, timeout=30,
                        env=dict(base, PATH=f"{shim}:{base['PATH']}", PDSH_RECORD=str(record)))

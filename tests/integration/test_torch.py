@@ -15,6 +15,16 @@ ONLY_MUSTER = {
     "CROSS_RANK": "DESIGN §4.1: DeepSpeed's per-node contract (= GROUP_RANK)",
     "CROSS_SIZE": "DESIGN §4.1: DeepSpeed's per-node contract (= GROUP_WORLD_SIZE)",
     "LOCAL_SIZE": "DESIGN §4.1: DeepSpeed's per-node contract (= LOCAL_WORLD_SIZE)",
+    "PYTHONPATH": "README Stacks: the stack hook's directory, first (the test unsets the "
+                  "inherited value so that the name, not only the value, differs)",
+    "MUSTER_STACKS_DIR": "README Stacks: where the hook writes the worker's stacks",
+    "MUSTER_STACKS_SIGNAL": "README Stacks: the signal the hook dumps on",
+    "TORCH_FR_BUFFER_SIZE": "README Collective traces (torch 2.15's flight recorder)",
+    "TORCH_FR_DUMP_ON_TIMEOUT": "README Collective traces",
+    "TORCH_FR_DUMP_TEMP_FILE": "README Collective traces: dumps in the attempt's directory",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": "README Collective traces (older torch 2.x's spelling)",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "README Collective traces (older torch 2.x's spelling)",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "README Collective traces (older torch 2.x's spelling)",
 }
 ONLY_TORCHRUN = {
     # torchrun 1.13 exports these into its own environment when it starts; they are
@@ -44,6 +54,7 @@ def dump_env(launcher_args, tmp_path, name):
     out = tmp_path / name
     out.mkdir()
     env = muster_env(ENVDUMP_DIR=out)
+    env.pop("PYTHONPATH", None)
     r = subprocess.run([*launcher_args, "--standalone", "--nproc_per_node", "2",
                         str(SCRIPTS / "envdump.py"), "--foo", "1"],
                        capture_output=True, text=True, timeout=120, env=env)

@@ -1,0 +1,40 @@
+#include "rendezvous/grpc/stacks_convert.h"
+
+#include "muster/v1/rendezvous.pb.h"
+
+namespace muster::rdzv::grpc_internal {
+
+void ToProto(const RankStack& in, v1::RankStack* out) {
+  out->set_rank(in.rank);
+  out->set_local_rank(in.local_rank);
+  out->set_pid(in.pid);
+  out->set_text(in.text);
+  out->set_unavailable(in.unavailable);
+}
+
+RankStack FromProto(const v1::RankStack& in) {
+  return RankStack{.rank = in.rank(),
+                   .local_rank = in.local_rank(),
+                   .pid = in.pid(),
+                   .text = in.text(),
+                   .unavailable = in.unavailable()};
+}
+
+void ToProto(const NodeStacks& in, v1::NodeStacks* out) {
+  out->set_node_id(in.node_id);
+  out->set_host(in.host);
+  out->set_group_rank(in.group_rank);
+  out->set_unavailable(in.unavailable);
+  for (const RankStack& r : in.ranks) ToProto(r, out->add_ranks());
+}
+
+NodeStacks FromProto(const v1::NodeStacks& in) {
+  NodeStacks out{.node_id = in.node_id(),
+                 .host = in.host(),
+                 .group_rank = in.group_rank(),
+                 .unavailable = in.unavailable()};
+  for (const v1::RankStack& r : in.ranks()) out.ranks.push_back(FromProto(r));
+  return out;
+}
+
+}  // namespace muster::rdzv::grpc_internal

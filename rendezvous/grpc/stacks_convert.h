@@ -1,0 +1,23 @@
+// Conversions between the stacks' plain data (core/stacks.h) and the muster.v1 messages.
+// Internal to rendezvous/grpc, like proto_convert.h.
+#ifndef MUSTER_RENDEZVOUS_GRPC_STACKS_CONVERT_H_
+#define MUSTER_RENDEZVOUS_GRPC_STACKS_CONVERT_H_
+
+#include "rendezvous/core/stacks.h"
+
+namespace muster::v1 {
+class RankStack;
+class NodeStacks;
+}  // namespace muster::v1
+
+namespace muster::rdzv::grpc_internal {
+
+void ToProto(const RankStack& in, v1::RankStack* out);
+RankStack FromProto(const v1::RankStack& in);
+// The node's identity (node_id, host, group_rank, unavailable) and its ranks.
+void ToProto(const NodeStacks& in, v1::NodeStacks* out);
+NodeStacks FromProto(const v1::NodeStacks& in);
+
+}  // namespace muster::rdzv::grpc_internal
+
+#endif  // MUSTER_RENDEZVOUS_GRPC_STACKS_CONVERT_H_

@@ -20,7 +20,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config \
       libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
-      libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
+      libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev prometheus-cpp-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -41,10 +41,11 @@ FROM ${BASE_IMAGE}
 ARG DEBIAN_FRONTEND=noninteractive
 # Exactly the packages ldd names for muster and muster-probe (besides libc6, libstdc++6,
 # libgcc-s1, zlib1g, which every Debian base has); libgrpc++1.51 pulls libgrpc29, libre2-9,
-# libc-ares2 and libssl3.
+# libc-ares2 and libssl3; libprometheus-cpp-pull1.0 (--metrics-port) pulls
+# libprometheus-cpp-core1.0 and libcivetweb1.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libgrpc++1.51 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9 \
+      libgrpc++1.51 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9 libprometheus-cpp-pull1.0 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /usr/share/doc/* /usr/share/man/*
 COPY --from=build /out/ /usr/local/bin/
 # muster is a child subreaper and reaps orphans: it is correct as PID 1 (no tini needed).

@@ -468,6 +468,7 @@ void Agent::ExitAfterStop(ExitPlan plan, int sig) {
 void Agent::Publish() {
   const char* phase = PublishedPhase(phase_);
   if (parts_.health) parts_.health->Report(phase);
+  if (parts_.metrics) parts_.metrics->SetPhase(phase);
   // The document lists every worker and is published on every worker's exit: O(K^2) for K
   // workers, which slowed spawning at K=256 (B7) with nobody reading it.
   if (!status_file_->enabled()) return;

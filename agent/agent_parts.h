@@ -29,6 +29,14 @@ class HealthReporter {
   virtual void Report(const char* phase) = 0;
 };
 
+// Where the agent reports each transition's phase as --status-file names it
+// (Prometheus metrics on --metrics-port: agent/metered_parts.h).
+class PhaseReporter {
+ public:
+  virtual ~PhaseReporter() = default;
+  virtual void SetPhase(const char* phase) = 0;
+};
+
 // The rendezvous server this agent hosts for the whole job. The agent keeps it until the
 // other agents have heard the outcome.
 class HostedRendezvous {
@@ -62,6 +70,7 @@ struct AgentParts {
   // otherwise, so that workers see MASTER_PORT = the endpoint's port.
   bool store_shares_rendezvous_port = false;
   std::unique_ptr<HealthReporter> health;  // null without --health-port
+  std::unique_ptr<PhaseReporter> metrics;  // null without --metrics-port
 };
 
 }  // namespace muster

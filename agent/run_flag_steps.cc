@@ -110,11 +110,24 @@ absl::Status ApplyLogLevel(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A port for one of the agent's own listeners: 0..65535 (0: any free one).
+absl::StatusOr<int> ParseListenerPort(const FlagValue& v) {
+  ASSIGN_OR_RETURN(int port, ParseNonNegative(v.where, v.text));
+  if (port > 65535) return FlagError(v.where, absl::StrCat("'", v.text, "' is not a port"));
+  return port;
+}
+
+}  // namespace
+
 absl::Status ApplyHealthPort(const FlagValue& v, Config* c) {
-  ASSIGN_OR_RETURN(c->health_port, ParseNonNegative(v.where, v.text));
-  if (c->health_port > 65535) {
-    return FlagError(v.where, absl::StrCat("'", v.text, "' is not a port"));
-  }
+  ASSIGN_OR_RETURN(c->health_port, ParseListenerPort(v));
+  return absl::OkStatus();
+}
+
+absl::Status ApplyMetricsPort(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(c->metrics_port, ParseListenerPort(v));
   return absl::OkStatus();
 }
 

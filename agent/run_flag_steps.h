@@ -81,6 +81,8 @@ absl::Status ApplyLocalRanksFilter(const FlagValue& value, Config* config);
 absl::Status ApplyLogLevel(const FlagValue& value, Config* config);
 // --health-port: 0..65535.
 absl::Status ApplyHealthPort(const FlagValue& value, Config* config);
+// --metrics-port: 0..65535.
+absl::Status ApplyMetricsPort(const FlagValue& value, Config* config);
 absl::Status ApplyDebugPort(const FlagValue& value, Config* config);
 // --probe-timeout: a positive duration.
 absl::Status ApplyProbeTimeout(const FlagValue& value, Config* config);

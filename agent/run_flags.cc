@@ -270,6 +270,11 @@ constexpr FlagSpec kMusterFlags[] = {
              "rendezvous), muster.v1.Workers while the workers run, muster.v1.Liveness while "
              "the agent runs",
      .apply = ApplyHealthPort},
+    {.name = "metrics-port",
+     .group = "Health",
+     .default_text = "none",
+     .help = "Prometheus metrics here (HTTP /metrics; README \"Metrics\")",
+     .apply = ApplyMetricsPort},
     {.name = "probe",
      .group = "GPU",
      .default_text = "auto",

@@ -13,6 +13,8 @@
 #include "base/exit_codes.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "metrics/metrics_server.h"
+#include "metrics/server_metrics.h"
 #include "rendezvous/grpc/server.h"
 #include "spdlog/spdlog.h"
 
@@ -34,6 +36,10 @@ constexpr FlagSpec kServeFlags[] = {
      .group = "Serve",
      .default_text = "3",
      .help = "an agent silent for interval x misses is lost (its connection is reset)"},
+    {.name = "metrics-port",
+     .group = "Serve",
+     .default_text = "none",
+     .help = "Prometheus metrics here (HTTP /metrics, on --host's address)"},
     {.name = "token-file",
      .group = "Security",
      .default_text = "MUSTER_TOKEN",
@@ -76,6 +82,13 @@ absl::StatusOr<rdzv::RendezvousServer::Options> ServeOptions(const FlagValues& v
                                         v->text + "'");
     }
   }
+  if (auto v = values.Get("metrics-port")) {
+    int port = -1;
+    if (!absl::SimpleAtoi(v->text, &port) || port < 0 || port > 65535) {
+      return absl::InvalidArgumentError("--metrics-port needs a port (0..65535), got '" + v->text +
+                                        "'");
+    }
+  }
   ASSIGN_OR_RETURN(options.token, ResolveToken(values.Get("token-file"), values.env()));
   if (auto c = values.Get("tls-cert")) options.tls_cert_file = c->text;
   if (auto k = values.Get("tls-key")) options.tls_key_file = k->text;
@@ -101,6 +114,20 @@ int ServeCommand(const std::vector<std::string>& args,
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::unique_ptr<metrics::MetricsServer> exposer;
+  std::shared_ptr<metrics::ServerMetrics> metered;
+  if (auto port = values->Get("metrics-port")) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> started =
+        metrics::MetricsServer::Start(JoinHostPort(host, port->text), "--metrics-port");
+    if (!started.ok()) {
+      int code = exit_code::ForStatus(started.status());
+      spdlog::error("{}; exiting {}", std::string(started.status().message()), code);
+      return code;
+    }
+    exposer = *std::move(started);
+    metered = metrics::ServerMetrics::Create(exposer.get());
+    options->observer = metered;
+  }
   absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
       rdzv::RendezvousServer::Start(*options);
   if (!server.ok()) {
@@ -109,12 +136,14 @@ int ServeCommand(const std::vector<std::string>& args,
     spdlog::error("cannot serve: {}; exiting {}", std::string(server.status().message()), code);
     return code;
   }
+  if (metered) metered->SetCounts([s = server->get()] { return s->Counts(); });
   std::printf("muster serve: listening on %s\n", JoinHostPort(host, (*server)->port()).c_str());
   std::fflush(stdout);
   int sig = 0;
   while (sigwait(&set, &sig) != 0) {
   }
   spdlog::info("received signal {}: stopping the rendezvous server", sig);
+  if (metered) metered->SetCounts(nullptr);  // before the server goes
   (*server)->Shutdown();
   return exit_code::kSuccess;
 }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 #include "base/unique_fd.h"
 

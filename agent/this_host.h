@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "agent/config.h"
 
 namespace muster {
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
 #include "agent/listen_address.h"
+#include "agent/metered_parts.h"
 #include "agent/readiness.h"
 #include "agent/stack_collector.h"
 #include "agent/status_file.h"
@@ -30,6 +31,9 @@
 #include "launch/signals.h"
 #include "launch/supervisor.h"
 #include "launch/worker_group.h"
+#include "metrics/agent_metrics.h"
+#include "metrics/metrics_server.h"
+#include "metrics/server_metrics.h"
 #include "rendezvous/etcd/etcd_rendezvous.h"
 #include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/health_server.h"
@@ -57,18 +61,47 @@ class GrpcHealthReporter : public HealthReporter {
   Readiness readiness_;
 };
 
+// --metrics-port: the server and the agent's metrics, plus the rendezvous server's once
+// this agent hosts it (StartHostedServer); all null without the flag.
+struct AgentMetricsWiring {
+  std::unique_ptr<metrics::MetricsServer> exposer;
+  std::shared_ptr<metrics::AgentMetrics> agent;
+  std::shared_ptr<metrics::ServerMetrics> server;
+  std::shared_ptr<std::atomic<int64_t>> store_connections() const {
+    return agent ? agent->store_connections() : nullptr;
+  }
+};
+
+absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config, const ListenWaitFn& wait) {
+  AgentMetricsWiring m;
+  if (config.metrics_port < 0) return m;
+  // The health port's address (agent/listen_address.h): one rule for both side listeners.
+  ASSIGN_OR_RETURN(std::string address, ListenAddressFor(config, ListenPurpose::kNode, wait));
+  ASSIGN_OR_RETURN(m.exposer, metrics::MetricsServer::Start(
+                                  ListenEndpoint(address, config.metrics_port), "--metrics-port"));
+  m.agent = metrics::AgentMetrics::Create(m.exposer.get());
+  return m;
+}
+
 class HostedGrpcRendezvous : public HostedRendezvous {
  public:
   HostedGrpcRendezvous(std::unique_ptr<rdzv::RendezvousServer> server,
-                       std::unique_ptr<shared_port::SharedPort> port)
-      : server_(std::move(server)), port_(std::move(port)) {}
+                       std::unique_ptr<shared_port::SharedPort> port,
+                       std::shared_ptr<metrics::ServerMetrics> metrics)
+      : server_(std::move(server)), port_(std::move(port)), metrics_(std::move(metrics)) {
+    if (metrics_) metrics_->SetCounts([s = server_.get()] { return s->Counts(); });
+  }
+  ~HostedGrpcRendezvous() override {
+    if (metrics_) metrics_->SetCounts(nullptr);  // before the server goes
+  }
   bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) override {
     return server_->WaitForAgentsToLeave(except_node_id, timeout);
   }
 
  private:
   std::unique_ptr<rdzv::RendezvousServer> server_;
-  std::unique_ptr<shared_port::SharedPort> port_;  // null with TLS; hands sockets to server_
+  std::unique_ptr<shared_port::SharedPort> port_;    // null with TLS; hands sockets to server_
+  std::shared_ptr<metrics::ServerMetrics> metrics_;  // null without --metrics-port
 };
 
 // The embedded server on the endpoint's port. Without TLS the port is shared with the
@@ -79,8 +112,12 @@ class HostedGrpcRendezvous : public HostedRendezvous {
 // Both listen on `address` only (agent/listen_address.h), as the store does.
 absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Config& config,
                                                                         const std::string& address,
+                                                                        AgentMetricsWiring& metered,
                                                                         AgentParts& parts) {
   const bool shared = config.tls_cert.empty();
+  if (metered.exposer && !metered.server) {
+    metered.server = metrics::ServerMetrics::Create(metered.exposer.get());
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> server,
                    rdzv::RendezvousServer::Start({
                        .listen_address = shared ? "" : ListenEndpoint(address, config.rdzv_port),
@@ -90,8 +127,11 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
                        .run_id = config.run_id,
                        .heartbeat_interval = config.heartbeat_interval,
                        .heartbeat_misses = config.heartbeat_misses,
+                       .observer = metered.server,
                    }));
-  if (!shared) return std::make_unique<HostedGrpcRendezvous>(std::move(server), nullptr);
+  if (!shared) {
+    return std::make_unique<HostedGrpcRendezvous>(std::move(server), nullptr, metered.server);
+  }
   auto router = std::make_shared<shared_port::StoreRouter>();
   rdzv::RendezvousServer* raw = server.get();
   ASSIGN_OR_RETURN(
@@ -105,11 +145,11 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
                                std::string peer) { router->Route(std::move(fd), std::move(peer)); },
       }));
   const uint16_t shared_port = port->port();
-  parts.store_factory = [router, shared_port](int) {
-    return shared_port::StoreRouter::StartStore(router, shared_port);
+  parts.store_factory = [router, shared_port, gauge = metered.store_connections()](int) {
+    return shared_port::StoreRouter::StartStore(router, shared_port, gauge);
   };
   parts.store_shares_rendezvous_port = true;
-  return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port));
+  return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port), metered.server);
 }
 
 // Whether this node tries to serve the rendezvous (--rdzv-host, or the endpoint names it).
@@ -132,11 +172,12 @@ rdzv::GrpcRendezvousClient::StacksHandler StacksHandler(const AgentParts& parts)
 // --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
 // the rendezvous (on `store_address`).
 absl::Status WireGrpcRendezvous(const Config& config, const std::string& store_address,
-                                AgentParts& parts) {
+                                AgentMetricsWiring& metered, AgentParts& parts) {
   std::string endpoint = JoinHostPort(config.rdzv_host_name, config.rdzv_port);
   if (HostsRendezvousHere(config)) {
     absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server =
-        StartHostedServer(config, store_address, parts);
+        StartHostedServer(config, store_address, metered, parts);
+    if (!server.ok()) metered.server.reset();  // serves nothing: no server metrics
     if (server.ok()) {
       parts.hosted_rendezvous = *std::move(server);
     } else if (config.rdzv_hosting == RdzvHosting::kAlways ||
@@ -192,6 +233,7 @@ bool SleepUnlessSignalled(int signal_fd, absl::Duration d, int* stop_signal) {
 // The store's address, where one is needed: on an agent that may serve the store (or the
 // rendezvous, which shares its port).
 absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
+                                 std::shared_ptr<std::atomic<int64_t>> store_connections,
                                  AgentParts& parts) {
   const bool opens_store = config.store == StoreOwner::kAgent && !NeverServesStore(config);
   if (!config.local_addr.empty()) {  // checked even where nothing listens on it
@@ -204,9 +246,11 @@ absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
     RETURN_IF_ERROR(CheckServedEndpoint(config, parts.store_address));
   }
   if (opens_store) {
-    parts.store_factory = [address = parts.store_address](int port) {
-      return c10d::StoreServer::Start(
-          {.bind_address = address, .port = static_cast<uint16_t>(port)});
+    parts.store_factory = [address = parts.store_address,
+                           gauge = std::move(store_connections)](int port) {
+      return c10d::StoreServer::Start({.bind_address = address,
+                                       .port = static_cast<uint16_t>(port),
+                                       .connection_gauge = gauge});
     };
   }
   return absl::OkStatus();
@@ -272,13 +316,15 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   ListenWaitFn wait = [fd = parts.signal_fd.get(), stop_signal](absl::Duration d) {
     return SleepUnlessSignalled(fd, d, stop_signal);
   };
-  RETURN_IF_ERROR(WireListenAddresses(config, wait, parts));
+  // Before the rendezvous: a hosted server counts into it from its first join.
+  ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config, wait));
+  RETURN_IF_ERROR(WireListenAddresses(config, wait, metered.store_connections(), parts));
   if (config.rdzv_host_name.empty()) {
     parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
   } else if (config.rdzv_etcd) {
     RETURN_IF_ERROR(WireEtcdRendezvous(config, parts));
   } else {
-    RETURN_IF_ERROR(WireGrpcRendezvous(config, parts.store_address, parts));
+    RETURN_IF_ERROR(WireGrpcRendezvous(config, parts.store_address, metered, parts));
   }
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::string address, ListenAddressFor(config, ListenPurpose::kNode, wait));
@@ -287,6 +333,11 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
     // The hosted server listens by now: the host is ready (agent/readiness.h).
     parts.health =
         std::make_unique<GrpcHealthReporter>(std::move(health), parts.hosted_rendezvous != nullptr);
+  }
+  if (metered.agent) {
+    MeterParts(metered.agent, parts);
+    parts.metrics =
+        std::make_unique<MetricsPhaseReporter>(std::move(metered.exposer), metered.agent);
   }
   return parts;
 }

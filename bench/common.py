@@ -85,9 +85,10 @@ def check_binaries():
 class Agent:
     """One agent configuration: builds its argv for N workers running CMD."""
 
-    def __init__(self, name, kind, mi=None, python=None, env=None):
+    def __init__(self, name, kind, mi=None, python=None, env=None, args=()):
         self.name, self.kind, self.mi, self.python = name, kind, mi, python
         self.env = env or {}
+        self.args = list(args)  # muster flags every run of this configuration gets
 
     def environ(self, extra=None):
         """The environment to run this agent with (None = inherit unchanged)."""
@@ -101,7 +102,7 @@ class Agent:
     def argv(self, n, cmd, max_restarts=0, extra=()):
         if self.kind == "muster":
             return [MUSTER, "run", "--nproc-per-node", str(n), "--max-restarts",
-                    str(max_restarts), *extra, "--no-python", *cmd]
+                    str(max_restarts), *self.args, *extra, "--no-python", *cmd]
         if self.kind == "torchrun113":
             return [self.python, TORCHRUN113, "--standalone", "--nproc_per_node", str(n),
                     "--max_restarts", str(max_restarts), "--monitor_interval", str(self.mi),
@@ -139,6 +140,11 @@ def agents(tmpfs_variant=False):
         # mode without cgroups, to show what the cgroup costs (issue 18).
         out.append(Agent("muster containment=session", "muster",
                          env={"MUSTER_CONTAINMENT": "session"}))
+    if os.environ.get("BENCH_METRICS_VARIANT"):
+        # The same agent serving Prometheus metrics (any free port, never scraped), to show
+        # what --metrics-port costs an idle agent (issue 15 item 4). A flag, not the
+        # environment: b6 runs every agent with the bench's own environment.
+        out.append(Agent("muster --metrics-port", "muster", args=["--metrics-port", "0"]))
     v = _importable(TORCH_PYTHON, "torch")
     if v:
         out.append(Agent(f"torchrun {v} mi=0.1", "torchrun113", 0.1, TORCH_PYTHON))

@@ -6,12 +6,15 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libabsl-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev prometheus-cpp-dev
   python3 python3-pytest python3-pytest-xdist python3-torch python3-venv python3-grpcio python3-grpc-tools python3-yaml
   clang libclang-rt-14-dev
   iproute2 util-linux procps
   etcd-server etcd-client
   openssh-server openssh-client
+  # The real Prometheus server scrapes --metrics-port in tests/integration/test_metrics.py,
+  # run directly with a temporary config; its system service is never started (below).
+  prometheus
 )
 
 missing=()
@@ -26,9 +29,12 @@ if ((${#missing[@]})); then
     # openssh-server is for the debug-mode test, which runs its own sshd inside a test pod.
     # The host gets no sshd from it: Debian's switch /etc/ssh/sshd_not_to_be_run keeps
     # ssh.service, ssh.socket and /etc/init.d/ssh from ever starting one (delete it to use
-    # the package's sshd), and a policy-rc.d denies starting services during this install.
+    # the package's sshd).
     $SUDO mkdir -p /etc/ssh
     $SUDO touch /etc/ssh/sshd_not_to_be_run
+  fi
+  if [[ " ${missing[*]} " == *" openssh-server "* || " ${missing[*]} " == *" prometheus "* ]]; then
+    # A policy-rc.d denies starting services (sshd, prometheus) during this install.
     if [[ ! -e /usr/sbin/policy-rc.d ]]; then
       printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
       $SUDO chmod 755 /usr/sbin/policy-rc.d

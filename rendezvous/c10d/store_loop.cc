@@ -50,8 +50,9 @@ void EpollModify(int epoll, int fd, uint32_t events, uint64_t tag) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StoreLoop>> StoreLoop::Create(UniqueFd listener,
-                                                             const Limits& limits) {
+absl::StatusOr<std::unique_ptr<StoreLoop>> StoreLoop::Create(
+    UniqueFd listener, const Limits& limits,
+    std::shared_ptr<std::atomic<int64_t>> connection_gauge) {
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) return ErrnoStatus("epoll_create1", errno);
   UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -66,17 +67,19 @@ absl::StatusOr<std::unique_ptr<StoreLoop>> StoreLoop::Create(UniqueFd listener,
   s = EpollAdd(epoll.get(), inbox.get(), EPOLLIN, kInboxTag);
   if (!s.ok()) return s;
   return std::unique_ptr<StoreLoop>(new StoreLoop(std::move(listener), std::move(epoll),
-                                                  std::move(wake), std::move(inbox), limits));
+                                                  std::move(wake), std::move(inbox), limits,
+                                                  std::move(connection_gauge)));
 }
 
 StoreLoop::StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, UniqueFd inbox_wake,
-                     const Limits& limits)
+                     const Limits& limits, std::shared_ptr<std::atomic<int64_t>> connection_gauge)
     : listener_(std::move(listener)),
       epoll_(std::move(epoll)),
       wake_(std::move(wake)),
       inbox_wake_(std::move(inbox_wake)),
       limits_(limits),
-      next_id_(kFirstConnectionId) {}
+      next_id_(kFirstConnectionId),
+      connection_gauge_(std::move(connection_gauge)) {}
 
 void StoreLoop::Stop() {
   uint64_t one = 1;
@@ -109,6 +112,7 @@ void StoreLoop::Run() {
     }
     FlushDirty();
   }
+  if (connection_gauge_) *connection_gauge_ -= static_cast<int64_t>(num_connections_.load());
   connections_.clear();
   num_connections_ = 0;
   std::lock_guard<std::mutex> lock(inbox_mu_);
@@ -169,6 +173,7 @@ void StoreLoop::AddConnection(UniqueFd socket, std::string peer) {
   spdlog::debug("c10d store: connection from {}", conn->peer());
   connections_.emplace(id, std::move(conn));
   ++num_connections_;
+  if (connection_gauge_) ++*connection_gauge_;
   // Bytes that arrived before the socket was ours are already waiting: epoll reports
   // them (level-triggered) on the next wait.
 }
@@ -270,6 +275,7 @@ void StoreLoop::Close(Connection& conn, std::string_view reason, bool warn) {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, conn.fd(), nullptr);
   connections_.erase(conn.id());  // destroys `conn`, closing its fd
   --num_connections_;
+  if (connection_gauge_) --*connection_gauge_;
 }
 
 }  // namespace muster::c10d

@@ -29,7 +29,11 @@ class StoreLoop : public Outbox {
  public:
   // Takes a listening, non-blocking socket, or none (an invalid fd): then
   // connections only arrive through Adopt().
-  static absl::StatusOr<std::unique_ptr<StoreLoop>> Create(UniqueFd listener, const Limits& limits);
+  // `connection_gauge`, when given, follows num_connections() (shared by every round's
+  // store: the agent's metrics read it from another thread).
+  static absl::StatusOr<std::unique_ptr<StoreLoop>> Create(
+      UniqueFd listener, const Limits& limits,
+      std::shared_ptr<std::atomic<int64_t>> connection_gauge = nullptr);
   ~StoreLoop() override = default;
 
   // Serves until Stop(); closes every client connection before returning.
@@ -47,7 +51,7 @@ class StoreLoop : public Outbox {
 
  private:
   StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, UniqueFd inbox_wake,
-            const Limits& limits);
+            const Limits& limits, std::shared_ptr<std::atomic<int64_t>> connection_gauge);
 
   void AcceptAll();
   void TakeAdopted();
@@ -79,6 +83,7 @@ class StoreLoop : public Outbox {
   bool listener_paused_ = false;
   bool stopping_ = false;
   std::atomic<size_t> num_connections_{0};
+  const std::shared_ptr<std::atomic<int64_t>> connection_gauge_;  // may be null
 };
 
 }  // namespace muster::c10d

@@ -18,8 +18,9 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(const Options& o
   } else {
     ASSIGN_OR_RETURN(listener, Listen(options.bind_address, options.port));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<StoreLoop> loop,
-                   StoreLoop::Create(std::move(listener.fd), options.limits));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<StoreLoop> loop,
+      StoreLoop::Create(std::move(listener.fd), options.limits, options.connection_gauge));
   std::unique_ptr<StoreServer> server(
       new StoreServer(std::move(loop), listener.port, listener.address, options.before_shutdown));
   StoreLoop* raw = server->loop_.get();

@@ -42,6 +42,9 @@ class StoreServer {
     // Called once, first thing in BeginShutdown()/Shutdown(): whoever feeds
     // Adopt() stops doing so.
     std::function<void(StoreServer*)> before_shutdown;
+    // When given, follows num_connections(); one gauge may be shared by every round's
+    // store (the agent's metrics read it from another thread).
+    std::shared_ptr<std::atomic<int64_t>> connection_gauge;
   };
 
   // Binds, then starts the loop thread. The port accepts connections once this

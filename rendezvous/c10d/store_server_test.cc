@@ -1,6 +1,8 @@
 // StoreServer over real sockets with the legacy (torch 1.13-2.1) numbering.
 #include "rendezvous/c10d/store_server.h"
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +55,32 @@ TEST(StoreServerStartTest, DualStackDefaultAndEphemeralPorts) {
   (*a)->Shutdown();
   (*a)->Shutdown();  // idempotent
   EXPECT_TRUE(c->ClosedWithin(absl::Seconds(5)));
+}
+
+TEST(StoreServerStartTest, ConnectionGaugeFollowsEveryRoundsStore) {
+  // One gauge shared by two stores (two rounds), as the agent's metrics share theirs.
+  auto gauge = std::make_shared<std::atomic<int64_t>>(0);
+  auto reaches = [&](int64_t n) {
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (gauge->load() != n && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+    return gauge->load() == n;
+  };
+  auto first = StoreServer::Start({.bind_address = "127.0.0.1", .connection_gauge = gauge});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto a = TestClient::Connect((*first)->port(), Protocol::kLegacy);
+  auto b = TestClient::Connect((*first)->port(), Protocol::kLegacy);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(reaches(2)) << gauge->load();
+  auto second = StoreServer::Start({.bind_address = "127.0.0.1", .connection_gauge = gauge});
+  ASSERT_TRUE(second.ok()) << second.status();
+  {
+    auto c = TestClient::Connect((*second)->port(), Protocol::kLegacy);
+    ASSERT_TRUE(c.ok());
+    EXPECT_TRUE(reaches(3)) << gauge->load();
+    (*first)->Shutdown();  // its two connections end with it
+    EXPECT_EQ(gauge->load(), 1);
+  }  // a client hanging up
+  EXPECT_TRUE(reaches(0)) << gauge->load();
 }
 
 TEST(StoreServerStartTest, RejectsNonNumericAddressAndTakenPort) {

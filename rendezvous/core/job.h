@@ -60,6 +60,9 @@ class Job {
   int attempt() const { return attempt_; }
   // When the round running or last run started; InfinitePast before the first.
   absl::Time round_started() const { return round_started_; }
+  // How long the round running or last run took to form: from the job's creation, the
+  // previous round's stop, or a new gathering, to its start (the server's metrics).
+  absl::Duration round_formed_in() const { return round_formed_in_; }
   const std::vector<RestartRecord>& history() const { return history_; }
   const std::optional<Outcome>& outcome() const { return outcome_; }
   // Participants of the current round in group-rank order (empty while gathering).
@@ -172,6 +175,7 @@ class Job {
   int restarts_used_ = 0;
   int attempt_ = 0;
   absl::Time round_started_ = absl::InfinitePast();
+  absl::Duration round_formed_in_;
   int64_t arrivals_ = 0;
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_;  // set once min_nodes are present

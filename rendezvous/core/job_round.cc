@@ -155,6 +155,7 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   std::vector<Node*> order = RoundOrder();
   ++round_;
   attempt_ = restarts_used_;
+  round_formed_in_ = now - (phase_ == Phase::kStopping ? stopping_since_ : gathering_since_);
   round_started_ = now;
   phase_ = Phase::kRunning;
   last_call_.reset();

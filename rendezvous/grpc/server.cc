@@ -108,7 +108,9 @@ class RendezvousServer::Impl {
         keepalive_{.probe_interval = options.heartbeat_interval,
                    .timeout = options.heartbeat_interval * options.heartbeat_misses},
         job_status_(grpc_internal::NewJobStatusService(&registry_, options.token)),
-        stacks_(grpc_internal::NewStacksService(&registry_, &stacks_broker_, options.token)) {}
+        stacks_(grpc_internal::NewStacksService(&registry_, &stacks_broker_, options.token)) {
+    registry_.SetObserver(options.observer);
+  }
 
   ~Impl() { Shutdown(); }
 
@@ -171,6 +173,8 @@ class RendezvousServer::Impl {
     return registry_.WaitForMembersToLeave(except, absl::Now() + timeout);
   }
 
+  RegistryCounts Counts() const { return registry_.Counts(); }
+
   void Shutdown() {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     if (server_ == nullptr) return;
@@ -207,6 +211,8 @@ void RendezvousServer::AdoptConnection(int fd, const std::string& peer) {
   impl_->AdoptConnection(fd, peer);
 }
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
+
+RegistryCounts RendezvousServer::Counts() const { return impl_->Counts(); }
 
 bool RendezvousServer::WaitForAgentsToLeave(const std::string& except_node_id,
                                             absl::Duration timeout) {

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rendezvous/registry/job_registry.h"
 
 namespace muster::rdzv {
 
@@ -38,6 +39,8 @@ class RendezvousServer {
     // The hosting agent passes its --rdzv-conf values.
     absl::Duration heartbeat_interval = absl::Seconds(5);
     int heartbeat_misses = 3;
+    // Told of every join and round (the server's metrics, --metrics-port); may be null.
+    std::shared_ptr<RegistryObserver> observer;
   };
 
   // Binds and starts serving. InvalidArgument for bad TLS files; Unavailable when the
@@ -60,6 +63,8 @@ class RendezvousServer {
   // a hosting agent calls it before exiting, so the others receive the outcome instead of
   // losing the server. Returns whether they all left in time.
   bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout);
+  // Jobs by phase and nodes by state (the server's metrics); thread-safe.
+  RegistryCounts Counts() const;
 
  private:
   class Impl;

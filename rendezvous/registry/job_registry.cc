@@ -72,12 +72,15 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
     std::vector<Event> events;
     // Routed before the Job call so that the joiner's own events reach it.
     members_[node.node_id] = Member{.run_id = spec.run_id, .stream = stream};
+    const int round_before = it->second.job.round();
     absl::Status joined = it->second.job.Join(node, spec, now, &events);
     if (!joined.ok()) {
       members_.erase(node.node_id);
       if (created) jobs_.erase(it);
       return joined;
     }
+    if (observer_) observer_->OnJoin();
+    ObserveRoundLocked(it->second.job, round_before);
     it->second.version = ++versions_;
     if (created) {
       spdlog::info("rendezvous: job {} created by {}", spec.run_id, node.host);
@@ -183,7 +186,9 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, b
     if (entry == jobs_.end()) return;
     absl::Time now = absl::Now();
     std::vector<Event> events;
+    const int round_before = entry->second.job.round();
     call(entry->second.job, now, &events);
+    ObserveRoundLocked(entry->second.job, round_before);
     if (notify) entry->second.version = ++versions_;
     RouteLocked(events, &touched);
     wake = TimerMustWakeLocked(entry->second.job);
@@ -196,6 +201,10 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, b
 bool JobRegistry::TimerMustWakeLocked(const Job& job) const {
   std::optional<absl::Time> due = job.NextDeadline();
   return due && *due < timer_until_;
+}
+
+void JobRegistry::ObserveRoundLocked(const Job& job, int round_before) {
+  if (observer_ && job.round() != round_before) observer_->OnRoundStarted(job.round_formed_in());
 }
 
 void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched) {
@@ -215,6 +224,21 @@ void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched
 void JobRegistry::AddWatcher(std::weak_ptr<StatusWatcher> watcher) {
   std::lock_guard<std::mutex> lock(mu_);
   watchers_.push_back(std::move(watcher));
+}
+
+void JobRegistry::SetObserver(std::shared_ptr<RegistryObserver> observer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  observer_ = std::move(observer);
+}
+
+RegistryCounts JobRegistry::Counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  RegistryCounts counts;
+  for (const auto& [run_id, entry] : jobs_) {
+    ++counts.jobs_by_phase[JobPhaseName(PhaseOf(entry.job))];
+    for (const Job::NodeView& node : entry.job.NodeViews()) ++counts.nodes_by_state[node.state];
+  }
+  return counts;
 }
 
 void JobRegistry::NotifyWatchers() {
@@ -249,7 +273,9 @@ void JobRegistry::TimerLoop() {
       std::optional<absl::Time> due = entry.job.NextDeadline();
       if (due && *due <= now) {
         std::vector<Event> events;
+        const int round_before = entry.job.round();
         entry.job.Tick(now, &events);
+        ObserveRoundLocked(entry.job, round_before);
         entry.version = ++versions_;
         RouteLocked(events, &touched);
         // Nodes the job declared lost on a deadline still have a stream (a partition

@@ -65,6 +65,23 @@ class StatusWatcher {
   virtual void Poke() = 0;
 };
 
+// What the server's metrics count as it happens (metrics/server_metrics.h). Called with the
+// registry's mutex held: only count, never block or call back.
+class RegistryObserver {
+ public:
+  virtual ~RegistryObserver() = default;
+  virtual void OnJoin() = 0;  // a node was admitted into a job
+  // A job's round started, `formed_in` after the job's creation, the previous round's stop
+  // or a new gathering (Job::round_formed_in).
+  virtual void OnRoundStarted(absl::Duration formed_in) = 0;
+};
+
+// The server's jobs and nodes, counted by what their status shows (the server's metrics).
+struct RegistryCounts {
+  std::map<std::string, int> jobs_by_phase;   // JobPhaseName -> jobs
+  std::map<std::string, int> nodes_by_state;  // Job::NodeView::state -> nodes
+};
+
 class JobRegistry {
  public:
   // `required_run_id` empty: any run id is served; otherwise joins for others are refused.
@@ -103,6 +120,10 @@ class JobRegistry {
   std::vector<JobSummary> Summaries() const;
 
   void AddWatcher(std::weak_ptr<StatusWatcher> watcher);
+  // Before the first Join: who is told of joins and rounds (null: nobody).
+  void SetObserver(std::shared_ptr<RegistryObserver> observer);
+  // Every job by phase and every node by state, in O(jobs + nodes) under the mutex.
+  RegistryCounts Counts() const;
 
   // The job's nodes with an open stream, by group rank (waiting nodes last). NotFound as
   // Status.
@@ -135,6 +156,8 @@ class JobRegistry {
   // Whether `job`'s next deadline comes before the one the timer thread sleeps until (most
   // messages move no deadline earlier: no wake-up per message).
   bool TimerMustWakeLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the observer of a round `job` started since it was at `round_before`.
+  void ObserveRoundLocked(const Job& job, int round_before) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
   // Pokes every live watcher (call without mu_).
   void NotifyWatchers();
@@ -151,6 +174,7 @@ class JobRegistry {
   uint64_t versions_ ABSL_GUARDED_BY(mu_) = 0;                  // the last version handed out
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by node id: live streams
   std::vector<std::weak_ptr<StatusWatcher>> watchers_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<RegistryObserver> observer_ ABSL_GUARDED_BY(mu_);
   std::thread timer_;
 };
 

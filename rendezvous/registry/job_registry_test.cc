@@ -171,5 +171,49 @@ TEST(JobRegistryTest, WatchersHearChangesButNotHeartbeats) {
   EXPECT_TRUE(s.conditions[3].status);
 }
 
+class CountingObserver : public RegistryObserver {
+ public:
+  void OnJoin() override { ++joins; }
+  void OnRoundStarted(absl::Duration formed_in) override {
+    ++rounds;
+    last_formed_in = formed_in;
+  }
+  int joins = 0;
+  int rounds = 0;
+  absl::Duration last_formed_in = absl::InfiniteDuration();
+};
+
+TEST(JobRegistryTest, TellsTheObserverOfJoinsAndRoundsAndCountsByState) {
+  JobRegistry registry("");
+  auto observer = std::make_shared<CountingObserver>();
+  registry.SetObserver(observer);
+  auto a = std::make_shared<RecordingStream>();
+  auto b = std::make_shared<RecordingStream>();
+  JobSpec spec = Spec(2);
+  spec.max_restarts = 3;
+  ASSERT_TRUE(registry.Join(a, Node("a"), spec).ok());
+  EXPECT_EQ(observer->joins, 1);
+  EXPECT_EQ(observer->rounds, 0);
+  RegistryCounts gathering = registry.Counts();
+  EXPECT_EQ(gathering.jobs_by_phase["Pending"], 1);
+  EXPECT_EQ(gathering.nodes_by_state["Waiting"], 1);
+  ASSERT_TRUE(registry.Join(b, Node("b"), spec).ok());
+  EXPECT_EQ(observer->joins, 2);
+  EXPECT_EQ(observer->rounds, 1);
+  EXPECT_GE(observer->last_formed_in, absl::ZeroDuration());
+  EXPECT_LT(observer->last_formed_in, absl::Seconds(10));
+  RegistryCounts running = registry.Counts();
+  EXPECT_EQ(running.jobs_by_phase["Running"], 1);
+  EXPECT_EQ(running.nodes_by_state["Running"], 2);
+
+  // A restart: both nodes report stopped, the next round forms.
+  registry.WorkerFailed("a", 1,
+                        Failure{.node_id = "a", .rank = 0, .code = 137, .restartable = true});
+  registry.WorkersStopped("a", 1, 101);
+  registry.WorkersStopped("b", 1, 102);
+  EXPECT_EQ(observer->rounds, 2);
+  EXPECT_EQ(observer->joins, 2);  // a restart is no join
+}
+
 }  // namespace
 }  // namespace muster::rdzv

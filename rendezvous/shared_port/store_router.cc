@@ -8,12 +8,14 @@
 namespace muster::shared_port {
 
 absl::StatusOr<std::unique_ptr<c10d::StoreServer>> StoreRouter::StartStore(
-    const std::shared_ptr<StoreRouter>& router, uint16_t port) {
+    const std::shared_ptr<StoreRouter>& router, uint16_t port,
+    std::shared_ptr<std::atomic<int64_t>> connection_gauge) {
   ASSIGN_OR_RETURN(std::unique_ptr<c10d::StoreServer> store,
                    c10d::StoreServer::Start({
                        .port = port,
                        .adopt_only = true,
                        .before_shutdown = [router](c10d::StoreServer* s) { router->Detach(s); },
+                       .connection_gauge = std::move(connection_gauge),
                    }));
   router->Attach(store.get());
   return store;

@@ -40,8 +40,8 @@
 #include "agent/config_check.h"
 #include "agent/host_info.h"
 #include "agent/run_flags.h"
-#include "base/wire_values.h"
 #include "base/duration.h"
+#include "base/wire_values.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"
 #include "launch/signals.h"
@@ -308,6 +308,8 @@ void Check(const Case& c, const Config& cfg) {
                 absl::StrCat("master_port ", cfg.master_port));
   CHECK_OR_FAIL(cfg.health_port >= -1 && cfg.health_port <= 65535,
                 absl::StrCat("health_port ", cfg.health_port));
+  CHECK_OR_FAIL(cfg.metrics_port >= -1 && cfg.metrics_port <= 65535,
+                absl::StrCat("metrics_port ", cfg.metrics_port));
   CHECK_OR_FAIL(cfg.max_nodes == 1 || !cfg.rdzv_host_name.empty(), "multi-node needs endpoint");
   // 0 workers: only `gpu` with no GPU seen yet, left for the GPU probe to resolve.
   CHECK_OR_FAIL(
@@ -387,10 +389,9 @@ std::string Fingerprint(const absl::StatusOr<Config>& r) {
       absl::FormatDuration(c.shutdown_timeout), absl::StrJoin(c.signals_to_handle, ","), "|",
       c.log_dir, "|", streams, absl::StrJoin(c.local_ranks_filter, ","), "|",
       c.log_line_prefix_template, "|", c.log_level, c.event_log, c.status_file, c.termination_log,
-      c.health_port, ModeName(c.probe), ModeName(c.stale_gpu_policy),
+      c.health_port, c.metrics_port, ModeName(c.probe), ModeName(c.stale_gpu_policy),
       absl::FormatDuration(c.probe_timeout), c.debug, c.debug_command, c.debug_dir, c.dry_run, "|",
-      c.virtual_local_rank, "|",
-      sources);
+      c.virtual_local_rank, "|", sources);
 }
 
 // The same command line with every flag (before the command) in the other spelling.

@@ -122,13 +122,14 @@ def run_held(tmp_path, commands, early=None):
 
 # -- on one host --------------------------------------------------------------------------
 
-def test_one_node_store_and_health_on_loopback(tmp_path):
-    health = free_port()
+def test_one_node_store_health_and_metrics_on_loopback(tmp_path):
+    health, metrics = free_port(), free_port()
     sockets, rows, _ = run_held(tmp_path, [["--nproc-per-node", 1, "--health-port", health,
-                                         SCRIPT]])
+                                         "--metrics-port", metrics, SCRIPT]])
     store = int(rows[0]["MASTER_PORT"])
     assert rows[0]["MASTER_ADDR"] == "127.0.0.1"
-    assert sockets[0] == {("127.0.0.1", store), ("127.0.0.1", health)}, sockets
+    assert sockets[0] == {("127.0.0.1", store), ("127.0.0.1", health),
+                          ("127.0.0.1", metrics)}, sockets
 
 
 def test_rdzv_endpoint_serving_agent_and_joiner_bind_the_advertised_address(tmp_path):

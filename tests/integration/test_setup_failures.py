@@ -53,12 +53,14 @@ def _busy_port():
     return s, s.getsockname()[1]
 
 
-def test_a_health_port_in_use_is_transient(tmp_path):
+@pytest.mark.parametrize("flag", ["--health-port", "--metrics-port"])
+def test_a_side_port_in_use_is_transient(tmp_path, flag):
     s, port = _busy_port()
     with s:
-        r, term, left = _run(tmp_path, ["--health-port", port])
+        r, term, left = _run(tmp_path, [flag, port])
     assert r.returncode == 138, r.stderr
     assert str(port) in r.stderr and "exiting 138" in term, (r.stderr, term)
+    assert flag in r.stderr, r.stderr
     assert left == [], left
 
 

@@ -21,9 +21,9 @@ echo "== (t=${SECONDS}s) integration tests (pytest, real torch $(/usr/bin/python
 # /usr/bin/python3 on purpose: Debian's python3-torch lives there, not in a pyenv shim.
 # In parallel (pytest-xdist), then the `serial` tests alone: scripts/integration.sh.
 MUSTER_BUILD_DIR="$PWD/build" scripts/integration.sh "$@"
-if [[ ${MUSTER_CHAOS_SECONDS:-180} != 0 ]]; then
-  echo "== (t=${SECONDS}s) chaos (tests/chaos, ${MUSTER_CHAOS_SECONDS:-180}s; MUSTER_CHAOS_SECONDS=0 skips)"
-  MUSTER_BUILD_DIR="$PWD/build" MUSTER_CHAOS_SECONDS=${MUSTER_CHAOS_SECONDS:-180} \
+if [[ ${MUSTER_CHAOS_SECONDS:-120} != 0 ]]; then
+  echo "== (t=${SECONDS}s) chaos (tests/chaos, ${MUSTER_CHAOS_SECONDS:-120}s; MUSTER_CHAOS_SECONDS=0 skips)"
+  MUSTER_BUILD_DIR="$PWD/build" MUSTER_CHAOS_SECONDS=${MUSTER_CHAOS_SECONDS:-120} \
     /usr/bin/python3 -m pytest -q -ra -p no:cacheprovider tests/chaos
 fi
 echo "== scripts/test.sh: all stages passed in ${SECONDS}s"

@@ -35,14 +35,14 @@ KINDS = (("worker_sigkill", 3), ("worker_sigterm", 2), ("agent_sigkill", 2), ("l
 
 
 def chaos_seconds():
-    raw = os.environ.get("MUSTER_CHAOS_SECONDS", "180")
+    raw = os.environ.get("MUSTER_CHAOS_SECONDS", "120")
     try:
         value = float(raw)
     except ValueError:
         value = -1
     if value < 10:
         raise pytest.UsageError(f"MUSTER_CHAOS_SECONDS={raw!r}: give the chaos window in "
-                                f"seconds, at least 10 (CI uses 180)")
+                                f"seconds, at least 10 (CI uses 120)")
     return value
 
 

@@ -4,7 +4,7 @@ workers (SIGKILL/SIGTERM), SIGKILLs agents (and restarts them, as a kubelet woul
 pod's link down for 2-5 s and delays DNS for a restarted agent. Invariants are checked while
 it runs and at the end; any breach fails the test with the whole event timeline.
 
-    MUSTER_CHAOS_SECONDS   length of the chaos window (default 180)
+    MUSTER_CHAOS_SECONDS   length of the chaos window (default 120)
     MUSTER_CHAOS_SEED      replay a run's random schedule (the seed is printed)
     MUSTER_CHAOS_GAP       MIN:MAX seconds between two events (default 4:12)
 

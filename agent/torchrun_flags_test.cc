@@ -77,7 +77,9 @@ TEST(TorchrunFlagsTest, RdzvBackendStaticC10dAndEtcd) {
   for (const char* backend : {"static", "c10d"}) {
     auto c = ParseTorchrun({"--rdzv-backend", backend});
     EXPECT_TRUE(c.ok()) << backend << ": " << c.status();
-    if (c.ok()) EXPECT_FALSE(c->rdzv_etcd);
+    if (c.ok()) {
+      EXPECT_FALSE(c->rdzv_etcd);
+    }
   }
   for (const char* backend : {"etcd", "etcd-v2"}) {
     auto c = ParseTorchrun({"--rdzv-backend", backend, "--rdzv-endpoint", "e1,e2:2380"});

@@ -217,9 +217,9 @@ absl::StatusOr<int64_t> PutWithin(EtcdClient& etcd, const std::string& key,
   const absl::Time deadline = absl::Now() + give_up;
   for (;;) {
     absl::StatusOr<int64_t> put = etcd.Put(key, value, lease);
-    if (put.ok() || absl::Now() >= deadline ||
-        !absl::IsUnavailable(put.status()) && !absl::IsDeadlineExceeded(put.status()) &&
-            !absl::IsUnknown(put.status())) {
+    const bool retryable = absl::IsUnavailable(put.status()) ||
+                           absl::IsDeadlineExceeded(put.status()) || absl::IsUnknown(put.status());
+    if (put.ok() || absl::Now() >= deadline || !retryable) {
       return put;
     }
     absl::SleepFor(absl::Milliseconds(200));  // a backoff between tries, not polling

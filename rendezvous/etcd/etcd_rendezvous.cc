@@ -350,7 +350,12 @@ class EtcdRendezvousClient::Impl {
       if (t->joinable()) t->join();
     }
     // The agent's keys go now, not a TTL later: its leaving is seen at once.
-    if (lease_ != 0) etcd_->RevokeLease(lease_).ok();
+    if (lease_ != 0) {
+      // Not fatal: the lease expires by itself one TTL later.
+      absl::Status revoked = etcd_->RevokeLease(lease_);
+      if (!revoked.ok())
+        spdlog::warn("etcd rendezvous: revoking the lease: {}", revoked.ToString());
+    }
   }
 
   const Options options_;

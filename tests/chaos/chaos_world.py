@@ -16,6 +16,16 @@ from chaos_common import (AGENT_GRACE, CONF, ENDPOINT, KINDS, MAX_DISRUPTED, MUS
                           pid_alive, read_json_lines, read_text, scan_proc, worker_env)
 
 
+
+def agent_pids(inc, live):
+    """The agent's pids: the muster process the pod's wrapper started and, when that one is a
+    supervisor (mode session, not PID 1: launch/supervisor.h), the agent it runs as its child.
+    Workers are the children of either."""
+    pids = {inc.agent}
+    pids.update(p["pid"] for p in live
+                if p["ppid"] == inc.agent and p["cmd"][:1] == [str(MUSTER)])
+    return pids
+
 class Incarnation:
     """One agent process of a pod (a restarted agent is a new incarnation)."""
 
@@ -208,7 +218,7 @@ class Chaos:
                             f"{inc.name}: {len(left)} process(es) outlived the agent by "
                             f"{now - inc.agent_dead_at:.1f} s: " +
                             "; ".join(f"pid {p['pid']} {' '.join(p['cmd'])[:120]}" for p in left))
-                workers = [p for p in live if is_worker(p) and p["ppid"] == inc.agent]
+                workers = [p for p in live if is_worker(p) and p["ppid"] in agent_pids(inc, live)]
                 if len(workers) > NPROC[i]:
                     self.violate(f"{inc.name}: {len(workers)} workers alive, more than "
                                  f"--nproc-per-node {NPROC[i]}")
@@ -325,7 +335,8 @@ class Chaos:
         inc = self.current(i)
         if inc is None or inc.ns is None or inc.agent is None:
             return []
-        return [p for p in procs.get(inc.ns, []) if is_worker(p) and p["ppid"] == inc.agent]
+        live = procs.get(inc.ns, [])
+        return [p for p in live if is_worker(p) and p["ppid"] in agent_pids(inc, live)]
 
     def fire(self, kind, pick):
         procs = scan_proc()

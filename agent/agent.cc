@@ -45,28 +45,6 @@ rdzv::EndedWorker EndedWorkerOf(const WorkerExit& e) {
                            .stopped = e.while_stopping};
 }
 
-// The phase as --status-file and the health service name it.
-const char* PublishedPhase(Agent::Phase phase) {
-  switch (phase) {
-    case Agent::Phase::kInit:
-    case Agent::Phase::kRendezvous:
-      return "Rendezvous";
-    case Agent::Phase::kRunning:
-    case Agent::Phase::kDebug:
-      return "Running";
-    case Agent::Phase::kCleaningUp:
-    case Agent::Phase::kAtBarrier:
-    case Agent::Phase::kRestarting:
-    case Agent::Phase::kExiting:
-      return "Stopping";
-    case Agent::Phase::kSucceeded:
-      return "Succeeded";
-    case Agent::Phase::kFailed:
-      return "Failed";
-  }
-  return "Unknown";
-}
-
 // --master-port given on the command line where the store's port is not it (several
 // nodes with --rdzv-endpoint, --store agent: the store shares the endpoint's port).
 // Without --rdzv-endpoint --master-port is the endpoint's port (torchrun's static form).
@@ -337,31 +315,6 @@ void Agent::OnRendezvousError(const absl::Status& error) {
        .is_error = true});
 }
 
-void Agent::LogRestart(const rdzv::Assignment& a) {
-  if (a.restart_count <= restart_count_) {
-    if (a.round > 1) {
-      spdlog::info("round {}: re-formed with {} nodes, no restart used", a.round,
-                   a.group_world_size);
-    }
-    return;
-  }
-  spdlog::info("restarting all {} local workers: attempt {} ({} of {} restarts used)",
-               config_.nproc_per_node, a.restart_count, a.restart_count, config_.max_restarts);
-  nlohmann::json fields = {{"attempt", a.restart_count},
-                           {"round", a.round},
-                           {"restarts_used", a.restart_count},
-                           {"max_restarts", config_.max_restarts}};
-  if (last_stop_) {
-    fields["reason"] = last_stop_->text;
-    if (last_stop_->failure) {
-      fields["rank"] = last_stop_->failure->rank;
-      fields["code"] = last_stop_->failure->code;
-      fields["host"] = last_stop_->failure->host;
-    }
-  }
-  events_->Write("restart_decided", fields);
-}
-
 void Agent::StartRound(const rdzv::Assignment& a) {
   LogRestart(a);
   round_ = a.round;
@@ -463,46 +416,6 @@ void Agent::ExitAfterStop(ExitPlan plan, int sig) {
   } else {
     Finish();
   }
-}
-
-void Agent::Publish() {
-  const char* phase = PublishedPhase(phase_);
-  if (parts_.health) parts_.health->Report(phase);
-  if (parts_.metrics) parts_.metrics->SetPhase(phase);
-  // The document lists every worker and is published on every worker's exit: O(K^2) for K
-  // workers, which slowed spawning at K=256 (B7) with nobody reading it.
-  if (!status_file_->enabled()) return;
-  nlohmann::json doc = {{"phase", phase},
-                        {"run_id", config_.run_id},
-                        {"node_id", node_.node_id},
-                        {"host", hostname_},
-                        {"round", round_},
-                        {"restart_count", restart_count_},
-                        {"max_restarts", config_.max_restarts},
-                        {"time", absl::FormatTime(absl::Now())},
-                        {"containment", launcher_->containment()},
-                        {"workers", nlohmann::json::array()}};
-  if (assignment_) {
-    doc["group_rank"] = assignment_->group_rank;
-    doc["group_world_size"] = assignment_->group_world_size;
-    doc["world_size"] = assignment_->world_size;
-    doc["master"] = absl::StrCat(assignment_->master_addr, ":", assignment_->master_port);
-  }
-  for (const WorkerView& w : launcher_->Workers()) {
-    nlohmann::json worker = {{"rank", w.placement.rank},
-                             {"local_rank", w.placement.local_rank},
-                             {"pid", w.pid},
-                             {"state", w.status ? "exited" : "running"}};
-    if (w.status) worker["code"] = w.status->code();
-    doc["workers"].push_back(worker);
-  }
-  if (!config_.probe_summary.is_null()) doc["probe"] = config_.probe_summary;
-  if (outcome_) {
-    doc["exit_code"] = outcome_->exit_code;
-    doc["reason"] = outcome_->reason;
-    if (outcome_->root_cause) doc["root_cause"] = FailureJson(*outcome_->root_cause);
-  }
-  status_file_->Write(doc);
 }
 
 void Agent::Finish() {

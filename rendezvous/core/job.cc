@@ -54,7 +54,11 @@ bool Job::IsParticipant(const std::string& node_id) const {
                      [&](const NodeInfo& n) { return n.node_id == node_id; });
 }
 
-void Job::ContinueFrom(int round, int restarts_used, std::vector<RestartRecord> history) {
+void Job::ContinueFrom(int round, int restarts_used, std::vector<RestartRecord> history,
+                       const std::vector<std::string>& previous_order) {
+  for (size_t i = 0; i < previous_order.size(); ++i) {
+    carried_ranks_[previous_order[i]] = static_cast<int>(i);
+  }
   round_ = round;
   restarts_used_ = restarts_used;
   attempt_ = restarts_used;
@@ -98,6 +102,8 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
   if (inserted) {
     node.joined_at = now;
     node.arrival = arrivals_++;
+    auto carried = carried_ranks_.find(info.node_id);
+    if (carried != carried_ranks_.end()) node.prev_group_rank = carried->second;
   }
   Touch(node, now);
 

@@ -87,8 +87,11 @@ class Job {
 
   // Continues a job whose owner is gone (the etcd backend's next coordinator): the next
   // round is `round` + 1 and the restart budget used and the history are the previous
-  // owner's. Call before the first Join.
-  void ContinueFrom(int round, int restarts_used, std::vector<RestartRecord> history);
+  // owner's. `previous_order`: the node ids of the previous owner's last round by group
+  // rank; those of them that join keep that order (as survivors do within one owner).
+  // Call before the first Join.
+  void ContinueFrom(int round, int restarts_used, std::vector<RestartRecord> history,
+                    const std::vector<std::string>& previous_order = {});
 
   // A node joins (or re-joins with a new node_id after its Pod restarted). Errors, for
   // that node only: InvalidArgument (rank hint conflict or out of range, local_world_size
@@ -180,9 +183,10 @@ class Job {
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_;  // set once min_nodes are present
   absl::Time stopping_since_;
-  std::map<std::string, Node> nodes_;  // every live node (and, once finished, left ones)
-  int left_count_ = 0;                 // nodes_ entries with `left` set
-  std::map<int, std::string> hinted_;  // rank hint -> node id, for the nodes_ that gave one
+  std::map<std::string, Node> nodes_;         // every live node (and, once finished, left ones)
+  int left_count_ = 0;                        // nodes_ entries with `left` set
+  std::map<int, std::string> hinted_;         // rank hint -> node id, for the nodes_ that gave one
+  std::map<std::string, int> carried_ranks_;  // ContinueFrom's previous order: id -> group rank
   // Progress that Tick sends at progress_due_ unless a round started before: to every node
   // (progress_to_all_: a small gathering changed since they last heard) or to the joiners of
   // a gathering above kProgressBroadcastLimit nodes that have not heard how far it is.

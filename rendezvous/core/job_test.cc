@@ -478,5 +478,22 @@ TEST(JobTest, AContinuedJobKeepsItsRoundBudgetAndHistory) {
   EXPECT_EQ(h.job().outcome()->exit_code, 1);
 }
 
+// A next coordinator keeps the previous one's order for the survivors: the one that was
+// group rank 2 joins first, the one that was 1 second, and a newcomer third; they become
+// group ranks 0, 1 (the old order) and 2 (the newcomer), as survivors do under one owner.
+TEST(JobTest, AContinuedJobKeepsThePreviousOrderOfItsSurvivors) {
+  JobHarness h(Spec(3, 3, 0));
+  h.job().ContinueFrom(1, 0, {}, {"9", "1", "2"});
+  ASSERT_TRUE(h.Join("2").ok());
+  ASSERT_TRUE(h.Join("3").ok());
+  ASSERT_TRUE(h.Join("1").ok());
+  for (auto [id, rank] : {std::pair<const char*, int>{"1", 0}, {"2", 1}, {"3", 2}}) {
+    auto e = h.Last(id, Event::Kind::kRoundStarted);
+    ASSERT_TRUE(e.has_value()) << id;
+    EXPECT_EQ(e->assignment.group_rank, rank) << id;
+    EXPECT_EQ(e->assignment.round, 2);
+  }
+}
+
 }  // namespace
 }  // namespace muster::rdzv

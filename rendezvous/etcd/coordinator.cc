@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "muster/v1/etcd.pb.h"
+#include "rendezvous/core/job_status.h"
+#include "rendezvous/etcd/etcd_status.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -14,6 +16,8 @@ using grpc_internal::FromProto;
 using grpc_internal::ToProto;
 
 namespace {
+
+constexpr absl::Duration kStatusEvery = absl::Seconds(1);
 
 int64_t UnixMillis(absl::Time t) { return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t); }
 absl::Time FromUnixMillis(int64_t ms) {
@@ -60,7 +64,8 @@ absl::Status Coordinator::Begin(absl::Time now) {
   spdlog::info(
       "etcd rendezvous: this agent coordinates the job from round {} on ({} restarts used)",
       state.round() + 1, state.restarts_used());
-  job_.ContinueFrom(state.round(), state.restarts_used(), std::move(history));
+  std::vector<std::string> order(state.participants().begin(), state.participants().end());
+  job_.ContinueFrom(state.round(), state.restarts_used(), std::move(history), order);
   return absl::OkStatus();
 }
 
@@ -73,17 +78,17 @@ void Coordinator::NodeReady(const v1::Join& join, absl::Time now) {
   absl::Status joined = job_.Join(node, spec, now, &events);
   if (!joined.ok()) {
     joined_.erase(node.node_id);
-    Publish(events, {{node.node_id, joined}});
+    Publish(now, events, {{node.node_id, joined}});
     return;
   }
-  Publish(events);
+  Publish(now, events);
 }
 
 void Coordinator::NodeGone(const std::string& node_id, absl::Time now) {
   if (joined_.erase(node_id) == 0) return;
   std::vector<Event> events;
   job_.NodeLost(node_id, "node lost: its etcd lease ended", now, &events);
-  Publish(events);
+  Publish(now, events);
 }
 
 void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, absl::Time now) {
@@ -111,16 +116,45 @@ void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, 
     default:
       return;  // Join and Leave travel as the node key itself
   }
-  Publish(events);
+  Publish(now, events);
 }
 
 void Coordinator::Tick(absl::Time now) {
   std::vector<Event> events;
   job_.Tick(now, &events);
-  Publish(events);
+  Publish(now, events);
 }
 
-void Coordinator::Publish(const std::vector<Event>& events,
+std::optional<absl::Time> Coordinator::NextDeadline() const {
+  std::optional<absl::Time> due = job_.NextDeadline();
+  if (status_due_ && (!due || *status_due_ < *due)) due = status_due_;
+  return due;
+}
+
+void Coordinator::WriteStatus(absl::Time now) {
+  const int phase = static_cast<int>(PhaseOf(job_));
+  if (phase == status_phase_ && job_.round() == status_round_ &&
+      now < status_written_ + kStatusEvery) {
+    if (!status_due_) status_due_ = status_written_ + kStatusEvery;
+    return;
+  }
+  status_due_.reset();
+  status_written_ = now;
+  // One try (each member once): the status is for people; a failed write is retried a
+  // second later, and the job goes on meanwhile.
+  absl::StatusOr<int64_t> put =
+      etcd_->Put(prefix_ + "status", EtcdStatusValue(JobStatusOf(job_)), lease_);
+  if (!put.ok()) {
+    spdlog::warn("etcd rendezvous: cannot write the job's status: {}",
+                 std::string(put.status().message()));
+    status_due_ = now + kStatusEvery;
+    return;
+  }
+  status_phase_ = phase;
+  status_round_ = job_.round();
+}
+
+void Coordinator::Publish(absl::Time now, const std::vector<Event>& events,
                           const std::vector<std::pair<std::string, absl::Status>>& refusals) {
   // The state first: a coordinator that dies in between leaves a next one that skips a
   // round number, never one that reuses it.
@@ -144,6 +178,7 @@ void Coordinator::Publish(const std::vector<Event>& events,
       spdlog::warn("etcd rendezvous: cannot publish events: {}", std::string(put.message()));
     }
   }
+  WriteStatus(now);
 }
 
 absl::Status Coordinator::PutPersistently(const std::string& key, const std::string& value,
@@ -174,6 +209,7 @@ void Coordinator::PersistState() {
     p->set_counted(r.counted);
     if (r.failure) ToProto(*r.failure, p->mutable_failure());
   }
+  for (const NodeInfo& n : job_.participants()) state.add_participants(n.node_id);
   // Once the job has its outcome, its state lives only as long as this agent's lease:
   // a finished job's keys all expire.
   absl::Status put =

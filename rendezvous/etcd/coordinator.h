@@ -3,7 +3,9 @@
 // with what the agents put in etcd (nodes ready for it, their reports, lost leases) and
 // publishes the Job's events, batch by batch, to one key every agent watches. It keeps the
 // Job's round, restart budget and history in etcd so that the next coordinator continues
-// them (Job::ContinueFrom).
+// them (Job::ContinueFrom), with the previous round's order of nodes (stable ranks). For
+// `muster status` it also puts the Job's status (etcd_status.h) on each change of phase or
+// round at once, else at most once a second.
 //
 // Owned by the agent's EtcdRendezvousClient; not thread-safe (its brain thread calls it).
 #ifndef MUSTER_RENDEZVOUS_ETCD_COORDINATOR_H_
@@ -43,14 +45,18 @@ class Coordinator {
   void NodeGone(const std::string& node_id, absl::Time now);
   void Report(const std::string& node_id, const v1::AgentMessage& message, absl::Time now);
   void Tick(absl::Time now);
-  std::optional<absl::Time> NextDeadline() const { return job_.NextDeadline(); }
+  // The Job's next deadline, or the status's next write when sooner.
+  std::optional<absl::Time> NextDeadline() const;
 
  private:
   // Puts `events` (and `refusals`: node id, error) as one batch, then the job's state if
   // it changed.
-  void Publish(const std::vector<Event>& events,
+  void Publish(absl::Time now, const std::vector<Event>& events,
                const std::vector<std::pair<std::string, absl::Status>>& refusals = {});
   void PersistState();
+  // Puts the status now when the phase or round changed or a second has passed since the
+  // last write, else schedules it (status_due_).
+  void WriteStatus(absl::Time now);
   // Put, retried until it succeeds or a lease TTL has passed.
   absl::Status PutPersistently(const std::string& key, const std::string& value, int64_t lease);
 
@@ -64,6 +70,10 @@ class Coordinator {
   int persisted_restarts_ = -1;
   size_t persisted_history_ = 0;
   bool persisted_outcome_ = false;
+  absl::Time status_written_ = absl::InfinitePast();
+  std::optional<absl::Time> status_due_;
+  int status_round_ = -1;
+  int status_phase_ = -1;
 };
 
 }  // namespace muster::rdzv::etcd

@@ -1,0 +1,42 @@
+#include "rendezvous/etcd/etcd_status.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "muster/v1/rendezvous.pb.h"
+#include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/grpc/proto_convert.h"
+
+namespace muster::rdzv::etcd {
+
+std::string EtcdStatusValue(const JobStatusSnapshot& status) {
+  v1::JobStatusReply reply;
+  grpc_internal::ToProto(status, &reply);
+  return reply.SerializeAsString();
+}
+
+absl::StatusOr<JobStatusSnapshot> ReadEtcdJobStatus(const EtcdStatusQuery& query) {
+  absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
+      EtcdClient::Create({.endpoints = query.endpoints, .call_timeout = query.timeout});
+  if (!etcd.ok()) return etcd.status();
+  const std::string key = absl::StrCat(query.prefix, "/", query.run_id, "/status");
+  absl::StatusOr<RangeResult> got = (*etcd)->Get(key);
+  if (!got.ok()) {
+    return absl::UnavailableError(absl::StrCat("etcd at ", absl::StrJoin(query.endpoints, ","),
+                                               ": ", got.status().message()));
+  }
+  if (got->kvs.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "etcd has no key ", key,
+        ": no such job running (a finished job's keys go with its agents' leases; after its "
+        "coordinator was lost, the next one writes it within a lease TTL)"));
+  }
+  v1::JobStatusReply reply;
+  if (!reply.ParseFromString(got->kvs[0].value)) {
+    return absl::DataLossError(absl::StrCat("etcd key ", key, " is not a job status"));
+  }
+  return grpc_internal::FromProto(reply);
+}
+
+}  // namespace muster::rdzv::etcd

@@ -53,27 +53,34 @@ class EtcdClient::Impl {
  public:
   explicit Impl(const Options& options)
       : endpoints_(options.endpoints), timeout_(options.call_timeout) {
+    grpc::ChannelArguments& args = args_;
+    // A member that went away is retried soon after it returns.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // A member that stopped answering (frozen, cut off) ends the watch stream within
+    // about 8 s instead of never; etcd refuses pings more often than every 5 s.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    // Renew's new channel gets connections of its own, not the failed one's.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     for (const std::string& e : endpoints_) {
-      grpc::ChannelArguments args;
-      // A member that went away is retried soon after it returns.
-      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-      // A member that stopped answering (frozen, cut off) ends the watch stream within
-      // about 8 s instead of never; etcd refuses pings more often than every 5 s.
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
-      args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-      channels_.push_back(grpc::CreateCustomChannel(e, grpc::InsecureChannelCredentials(), args));
+      channels_.push_back(grpc::CreateCustomChannel(e, credentials_, args));
     }
+    renewed_.assign(endpoints_.size(), absl::Now());
   }
 
   size_t size() const { return channels_.size(); }
   size_t current() const { return current_.load(); }
   const std::string& endpoint(size_t i) const { return endpoints_[i]; }
-  std::shared_ptr<grpc::Channel> channel(size_t i) const { return channels_[i]; }
+  std::shared_ptr<grpc::Channel> channel(size_t i) const {
+    std::lock_guard<std::mutex> lock(channels_mu_);
+    return channels_[i];
+  }
   // `failed` was the member in use and did not answer: the next one is used from now on
-  // (unless another call moved on already).
+  // (unless another call moved on already), and its channel is renewed.
   void Failover(size_t failed) {
+    Renew(failed);
     size_t expected = failed;
     current_.compare_exchange_strong(expected, (failed + 1) % channels_.size());
   }
@@ -87,7 +94,7 @@ class EtcdClient::Impl {
     size_t member = current_.load();
     size_t answered = member;  // the member `last` is from
     for (size_t tried = 0; tried < channels_.size(); ++tried) {
-      auto stub = Stub::NewStub(channels_[member]);
+      auto stub = Stub::NewStub(channel(member));
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
       last = call(*stub, context);
@@ -103,7 +110,22 @@ class EtcdClient::Impl {
 
  private:
   std::vector<std::string> endpoints_;
+  // Replaces member i's channel, at most once a second: gRPC kept a channel that failed
+  // while its member was down failing ("connection refused") for over 15 s after the
+  // member was back, so that every member restarted within a lease TTL lost every lease.
+  void Renew(size_t i) {
+    std::lock_guard<std::mutex> lock(channels_mu_);
+    const absl::Time now = absl::Now();
+    if (now - renewed_[i] < absl::Seconds(1)) return;
+    renewed_[i] = now;
+    channels_[i] = grpc::CreateCustomChannel(endpoints_[i], credentials_, args_);
+  }
+
+  grpc::ChannelArguments args_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_ = grpc::InsecureChannelCredentials();
+  mutable std::mutex channels_mu_;  // guards channels_ and renewed_
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<absl::Time> renewed_;
   std::atomic<size_t> current_{0};
   absl::Duration timeout_;
 };

@@ -84,19 +84,23 @@ class EtcdRendezvousClient::Impl {
   void RunBrain() {
     for (;;) {
       std::deque<std::function<void()>> tasks;
+      absl::Time lease_deadline;
       {
         std::unique_lock<std::mutex> lock(mu_);
         std::optional<absl::Time> due = coordinator_ ? coordinator_->NextDeadline() : std::nullopt;
+        if (!due || lease_deadline_ < *due) due = lease_deadline_;
         auto ready = [&] { return stopping_ || !tasks_.empty(); };
-        if (due) {
+        if (*due != absl::InfiniteFuture()) {
           cv_.wait_until(lock, absl::ToChronoTime(*due), ready);
         } else {
           cv_.wait(lock, ready);
         }
         if (stopping_) return;
         tasks.swap(tasks_);
+        lease_deadline = lease_deadline_;
       }
       for (auto& task : tasks) task();
+      if (absl::Now() >= lease_deadline) LeaseLost();
       if (coordinator_) {
         std::optional<absl::Time> due = coordinator_->NextDeadline();
         if (due && absl::Now() >= *due) coordinator_->Tick(absl::Now());
@@ -112,6 +116,7 @@ class EtcdRendezvousClient::Impl {
 
   void Join() {
     const absl::Time deadline = absl::Now() + options_.join_timeout;
+    absl::Time granted = absl::Now();
     absl::StatusOr<int64_t> lease = etcd_->GrantLease(ttl_);
     while (!lease.ok()) {
       spdlog::warn("etcd rendezvous: cannot reach etcd ({}); retrying until the join timeout",
@@ -123,9 +128,11 @@ class EtcdRendezvousClient::Impl {
             "): ", lease.status().message())));
       }
       if (!Pause(absl::Seconds(1))) return;
+      granted = absl::Now();
       lease = etcd_->GrantLease(ttl_);
     }
     lease_ = *lease;
+    SetLeaseDeadline(granted + ttl_ - StopMargin());
     keeper_ = std::thread([this] { RunKeeper(); });
     if (!PutSelf()) return;
     absl::StatusOr<RangeResult> all = etcd_->RangePrefix(prefix_ + "nodes/");
@@ -303,22 +310,56 @@ class EtcdRendezvousClient::Impl {
     }
   }
 
+  // Keeps the lease alive every third of its TTL (every 200 ms after a failure). Each
+  // answer moves the lease's deadline to when etcd can at the earliest let it expire (the
+  // keep-alive's send time + the TTL it reports) less StopMargin; the brain fails the
+  // agent at that deadline, so an agent cut off from etcd stops its workers before etcd
+  // drops its key and the others start a round without it (no two rounds at once).
   void RunKeeper() {
-    absl::Time kept = absl::Now();
-    while (Pause(ttl_ / 3)) {
+    absl::Duration pause = ttl_ / 3;
+    while (Pause(pause)) {
+      const absl::Time sent = absl::Now();
       absl::StatusOr<absl::Duration> left = etcd_->KeepAliveOnce(lease_);
       if (left.ok()) {
-        kept = absl::Now();
+        SetLeaseDeadline(sent + std::min(*left, ttl_) - StopMargin());
+        pause = ttl_ / 3;
         continue;
       }
-      if (absl::IsNotFound(left.status()) || absl::Now() - kept >= ttl_) {
+      if (absl::IsNotFound(left.status())) {
         absl::Status lost = absl::UnavailableError(
             absl::StrCat("etcd lease lost (", left.status().message(), "): dropped from the job"));
         return Enqueue([this, lost] { Fail(lost); });
       }
       spdlog::warn("etcd rendezvous: lease keep-alive failed ({}); retrying",
                    std::string(left.status().message()));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_keepalive_error_ = std::string(left.status().message());
+      }
+      pause = std::min(ttl_ / 3, absl::Milliseconds(200));
     }
+  }
+
+  // How long before etcd may drop the lease the agent gives up: time to stop its workers.
+  absl::Duration StopMargin() const { return std::min(ttl_ / 10, absl::Milliseconds(500)); }
+
+  void SetLeaseDeadline(absl::Time deadline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lease_deadline_ = deadline;
+    cv_.notify_all();
+  }
+
+  void LeaseLost() {
+    std::string last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      lease_deadline_ = absl::InfiniteFuture();  // once: the brain waits for tasks again
+      last = last_keepalive_error_.empty() ? "none answered in time" : last_keepalive_error_;
+    }
+    lease_lost_ = true;
+    Fail(absl::UnavailableError(absl::StrCat(
+        "etcd lease lost (no member renewed it within its TTL of ", absl::FormatDuration(ttl_),
+        "; last error: ", last, "): dropped from the job")));
   }
 
   // ---- the way out ----
@@ -349,8 +390,9 @@ class EtcdRendezvousClient::Impl {
     for (std::thread* t : {&brain_, &watcher_, &keeper_}) {
       if (t->joinable()) t->join();
     }
-    // The agent's keys go now, not a TTL later: its leaving is seen at once.
-    if (lease_ != 0) {
+    // The agent's keys go now, not a TTL later: its leaving is seen at once. (Not a lease
+    // that could not be kept: etcd is out of reach, and the revoke would only wait.)
+    if (lease_ != 0 && !lease_lost_) {
       // Not fatal: the lease expires by itself one TTL later.
       absl::Status revoked = etcd_->RevokeLease(lease_);
       if (!revoked.ok())
@@ -374,6 +416,9 @@ class EtcdRendezvousClient::Impl {
   std::deque<std::function<void()>> tasks_;  // guarded by mu_
   bool stopping_ = false;                    // guarded by mu_
   std::shared_ptr<EtcdWatch> watch_;         // guarded by mu_
+  // When etcd may let the lease expire at the earliest: past it, this agent is out.
+  absl::Time lease_deadline_ = absl::InfiniteFuture();  // guarded by mu_
+  std::string last_keepalive_error_;                    // guarded by mu_
 
   // The brain thread's own.
   std::map<std::string, NodeKey> nodes_;
@@ -385,6 +430,7 @@ class EtcdRendezvousClient::Impl {
   bool handover_ = false;                     // after stopping, be ready for the new coordinator
   bool finished_ = false;
   bool failed_ = false;
+  bool lease_lost_ = false;  // LeaseLost: read by Shutdown after the brain thread ended
   int report_seq_ = 0;
 
   std::thread brain_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "agent/etcd_status_query.h"
 #include "agent/failure_report.h"
 #include "agent/job_query.h"
 #include "agent/rendezvous_flags.h"
@@ -57,6 +58,15 @@ constexpr FlagSpec kStatusFlags[] = {
      .default_text = "10s",
      .help = "wait up to this long for a server still starting (10, 10s, 500ms); without "
              "it a refused connection fails at once and an unanswered call after 10s"},
+    {.name = "rdzv-backend",
+     .group = "Status",
+     .default_text = "c10d",
+     .help = "etcd (or etcd-v2): read the job from etcd; --rdzv-endpoint lists its members "
+             "and --rdzv-id is required"},
+    {.name = "rdzv-conf",
+     .group = "Status",
+     .default_text = "",
+     .help = "with etcd: etcd_prefix=/path, the agents' key prefix (default /muster)"},
 };
 
 // The server answered that it has no such job (a permanent answer, unlike 138's).
@@ -66,6 +76,8 @@ constexpr Subcommand kStatus = {
     .name = "status",
     .usage =
         "Usage: muster status --rdzv-endpoint H[:P] [--rdzv-id ID] [--json] [--watch]\n"
+        "       muster status --rdzv-backend etcd --rdzv-endpoint H:2379[,...] --rdzv-id ID "
+        "[--json]\n"
         "Without --rdzv-id: the jobs the server knows (running and finished).\n",
     .flags = kStatusFlags,
 };
@@ -340,6 +352,30 @@ int PrintJobList(const rdzv::JobStatusQuery& query, bool json) {
   return 0;
 }
 
+void PrintStatus(const rdzv::JobStatusSnapshot& status, bool json) {
+  nlohmann::json j = ToJson(status);
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    PrintTable(j, isatty(STDOUT_FILENO));
+  }
+}
+
+// --rdzv-backend etcd: the status the job's coordinator keeps in etcd.
+int EtcdStatus(const FlagValues& values, bool json) {
+  absl::StatusOr<rdzv::etcd::EtcdStatusQuery> query = EtcdStatusQueryFromFlags(values);
+  if (!query.ok()) return UsageError(kStatus, query.status().message());
+  absl::StatusOr<rdzv::JobStatusSnapshot> status = rdzv::etcd::ReadEtcdJobStatus(*query);
+  if (!status.ok()) {
+    std::fprintf(stderr, "muster status: cannot get job %s from etcd: %s\n", query->run_id.c_str(),
+                 std::string(status.status().message()).c_str());
+    return status.status().code() == absl::StatusCode::kNotFound ? kNoSuchJob
+                                                                 : exit_code::kTransient;
+  }
+  PrintStatus(*status, json);
+  return 0;
+}
+
 }  // namespace
 
 int StatusCommand(const std::vector<std::string>& args,
@@ -347,10 +383,13 @@ int StatusCommand(const std::vector<std::string>& args,
   int code = exit_code::kSuccess;
   std::optional<FlagValues> values = StartSubcommand(kStatus, args, env, &code);
   if (!values) return code;
+  bool json = values->Get("json").has_value();
+  absl::StatusOr<bool> etcd = StatusFromEtcd(*values);
+  if (!etcd.ok()) return UsageError(kStatus, etcd.status().message());
+  if (*etcd) return EtcdStatus(*values, json);
   absl::StatusOr<rdzv::JobStatusQuery> parsed = JobQueryFromFlags(*values);
   if (!parsed.ok()) return UsageError(kStatus, parsed.status().message());
   const rdzv::JobStatusQuery& query = *parsed;
-  bool json = values->Get("json").has_value();
   if (query.run_id.empty()) {
     if (values->Get("watch")) {
       return UsageError(kStatus,
@@ -386,12 +425,7 @@ int StatusCommand(const std::vector<std::string>& args,
     return status.status().code() == absl::StatusCode::kNotFound ? kNoSuchJob
                                                                  : exit_code::kTransient;
   }
-  nlohmann::json j = ToJson(*status);
-  if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
-  } else {
-    PrintTable(j, isatty(STDOUT_FILENO));
-  }
+  PrintStatus(*status, json);
   return 0;
 }
 

@@ -276,14 +276,10 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
   });
 }
 
-// --rdzv-backend etcd: no agent serves the rendezvous; each serves its own store.
+// --rdzv-backend etcd: no agent serves the rendezvous; each serves its own store. Without
+// --local-addr / POD_IP the node's address is the store's: the local address of the route
+// toward the first etcd member (ListenAddressFor), as with gRPC's rendezvous.
 absl::Status WireEtcdRendezvous(const Config& config, AgentParts& parts) {
-  if (config.local_addr.empty() && config.rdzv_host_name != "localhost") {
-    // gRPC's server sees where an agent connects from; etcd tells nobody.
-    return absl::InvalidArgumentError(
-        "--rdzv-backend etcd: give --local-addr ADDRESS (or set POD_IP), the address other "
-        "nodes reach this one at (MASTER_ADDR when it is group rank 0)");
-  }
   ASSIGN_OR_RETURN(parts.rendezvous, rdzv::etcd::EtcdRendezvousClient::Create({
                                          .endpoints = config.rdzv_endpoints,
                                          .prefix = config.etcd_prefix,

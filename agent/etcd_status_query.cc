@@ -1,0 +1,65 @@
+#include "agent/etcd_status_query.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "agent/flag_parsers.h"
+#include "agent/job_query.h"
+#include "agent/rendezvous_flags.h"
+#include "base/endpoint.h"
+#include "base/status_macros.h"
+
+namespace muster {
+
+absl::StatusOr<bool> StatusFromEtcd(const FlagValues& values) {
+  std::optional<FlagValue> backend = values.Get("rdzv-backend");
+  if (!backend || backend->text == "static" || backend->text == "c10d") return false;
+  if (backend->text == "etcd" || backend->text == "etcd-v2") return true;
+  return FlagError(backend->where, absl::StrCat("'", backend->text,
+                                                "' must be c10d, static (muster's own "
+                                                "rendezvous), etcd or etcd-v2"));
+}
+
+absl::StatusOr<rdzv::etcd::EtcdStatusQuery> EtcdStatusQueryFromFlags(const FlagValues& values) {
+  rdzv::etcd::EtcdStatusQuery query;
+  std::optional<FlagValue> endpoint = values.Get("rdzv-endpoint");
+  if (!endpoint) {
+    return FlagError("--rdzv-endpoint", "missing; give HOST:2379[,HOST:2379...] (etcd's members)");
+  }
+  for (absl::string_view item : absl::StrSplit(endpoint->text, ',')) {
+    ASSIGN_OR_RETURN(Endpoint e, ParseEndpoint(endpoint->where, std::string(item), 2379));
+    query.endpoints.push_back(JoinHostPort(e.host, e.port));
+  }
+  std::optional<FlagValue> id = values.Get("rdzv-id");
+  if (!id) {
+    return FlagError("--rdzv-id",
+                     "missing; with --rdzv-backend etcd, name the job (etcd keeps no list of "
+                     "jobs; `etcdctl get --prefix --keys-only /muster/` shows their keys)");
+  }
+  ASSIGN_OR_RETURN(query.run_id, ParseRunId(*id));
+  if (std::optional<FlagValue> conf = values.Get("rdzv-conf")) {
+    for (absl::string_view item : absl::StrSplit(conf->text, ',', absl::SkipWhitespace())) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+      if (kv.first != "etcd_prefix" || !absl::StartsWith(kv.second, "/")) {
+        return FlagError(conf->where, absl::StrCat("'", item,
+                                                   "': `muster status` takes only "
+                                                   "etcd_prefix=/path (the agents' prefix)"));
+      }
+      query.prefix = std::string(absl::StripSuffix(kv.second, "/"));
+    }
+  }
+  if (std::optional<FlagValue> t = values.Get("timeout")) {
+    ASSIGN_OR_RETURN(query.timeout, PositiveDuration(*t));
+  }
+  if (values.Get("watch")) {
+    return FlagError("--watch", "not with --rdzv-backend etcd yet; run `muster status` again");
+  }
+  return query;
+}
+
+}  // namespace muster

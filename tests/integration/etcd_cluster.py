@@ -1,5 +1,8 @@
 """A real etcd cluster for the etcd rendezvous backend's tests: Debian's etcd-server (3.4),
-N members on 127.0.0.1 with random ports and their data on tmpfs. Starts in about 1 s."""
+N members on 127.0.0.1 with random ports and their data on tmpfs. Starts in about 1 s.
+EtcdCluster(3, host=pod.ip, netns=pod.ns) runs them in a pod of pods.py instead (on the
+pod's address, etcdctl through the pod's namespace): other pods reach it over the bridge,
+and a pod whose link is down does not."""
 import json
 import os
 import shutil
@@ -16,41 +19,61 @@ ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
 
 class EtcdCluster:
-    def __init__(self, members=3):
+    def __init__(self, members=3, host="127.0.0.1", netns=None):
+        self.host = host
+        self.wrap = ["ip", "netns", "exec", netns] if netns else []
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.dir = tempfile.mkdtemp(prefix="muster-etcd-", dir=base)
         self.client_ports = [free_port() for _ in range(members)]
         self.peer_ports = [free_port() for _ in range(members)]
         self.names = [f"m{i}" for i in range(members)]
-        initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(self.names, self.peer_ports))
+        initial = ",".join(f"{n}=http://{host}:{p}" for n, p in zip(self.names, self.peer_ports))
         token = uuid.uuid4().hex
         self.procs = []
+        self.cmds = []
         for name, client, peer in zip(self.names, self.client_ports, self.peer_ports):
-            self.procs.append(subprocess.Popen(
-                [ETCD, "--name", name, "--data-dir", os.path.join(self.dir, name),
-                 "--listen-client-urls", f"http://127.0.0.1:{client}",
-                 "--advertise-client-urls", f"http://127.0.0.1:{client}",
-                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            self.cmds.append(
+                [*self.wrap, ETCD, "--name", name, "--data-dir", os.path.join(self.dir, name),
+                 "--listen-client-urls", f"http://{host}:{client}",
+                 "--advertise-client-urls", f"http://{host}:{client}",
+                 "--listen-peer-urls", f"http://{host}:{peer}",
+                 "--initial-advertise-peer-urls", f"http://{host}:{peer}",
                  "--initial-cluster", initial, "--initial-cluster-token", token,
                  "--initial-cluster-state", "new", "--logger", "zap", "--log-outputs",
-                 os.path.join(self.dir, f"{name}.log")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                 os.path.join(self.dir, f"{name}.log")])
+            self.procs.append(self._spawn(self.cmds[-1]))
         try:
             self.wait_healthy(timeout=15)
         except BaseException:
             self.stop()  # no etcd left behind by a cluster that never came up
             raise
 
+    @staticmethod
+    def _spawn(cmd):
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def kill_all(self):
+        for p in self.procs:
+            p.send_signal(signal.SIGKILL)
+        for p in self.procs:
+            p.wait()
+
+    def restart_all(self, timeout=15):
+        """Starts every member again on its data (after kill_all); returns once healthy."""
+        self.procs = [self._spawn(cmd) for cmd in self.cmds]
+        self.wait_healthy(timeout=timeout)
+
     @property
     def endpoints(self):
         """--rdzv-endpoint's value: every member."""
-        return ",".join(f"localhost:{p}" for p in self.client_ports)
+        host = "localhost" if self.host == "127.0.0.1" else self.host
+        return ",".join(f"{host}:{p}" for p in self.client_ports)
 
     def ctl(self, *args, timeout=10):
         env = dict(os.environ, ETCDCTL_API="3")
-        return subprocess.run([ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s", "--endpoints",
-                               ",".join(f"127.0.0.1:{p}" for p in self.client_ports), *args],
+        return subprocess.run([*self.wrap, ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s",
+                               "--endpoints",
+                               ",".join(f"{self.host}:{p}" for p in self.client_ports), *args],
                               capture_output=True, text=True, timeout=timeout, env=env)
 
     def wait_healthy(self, timeout):
@@ -76,8 +99,8 @@ class EtcdCluster:
     def member_ctl(self, i, *args):
         """etcdctl against member i alone."""
         env = dict(os.environ, ETCDCTL_API="3")
-        return subprocess.run([ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s",
-                               "--endpoints", f"127.0.0.1:{self.client_ports[i]}", *args],
+        return subprocess.run([*self.wrap, ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s",
+                               "--endpoints", f"{self.host}:{self.client_ports[i]}", *args],
                               capture_output=True, text=True, timeout=10, env=env)
 
     def status(self, i):

@@ -1,13 +1,20 @@
 """A real torch worker for the etcd backend's tests: env:// init, all_reduce, one JSON line
 to $OUT. With HOLD_WORLD=N it then waits (up to 120 s, then fails) while WORLD_SIZE is N,
-so that a test can kill a node (or an etcd member) under a running round; with RELEASE set,
-it goes on once that file exists. With FAIL_RANK=R, rank R exits 3 in attempt 0."""
+so that a test can kill a node (or an etcd member) under a running round (HOLD_WORLD=6,4:
+either size); with RELEASE set, it goes on once that file exists. With FAIL_RANK=R, rank R
+exits 3 in attempt 0. TAG (the agent's environment) is copied to the line, to tell nodes
+apart; SLOW_STOP=S makes SIGTERM take S seconds (a node that stops its workers late).
+With INTERVALS set, each worker also appends (round, rank, start, end) of its held time
+there, for the split-brain check."""
 import json
 import os
+import signal
 import time
 
-import torch
-import torch.distributed as dist
+started = time.time()
+
+import torch  # noqa: E402 (the start time first)
+import torch.distributed as dist  # noqa: E402
 
 dist.init_process_group("gloo", init_method="env://")
 t = torch.tensor([float(dist.get_rank() + 1)])
@@ -15,11 +22,32 @@ dist.all_reduce(t)
 with open(os.environ["OUT"], "a") as f:
     f.write(json.dumps({k: os.environ[k] for k in (
         "RANK", "GROUP_RANK", "WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR",
-        "MASTER_PORT")} | {"sum": t.item(), "pid": os.getpid()}) + "\n")
+        "MASTER_PORT")} | {"sum": t.item(), "pid": os.getpid(),
+                          "tag": os.environ.get("TAG", "")}) + "\n")
+
+
+def record_interval():
+    if os.environ.get("INTERVALS"):
+        with open(os.environ["INTERVALS"], "a") as f:
+            f.write(json.dumps({"round": os.environ["TORCHELASTIC_RESTART_COUNT"],
+                                "world": os.environ["WORLD_SIZE"],
+                                "master": os.environ["MASTER_ADDR"] + ":" +
+                                os.environ["MASTER_PORT"],
+                                "rank": int(os.environ["RANK"]), "start": started,
+                                "end": time.time(), "tag": os.environ.get("TAG", "")}) + "\n")
+
+
+def on_term(signum, frame):
+    time.sleep(float(os.environ.get("SLOW_STOP", "0")))
+    record_interval()
+    os._exit(143)
+
+
+signal.signal(signal.SIGTERM, on_term)
 if os.environ.get("FAIL_RANK") == os.environ["RANK"] and \
         os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
     raise SystemExit(3)  # first attempt only
-if os.environ.get("HOLD_WORLD") == os.environ["WORLD_SIZE"]:
+if os.environ["WORLD_SIZE"] in os.environ.get("HOLD_WORLD", "").split(","):
     # Until $RELEASE exists (when set), else until the round is stopped.
     release = os.environ.get("RELEASE")
     deadline = time.monotonic() + 120
@@ -29,3 +57,4 @@ if os.environ.get("HOLD_WORLD") == os.environ["WORLD_SIZE"]:
         time.sleep(0.05)
 dist.barrier()
 dist.destroy_process_group()
+record_interval()

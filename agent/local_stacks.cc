@@ -173,6 +173,47 @@ std::vector<LocalAgent> FindLocalAgents() {
   return agents;
 }
 
+namespace {
+
+// Reads `fd` to its end (the agent closes after its answer), by `deadline`.
+absl::StatusOr<std::string> ReadLocalAnswer(int fd, absl::Time deadline, pid_t agent) {
+  std::string answer;
+  for (;;) {
+    int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    int ready = left > 0 ? poll(&p, 1, static_cast<int>(left) + 1) : 0;
+    if (ready < 0 && errno == EINTR) continue;  // a signal arrived; wait again
+    if (ready <= 0) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("agent pid ", agent, " did not answer in time"));
+    }
+    char buf[16384];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return answer;  // the agent closed: the answer is complete
+    answer.append(buf, static_cast<size_t>(n));
+  }
+}
+
+absl::StatusOr<rdzv::NodeStacks> LocalNodeFromAnswer(const std::string& answer, pid_t agent) {
+  nlohmann::json doc = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("ranks") || !doc["ranks"].is_array()) {
+    return absl::UnavailableError(absl::StrCat("agent pid ", agent, " closed without an answer"));
+  }
+  rdzv::NodeStacks node{.node_id = absl::StrCat("pid ", agent), .host = doc.value("host", "")};
+  for (const nlohmann::json& r : doc["ranks"]) {
+    if (!r.is_object()) continue;
+    node.ranks.push_back({.rank = r.value("rank", 0),
+                          .local_rank = r.value("local_rank", 0),
+                          .pid = r.value("pid", 0),
+                          .text = r.value("text", ""),
+                          .unavailable = r.value("unavailable", "")});
+  }
+  return node;
+}
+
+}  // namespace
+
 absl::StatusOr<rdzv::NodeStacks> AskLocalAgent(const LocalAgent& agent, absl::Duration collect) {
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoStatus("socket(AF_UNIX)", errno);
@@ -187,37 +228,9 @@ absl::StatusOr<rdzv::NodeStacks> AskLocalAgent(const LocalAgent& agent, absl::Du
       static_cast<ssize_t>(request.size())) {
     return absl::UnavailableError(absl::StrCat("send to @", name, ": ", strerror(errno)));
   }
-  absl::Time deadline = absl::Now() + collect + absl::Seconds(2);
-  std::string answer;
-  for (;;) {
-    int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-    pollfd p{.fd = fd.get(), .events = POLLIN, .revents = 0};
-    int ready = left > 0 ? poll(&p, 1, static_cast<int>(left) + 1) : 0;
-    if (ready < 0 && errno == EINTR) continue;  // a signal arrived; wait again
-    if (ready <= 0)
-      return absl::DeadlineExceededError("agent pid " + std::to_string(agent.pid) +
-                                         " did not answer in time");
-    char buf[16384];
-    ssize_t n = read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the agent closed: the answer is complete
-    answer.append(buf, static_cast<size_t>(n));
-  }
-  nlohmann::json doc = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("ranks") || !doc["ranks"].is_array()) {
-    return absl::UnavailableError("agent pid " + std::to_string(agent.pid) +
-                                  " closed without an answer");
-  }
-  rdzv::NodeStacks node{.node_id = absl::StrCat("pid ", agent.pid), .host = doc.value("host", "")};
-  for (const nlohmann::json& r : doc["ranks"]) {
-    if (!r.is_object()) continue;
-    node.ranks.push_back({.rank = r.value("rank", 0),
-                          .local_rank = r.value("local_rank", 0),
-                          .pid = r.value("pid", 0),
-                          .text = r.value("text", ""),
-                          .unavailable = r.value("unavailable", "")});
-  }
-  return node;
+  ASSIGN_OR_RETURN(std::string answer,
+                   ReadLocalAnswer(fd.get(), absl::Now() + collect + absl::Seconds(2), agent.pid));
+  return LocalNodeFromAnswer(answer, agent.pid);
 }
 
 }  // namespace muster

@@ -60,6 +60,36 @@ PySpyChild StartPySpy(const std::string& binary, pid_t target, bool native) {
   return c;
 }
 
+// Reads what the ready children wrote; marks those that closed their output as ended.
+void ReadReady(const std::vector<pollfd>& polled, const std::vector<PySpyChild*>& owners) {
+  for (size_t i = 0; i < polled.size(); ++i) {
+    if (polled[i].revents == 0) continue;
+    char buf[8192];
+    ssize_t got = read(polled[i].fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;  // look again on the next round
+    if (got <= 0 || owners[i]->text.size() >= kMaxPySpyOutput) {
+      owners[i]->ended = true;  // EOF: py-spy exited (or the output is too long to want)
+    } else {
+      owners[i]->text.append(buf, static_cast<size_t>(got));
+    }
+  }
+}
+
+// Kills the children still running and collects every child.
+void EndPySpies(std::vector<PySpyChild>& children) {
+  for (PySpyChild& c : children) {
+    if (c.pid <= 0) continue;
+    // A child whose output is still open is alive (and not yet reaped: no pid reuse).
+    if (!c.ended && kill(c.pid, SIGKILL) != 0 && errno != ESRCH) {
+      c.text += absl::StrCat("\nError: kill: ", strerror(errno));
+    }
+    // ECHILD: the agent's reaper took it first; its output already said how it went.
+    while (waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (!c.ended) c.text += "\nError: py-spy did not finish in time";
+  }
+}
+
 // Reads every child's output until it ends or `deadline`; kills those still running.
 void AwaitPySpies(std::vector<PySpyChild>& children, absl::Time deadline) {
   for (;;) {
@@ -75,29 +105,9 @@ void AwaitPySpies(std::vector<PySpyChild>& children, absl::Time deadline) {
     int n = poll(polled.data(), polled.size(), static_cast<int>(left) + 1);
     if (n < 0 && errno == EINTR) continue;  // a signal arrived; look again
     if (n < 0) break;                       // cannot wait: what came so far is the answer
-    for (size_t i = 0; i < polled.size(); ++i) {
-      if (polled[i].revents == 0) continue;
-      char buf[8192];
-      ssize_t got = read(polled[i].fd, buf, sizeof buf);
-      if (got < 0 && errno == EINTR) continue;  // look again on the next round
-      if (got <= 0 || owners[i]->text.size() >= kMaxPySpyOutput) {
-        owners[i]->ended = true;  // EOF: py-spy exited (or the output is too long to want)
-      } else {
-        owners[i]->text.append(buf, static_cast<size_t>(got));
-      }
-    }
+    ReadReady(polled, owners);
   }
-  for (PySpyChild& c : children) {
-    if (c.pid <= 0) continue;
-    // A child whose output is still open is alive (and not yet reaped: no pid reuse).
-    if (!c.ended && kill(c.pid, SIGKILL) != 0 && errno != ESRCH) {
-      c.text += absl::StrCat("\nError: kill: ", strerror(errno));
-    }
-    // ECHILD: the agent's reaper took it first; its output already said how it went.
-    while (waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    if (!c.ended) c.text += "\nError: py-spy did not finish in time";
-  }
+  EndPySpies(children);
 }
 
 // py-spy's error line ("Error: Failed to find python version from target process"),

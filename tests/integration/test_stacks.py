@@ -66,10 +66,13 @@ def test_stacks_group_the_ranks_in_all_reduce_and_name_the_sleeper(any_torch, tm
         r = subprocess.run([str(MUSTER), "stacks", "--rdzv-id", "test", "--json"],
                            capture_output=True, text=True, timeout=30, env=muster_env())
         assert r.returncode == 0, r.stderr
-        local = json.loads(r.stdout)
-        assert len(local["nodes"]) == 2
-        assert [g["ranks"] for g in local["groups"]] == [[0, 1, 2], [3]]
-        assert local["groups"][1]["frames"][0]["function"] == "stuck_here"
+        # Other tests' agents of a job "test" may answer too (pytest -n): ours by pid.
+        ours = {f"pid {p.pid}" for p in agents.procs}
+        local = [n for n in json.loads(r.stdout)["nodes"] if n["node_id"] in ours]
+        assert len(local) == 2
+        text = {r["rank"]: r["text"] for n in local for r in n["ranks"]}
+        assert sorted(text) == [0, 1, 2, 3]
+        assert all("in all_reduce" in text[r] for r in (0, 1, 2)) and "stuck_here" in text[3]
     finally:
         release.touch()
     for rc, _, err in agents.wait(60):

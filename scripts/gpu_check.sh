@@ -29,7 +29,13 @@ pack() {
   bin=${MUSTER_BUILD_DIR:-$repo/build}/bin  # MUSTER_BUILD_DIR: another build, as the tests take it
   [ -x "$bin/muster" ] || { echo "gpu_check: $bin/muster missing: run scripts/build.sh" >&2; exit 2; }
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib/fallback" || exit 2
-  cp "$bin/muster" "$bin/muster-probe" "$dir/bin/"
+  local bins=("$bin/muster")
+  if [ -x "$bin/muster-probe" ]; then
+    bins+=("$bin/muster-probe")
+  else
+    echo "gpu_check: $bin/muster-probe not built: not packed (the steps run --probe off)" >&2
+  fi
+  cp "${bins[@]}" "$dir/bin/"
   local spy
   if spy=$("$repo/scripts/py_spy_venv.sh" 2>/dev/null); then
     cp "$spy" "$dir/bin/py-spy"
@@ -37,19 +43,19 @@ pack() {
     echo "gpu_check: py-spy not packed (scripts/py_spy_venv.sh failed)" >&2
   fi
   # glibc's own libraries are the device's: a copy would not match its ld.so.
-  ldd "$bin/muster" "$bin/muster-probe" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+  ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux[^/]*)\.so' |
     while read -r so; do cp -L "$so" "$dir/lib/"; done
   # The C++ runtime needs this glibc's version (2.36 on Debian 12): used on the device only
   # when its own runtime is too old for muster (run() tries the device's first).
   mv "$dir"/lib/libstdc++.so.* "$dir"/lib/libgcc_s.so.* "$dir/lib/fallback/" 2>/dev/null
-  strip --strip-unneeded "$dir/bin/muster" "$dir/bin/muster-probe" "$dir"/lib/*.so* \
+  strip --strip-unneeded "$dir"/bin/muster* "$dir"/lib/*.so* \
     "$dir"/lib/fallback/*.so* 2>/dev/null
   cp "$0" "$dir/gpu_check.sh" && chmod +x "$dir/gpu_check.sh"
   cp "$repo/scripts/gpu_check_worker.py" "$dir/"
   local mib glibc
   mib=$(du -sm "$dir" | cut -f1)
-  glibc=$(objdump -T "$dir/bin/muster" "$dir"/lib/*.so* 2>/dev/null | grep -o 'GLIBC_2\.[0-9]*' |
+  glibc=$(objdump -T "$dir"/bin/muster* "$dir"/lib/*.so* 2>/dev/null | grep -o 'GLIBC_2\.[0-9]*' |
     sort -V | tail -1)
   echo "gpu_check: packed $(find "$dir/lib" -name '*.so*' | wc -l) libraries, ${mib} MiB in" \
     "$dir (needs $glibc; the C++ runtime in lib/fallback needs more)"

@@ -8,7 +8,8 @@
 #                                            Must stay under 60 MiB.
 #   DIR/gpu_check.sh --run DIR OUTDIR        (there: python3 = torch with CUDA + NCCL, root,
 #                                            no network) three steps, each with its own
-#                                            timeout, the whole under 6 minutes:
+#                                            timeout (30+60+120+60+30 s at worst), the whole
+#                                            under 6 minutes:
 #     1. `muster run --nproc-per-node 1` of an NCCL all_reduce on cuda:LOCAL_RANK (world
 #        size 1: NCCL refuses two ranks on one GPU); prints the result.
 #     2. flight recorder: the rank spins the GPU (torch.cuda._sleep), then all_reduces with
@@ -106,7 +107,7 @@ run() {
     ldd "$M" >>"$OUT/summary.txt" 2>&1
     return 1
   fi
-  step env 60 bash -c "uname -a; '$M' --version; nvidia-smi -L; $PY -c 'import torch; \
+  step env 30 bash -c "uname -a; '$M' --version; nvidia-smi -L; $PY -c 'import torch; \
 print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available(), \
 torch.cuda.nccl.version() if torch.cuda.is_available() else None)'"
   local cuda=0
@@ -118,7 +119,7 @@ torch.cuda.nccl.version() if torch.cuda.is_available() else None)'"
   export GPU_CHECK_CUDA=$cuda
 
   # 1. all_reduce
-  step allreduce 90 "$M" run --probe off --nproc-per-node 1 --log-dir "$OUT/logs1" \
+  step allreduce 60 "$M" run --probe off --nproc-per-node 1 --log-dir "$OUT/logs1" \
     --no-python "$PY" "$W" allreduce
   local rc=$?
   grep 'all_reduce result' "$OUT/allreduce.log" | tee -a "$OUT/summary.txt"
@@ -130,7 +131,7 @@ torch.cuda.nccl.version() if torch.cuda.is_available() else None)'"
     echo "SKIPPED LOUDLY flight_recorder: no CUDA, so no NCCL watchdog to dump" |
       tee -a "$OUT/summary.txt"
   else
-    step flight_recorder 150 "$M" run --probe off --nproc-per-node 1 --max-restarts 0 \
+    step flight_recorder 120 "$M" run --probe off --nproc-per-node 1 --max-restarts 0 \
       --log-dir "$OUT/logs2" --no-python "$PY" "$W" timeout
     rc=$?
     local listed

@@ -12,6 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/local_stacks.h"
+#include "agent/stack_collector.h"
 #include "base/event_loop.h"
 #include "base/unique_fd.h"
 #include "launch/worker_launcher.h"
@@ -71,6 +73,11 @@ struct AgentParts {
   bool store_shares_rendezvous_port = false;
   std::unique_ptr<HealthReporter> health;  // null without --health-port
   std::unique_ptr<PhaseReporter> metrics;  // null without --metrics-port
+  // `muster stacks`: the collector the rendezvous client and the local socket share, and
+  // that socket (agent/local_stacks.h; null when it could not listen). Last: the socket
+  // goes first, before the loop it is on and the launcher the collector reads.
+  std::shared_ptr<StackCollector> stack_collector;
+  std::unique_ptr<LocalStacksServer> local_stacks;
 };
 
 }  // namespace muster

@@ -129,6 +129,7 @@ struct Config {
   std::string termination_log;  // one line with the outcome at exit; empty: none
   int health_port = -1;         // grpc.health.v1; -1: none
   int metrics_port = -1;        // Prometheus /metrics; -1: none
+  bool no_stack_hook = false;   // --no-stack-hook: workers get no sitecustomize (stack_hook.h)
 
   // The environment workers inherit (the agent's own), before the torchrun set is added.
   std::map<std::string, std::string> worker_env_base;

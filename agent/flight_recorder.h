@@ -4,6 +4,12 @@
 // and a worker's failure names the trace files found there. Names checked against torch
 // 2.15 (torch/csrc/distributed/c10d/FlightRecorder.hpp: TORCH_FR_* first, the older
 // TORCH_NCCL_* aliases that torch 2.2-2.9 read). Plain functions; thread-safe.
+// Verified again on 2026-11-26 in the torch 2.15.0+cu132 wheel (scripts/torch2_venv.sh):
+// FlightRecorder.hpp reads {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}
+// (default 2000) and {"TORCH_FR_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT"}, and says
+// the dump goes to <TORCH_FR_DUMP_TEMP_FILE><rank>; libtorch_cpu.so holds the strings
+// TORCH_FR_DUMP_TEMP_FILE and TORCH_NCCL_DEBUG_INFO_TEMP_FILE; ProcessGroupNCCL.hpp still
+// reads TORCH_NCCL_DUMP_ON_TIMEOUT and TORCH_NCCL_TRACE_BUFFER_SIZE by those names alone.
 #ifndef MUSTER_AGENT_FLIGHT_RECORDER_H_
 #define MUSTER_AGENT_FLIGHT_RECORDER_H_
 

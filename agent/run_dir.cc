@@ -74,7 +74,9 @@ absl::StatusOr<RunDir> MakeRunDir(const Config& config) {
     return absl::Status(st.code(), absl::StrCat("--log-dir: ", st.message()));
   }
   dir.path = std::move(run);
-  if (absl::Status hook = WriteStackHook(dir.path); !hook.ok()) return hook;
+  if (!config.no_stack_hook) {
+    if (absl::Status hook = WriteStackHook(dir.path); !hook.ok()) return hook;
+  }
   dir.stream_files = WritesStreamFiles(config);
   return dir;
 }

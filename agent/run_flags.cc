@@ -275,6 +275,14 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "none",
      .help = "Prometheus metrics here (HTTP /metrics; README \"Metrics\")",
      .apply = ApplyMetricsPort},
+    {.name = "no-stack-hook",
+     .takes_value = false,
+     .group = "Health",
+     .default_text = "off",
+     .help = "give workers no stack hook (no sitecustomize on their PYTHONPATH); `muster "
+             "stacks` then shows py-spy's stacks where py-spy is on the PATH, else none "
+             "(README \"Stacks\")",
+     .apply = SetSwitch<&Config::no_stack_hook>},
     {.name = "probe",
      .group = "GPU",
      .default_text = "auto",

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "agent/py_spy.h"
 #include "agent/stack_hook.h"
 #include "base/duration.h"
 #include "base/unique_fd.h"
@@ -32,6 +33,7 @@ struct Awaited {
   off_t seen = 0;   // its size when last looked at
   absl::Time grew = absl::InfinitePast();
   bool done = false;
+  bool running = false;  // alive when asked: py-spy may read it
 };
 
 off_t FileSize(const std::string& path) {
@@ -63,7 +65,7 @@ bool HookReady(const std::string& path) {
 
 // Signals `w` if its hook is in place; otherwise (or when signalling fails) says why in
 // stack.unavailable. Loop thread: `w` is not reaped while this runs.
-Awaited SignalIfHooked(const WorkerView& w) {
+Awaited SignalIfHooked(const WorkerView& w, bool hook) {
   Awaited a{.stack = {.rank = w.placement.rank,
                       .local_rank = w.placement.local_rank,
                       .pid = static_cast<int>(w.pid)},
@@ -72,13 +74,18 @@ Awaited SignalIfHooked(const WorkerView& w) {
     a.stack.unavailable = "not running";
     return a;
   }
-  if (!HookReady(a.path)) {
-    // No pid in the reason: ranks with the same reason are listed as one group.
-    a.stack.unavailable =
-        "no stack hook (not a Python program, Python run with -I, -E or -S, a Python "
-        "program started by the worker rather than the worker itself, or still starting)";
+  a.running = true;
+  if (!hook) {
+    a.stack.unavailable = "the stack hook is off (--no-stack-hook)";
     return a;
   }
+  if (!HookReady(a.path) || !IsPythonProcess(w.pid)) {
+    // No pid in the reason: ranks with the same reason are listed as one group.
+    a.stack.unavailable = "no stack hook (Python run with -I, -E or -S, or still starting)";
+    return a;
+  }
+  // A hooked worker that exec'd another program keeps its pid and file, not the handler:
+  // the signal would end it. ReadFromOutside names it "not a Python process".
   a.start = a.seen = FileSize(a.path);
   UniqueFd pidfd(PidfdOpen(w.pid));
   if (!pidfd.valid() || PidfdSignal(pidfd.get(), StackSignal()) != 0) {
@@ -111,8 +118,8 @@ void ReadDumps(std::vector<Awaited>& all) {
     a.stack.text = ReadFrom(a.path, a.start);
     if (a.stack.text.empty()) {
       a.stack.unavailable =
-          absl::StrCat("no dump from pid ", a.stack.pid,
-                       " in time (its program replaced the signal handler, or it is stopped)");
+          "no dump from the stack hook in time (the signal is blocked or its handler "
+          "replaced, or the process is stopped or stuck in the kernel)";
     }
   }
 }
@@ -146,15 +153,48 @@ void AwaitDumps(std::vector<Awaited>& all, absl::Time deadline) {
   }
 }
 
+// The running workers the hook gave no stack for: "not a Python process", or py-spy's
+// stack (agent/py_spy.h), or the hook's reason with what py-spy said or how to get it.
+void ReadFromOutside(std::vector<Awaited>& all, const std::string& py_spy, absl::Time deadline) {
+  std::vector<Awaited*> spied;
+  for (Awaited& a : all) {
+    if (a.stack.unavailable.empty() || !a.running) continue;
+    if (!IsPythonProcess(a.stack.pid)) {
+      a.stack.unavailable = "not a Python process";
+    } else if (py_spy.empty()) {
+      a.stack.unavailable += "; put py-spy on the agent's PATH to read it from outside";
+    } else {
+      spied.push_back(&a);
+    }
+  }
+  if (spied.empty()) return;
+  std::vector<pid_t> pids;
+  for (const Awaited* a : spied) pids.push_back(a->stack.pid);
+  std::vector<PySpyDump> dumps = PySpyDumps(py_spy, pids, deadline);
+  for (size_t i = 0; i < spied.size(); ++i) {
+    if (!dumps[i].text.empty()) {
+      spied[i]->stack.text = std::move(dumps[i].text);
+      spied[i]->stack.unavailable.clear();
+    } else {
+      absl::StrAppend(&spied[i]->stack.unavailable, "; py-spy: ", dumps[i].error);
+    }
+  }
+}
+
 }  // namespace
 
 void StackCollector::Collect(absl::Duration timeout, Done done) {
   absl::Time deadline = absl::Now() + timeout;
+  // With py-spy, the hook gets the first half: a dump takes milliseconds, and py-spy needs
+  // the rest for the ranks that gave none.
+  absl::Time hook_deadline = options_.py_spy.empty() ? deadline : absl::Now() + timeout / 2;
   std::vector<Awaited> all;
-  for (const WorkerView& w : launcher_->Workers()) all.push_back(SignalIfHooked(w));
-  waiters_.Start([all = std::move(all), deadline, done = std::move(done)]() mutable {
-    AwaitDumps(all, deadline);
+  for (const WorkerView& w : launcher_->Workers()) all.push_back(SignalIfHooked(w, options_.hook));
+  waiters_.Start([all = std::move(all), hook_deadline, deadline, py_spy = options_.py_spy,
+                  done = std::move(done)]() mutable {
+    AwaitDumps(all, hook_deadline);
     ReadDumps(all);
+    ReadFromOutside(all, py_spy, deadline);
     std::vector<rdzv::RankStack> out;
     for (Awaited& a : all) out.push_back(std::move(a.stack));
     std::sort(out.begin(), out.end(),

@@ -2,8 +2,9 @@
 // On a request it signals every running worker whose stack hook (agent/stack_hook.h) is in
 // place, through a pidfd, and gathers what faulthandler writes to the worker's stack file:
 // a dump is complete once its file has grown and then stayed still for a moment. Workers
-// without the hook, ended ones and those that wrote nothing by the deadline are reported
-// with the reason instead of a stack.
+// without the hook and those that wrote nothing in time are read by py-spy where it is on
+// the agent's PATH (agent/py_spy.h), in the second half of the time; the others, and ended
+// workers, are reported with the reason instead of a stack.
 //
 // Ownership: borrows the launcher, which must outlive it; the destructor joins the
 // collections in flight (each ends by its deadline). Collect() runs on the agent's loop
@@ -13,6 +14,8 @@
 #define MUSTER_AGENT_STACK_COLLECTOR_H_
 
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -26,7 +29,13 @@ class StackCollector {
  public:
   using Done = std::function<void(std::vector<rdzv::RankStack> ranks)>;
 
-  explicit StackCollector(const WorkerLauncher* launcher) : launcher_(launcher) {}
+  struct Options {
+    bool hook = true;    // false with --no-stack-hook: no worker has the hook
+    std::string py_spy;  // py-spy for ranks the hook does not answer for; empty: none
+  };
+
+  StackCollector(const WorkerLauncher* launcher, Options options)
+      : launcher_(launcher), options_(std::move(options)) {}
 
   // Signals the workers now; `done` gets every worker of the current attempt, by rank,
   // within `timeout` (from the collector's thread).
@@ -34,6 +43,7 @@ class StackCollector {
 
  private:
   const WorkerLauncher* const launcher_;
+  const Options options_;
   ThreadSet waiters_;
 };
 

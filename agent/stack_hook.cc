@@ -21,13 +21,20 @@ namespace {
 constexpr char kSiteCustomize[] =
     R"PY(# Written by muster (README "Stacks"). On signal MUSTER_STACKS_SIGNAL, faulthandler
 # writes every thread's Python stack to MUSTER_STACKS_DIR/stacks-<pid>.txt from its C
-# signal handler (no Python code runs); `muster stacks` signals and reads it. Then the
-# next sitecustomize on sys.path runs, as if this one were not there.
+# signal handler (no Python code runs); `muster stacks` signals and reads it. Only the
+# worker's own process registers (MUSTER_STACKS_OWNER, its pid, tells its children).
+# Then the next sitecustomize on sys.path runs, as if this one were not there.
 def _muster_stacks_hook():
     import os
     where, signum = os.environ.get("MUSTER_STACKS_DIR"), os.environ.get("MUSTER_STACKS_SIGNAL")
     if not where or not signum:
         return None
+    # Only the worker registers, not the Python programs it starts (DataLoader workers,
+    # subprocesses), which would each leave a file. The same pid again: it exec'd Python.
+    owner = os.environ.get("MUSTER_STACKS_OWNER")
+    if owner and owner != str(os.getpid()):
+        return None
+    os.environ["MUSTER_STACKS_OWNER"] = str(os.getpid())
     try:
         import _signal  # not `signal`: its enum import costs more than the rest together
         import faulthandler

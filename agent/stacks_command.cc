@@ -2,12 +2,16 @@
 // identical stack (README "Stacks").
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/job_query.h"
+#include "agent/local_stacks.h"
 #include "agent/stack_report.h"
 #include "agent/subcommand.h"
 #include "agent/subcommands.h"
@@ -21,9 +25,15 @@ namespace {
 constexpr FlagSpec kStacksFlags[] = {
     {.name = "rdzv-endpoint",
      .group = "Stacks",
-     .default_text = "required",
-     .help = "HOST[:PORT] of the rendezvous server"},
-    {.name = "rdzv-id", .group = "Stacks", .default_text = "required", .help = "the job's run id"},
+     .default_text = "this node's agents",
+     .help = "HOST[:PORT] of the rendezvous server: every node of the job; without it, the "
+             "agents on this host answer for their own ranks (any rendezvous, --standalone "
+             "and --rdzv-backend etcd too)"},
+    {.name = "rdzv-id",
+     .group = "Stacks",
+     .default_text = "required with --rdzv-endpoint",
+     .help = "the job's run id; without --rdzv-endpoint, needed only when this host runs "
+             "agents of several jobs"},
     {.name = "json",
      .takes_value = false,
      .group = "Stacks",
@@ -56,17 +66,67 @@ constexpr Subcommand kStacks = {
     .name = "stacks",
     .usage =
         "Usage: muster stacks --rdzv-endpoint H[:P] --rdzv-id ID [--json]\n"
+        "       muster stacks [--rdzv-id ID] [--json]    (this host's agents only)\n"
         "The Python stack of every rank on every node, grouped by identical stack.\n",
     .flags = kStacksFlags,
     .epilogue =
         "Workers must be Python programs started by `muster run` (they get a "
-        "sitecustomize hook; README \"Stacks\").\n",
+        "sitecustomize hook), or py-spy must be on the agents' PATH (README \"Stacks\").\n",
 };
 
 size_t RankCount(const std::vector<rdzv::NodeStacks>& nodes) {
   size_t n = 0;
   for (const rdzv::NodeStacks& node : nodes) n += node.ranks.size();
   return n;
+}
+
+// Prints `nodes` as --json or text; `where` names what answered.
+int PrintStacks(const FlagValues& values, const std::string& run_id,
+                const std::vector<rdzv::NodeStacks>& nodes, double took) {
+  if (values.Get("json")) {
+    nlohmann::json j = StacksJson(nodes);
+    j["run_id"] = run_id;
+    j["elapsed_s"] = took;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("job %s: %zu ranks on %zu nodes, stacks in %.2fs\n%s", run_id.c_str(),
+              RankCount(nodes), nodes.size(), took, RenderStacks(nodes).c_str());
+  return 0;
+}
+
+// Without --rdzv-endpoint: the agents of one job on this host (agent/local_stacks.h).
+int LocalStacks(const FlagValues& values, absl::Duration collect) {
+  std::vector<LocalAgent> agents = FindLocalAgents();
+  if (auto id = values.Get("rdzv-id")) {
+    std::erase_if(agents, [&](const LocalAgent& a) { return a.run_id != id->text; });
+  }
+  std::set<std::string> jobs;
+  for (const LocalAgent& a : agents) jobs.insert(a.run_id);
+  if (jobs.empty()) {
+    std::fprintf(stderr,
+                 "muster stacks: no muster agent%s runs on this host (in this network "
+                 "namespace); for another node's job give --rdzv-endpoint H:P --rdzv-id ID\n",
+                 values.Get("rdzv-id") ? " of that --rdzv-id" : "");
+    return kUnknownJob;
+  }
+  if (jobs.size() > 1) {
+    return UsageError(kStacks, absl::StrCat("--rdzv-id: this host runs agents of several jobs (",
+                                            absl::StrJoin(jobs, ", "), "); give one"));
+  }
+  absl::Time started = absl::Now();
+  std::vector<rdzv::NodeStacks> nodes(agents.size());
+  std::vector<std::thread> asks;  // every agent at once: as long as the slowest takes
+  for (size_t i = 0; i < agents.size(); ++i) {
+    asks.emplace_back([&, i] {
+      absl::StatusOr<rdzv::NodeStacks> node = AskLocalAgent(agents[i], collect);
+      nodes[i] = node.ok() ? *std::move(node)
+                           : rdzv::NodeStacks{.node_id = absl::StrCat("pid ", agents[i].pid),
+                                              .unavailable = std::string(node.status().message())};
+    });
+  }
+  for (std::thread& t : asks) t.join();
+  return PrintStacks(values, *jobs.begin(), nodes, absl::ToDoubleSeconds(absl::Now() - started));
 }
 
 }  // namespace
@@ -76,18 +136,19 @@ int StacksCommand(const std::vector<std::string>& args,
   int code = exit_code::kSuccess;
   std::optional<FlagValues> values = StartSubcommand(kStacks, args, env, &code);
   if (!values) return code;
+  absl::Duration collect = absl::Milliseconds(1500);
+  if (auto c = values->Get("collect-timeout")) {
+    absl::StatusOr<absl::Duration> d = PositiveDuration(*c);
+    if (!d.ok()) return UsageError(kStacks, d.status().message());
+    collect = *d;
+  }
+  if (!values->Get("rdzv-endpoint")) return LocalStacks(*values, collect);
   absl::StatusOr<rdzv::JobStatusQuery> query = JobQueryFromFlags(*values);
   if (!query.ok()) return UsageError(kStacks, query.status().message());
   if (query->run_id.empty()) {
     return UsageError(kStacks,
                       "--rdzv-id: missing; give the job's run id (`muster status "
                       "--rdzv-endpoint H:P` lists the server's jobs)");
-  }
-  absl::Duration collect = absl::Milliseconds(1500);
-  if (auto c = values->Get("collect-timeout")) {
-    absl::StatusOr<absl::Duration> d = PositiveDuration(*c);
-    if (!d.ok()) return UsageError(kStacks, d.status().message());
-    collect = *d;
   }
   absl::Time started = absl::Now();
   absl::StatusOr<std::vector<rdzv::NodeStacks>> nodes = rdzv::GetStacks(*query, collect);
@@ -96,19 +157,18 @@ int StacksCommand(const std::vector<std::string>& args,
     std::fprintf(stderr, "muster stacks: cannot get the stacks of job %s from %s: %s\n",
                  query->run_id.c_str(), query->endpoint.c_str(),
                  std::string(nodes.status().message()).c_str());
+    if (absl::IsUnimplemented(nodes.status())) {
+      // An etcd endpoint (--rdzv-backend etcd): no server there relays the request.
+      std::fprintf(stderr,
+                   "muster stacks: the endpoint serves no muster rendezvous; with "
+                   "--rdzv-backend etcd, a job-wide `muster stacks` is not supported yet: run "
+                   "`muster stacks` without --rdzv-endpoint on each node\n");
+      return exit_code::kUsage;
+    }
     return nodes.status().code() == absl::StatusCode::kNotFound ? kUnknownJob
                                                                 : exit_code::kTransient;
   }
-  if (values->Get("json")) {
-    nlohmann::json j = StacksJson(*nodes);
-    j["run_id"] = query->run_id;
-    j["elapsed_s"] = took;
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  std::printf("job %s: %zu ranks on %zu nodes, stacks in %.2fs\n%s", query->run_id.c_str(),
-              RankCount(*nodes), nodes->size(), took, RenderStacks(*nodes).c_str());
-  return 0;
+  return PrintStacks(*values, query->run_id, *nodes, took);
 }
 
 }  // namespace muster

@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
 #include "agent/listen_address.h"
+#include "agent/local_stacks.h"
 #include "agent/metered_parts.h"
+#include "agent/py_spy.h"
 #include "agent/readiness.h"
 #include "agent/stack_collector.h"
 #include "agent/status_file.h"
@@ -162,11 +164,43 @@ bool HostsRendezvousHere(const Config& config) {
 
 // `muster stacks`: the collector reads the launcher's workers (the launcher outlives the
 // client, which holds the collector).
-rdzv::GrpcRendezvousClient::StacksHandler StacksHandler(const AgentParts& parts) {
-  auto collector = std::make_shared<StackCollector>(parts.launcher.get());
+// One collector answers both the rendezvous server and the node-local socket.
+std::shared_ptr<StackCollector> StackCollectorFor(const Config& config, AgentParts& parts) {
+  if (!parts.stack_collector) {
+    auto path = config.worker_env_base.find("PATH");
+    parts.stack_collector = std::make_shared<StackCollector>(
+        parts.launcher.get(),
+        StackCollector::Options{
+            .hook = !config.no_stack_hook,
+            .py_spy = FindPySpy(path != config.worker_env_base.end() ? path->second : "")});
+  }
+  return parts.stack_collector;
+}
+
+rdzv::GrpcRendezvousClient::StacksHandler StacksHandler(const Config& config, AgentParts& parts) {
+  std::shared_ptr<StackCollector> collector = StackCollectorFor(config, parts);
   return [collector](absl::Duration timeout, rdzv::GrpcRendezvousClient::StacksReply reply) {
     collector->Collect(timeout, std::move(reply));
   };
+}
+
+// `muster stacks` without --rdzv-endpoint, in every mode (agent/local_stacks.h). Without
+// it (a name already taken) the job runs on: a warning says what is lost.
+void ServeLocalStacks(const Config& config, AgentParts& parts) {
+  std::shared_ptr<StackCollector> collector = StackCollectorFor(config, parts);
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;  // the answer names no host
+  absl::StatusOr<std::unique_ptr<LocalStacksServer>> local =
+      LocalStacksServer::Start(parts.loop.get(), config.run_id, host,
+                               [collector](absl::Duration timeout, LocalStacksServer::Reply reply) {
+                                 collector->Collect(timeout, std::move(reply));
+                               });
+  if (!local.ok()) {
+    spdlog::warn("`muster stacks` on this node will not reach this agent: {}",
+                 local.status().message());
+    return;
+  }
+  parts.local_stacks = *std::move(local);
 }
 
 // --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
@@ -201,7 +235,7 @@ absl::Status WireGrpcRendezvous(const Config& config, const std::string& store_a
                                          .tls_ca_file = config.tls_ca,
                                          .loop = parts.loop.get(),
                                          .join_timeout = config.join_timeout,
-                                         .on_stacks_request = StacksHandler(parts),
+                                         .on_stacks_request = StacksHandler(config, parts),
                                      }));
   return absl::OkStatus();
 }
@@ -322,6 +356,7 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   } else {
     RETURN_IF_ERROR(WireGrpcRendezvous(config, parts.store_address, metered, parts));
   }
+  ServeLocalStacks(config, parts);
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::string address, ListenAddressFor(config, ListenPurpose::kNode, wait));
     ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,

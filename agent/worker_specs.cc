@@ -93,7 +93,7 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
     info.error_file = spec.error_file;
     spec.spawn.argv = BuildWorkerArgv(config, config.virtual_local_rank ? 0 : local);
     spec.spawn.env = BuildWorkerEnv(config.worker_env_base, config, spec.placement, info);
-    AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
+    if (!config.no_stack_hook) AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
     AddFlightRecorderEnv(attempt_dir, &spec.spawn.env);
     if (config.bind_cores_to_rank) {
       spec.spawn.cpus = CpuShare(cpus.available, cpus.numa_of, local, n);

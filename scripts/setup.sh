@@ -46,3 +46,6 @@ if ((${#missing[@]})); then
 fi
 # kubernetes-validate (PyPI, pinned) for the manifest schema test, in a venv outside the repo.
 "$(dirname "$0")/k8s_validate_venv.sh" >/dev/null
+# py-spy (PyPI, pinned) for `muster stacks`' outside reads, in a venv outside the repo;
+# tests/integration/test_stacks_outside.py puts it on the agents' PATH.
+"$(dirname "$0")/py_spy_venv.sh" >/dev/null

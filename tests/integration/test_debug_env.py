@@ -10,6 +10,7 @@ ENVDUMP = REPO / "tests" / "integration" / "scripts" / "envdump.py"
 # Different in any two runs by construction: each run's directory (which holds the error
 # file, the stack hook and the flight recorder's dumps) and each round's fresh store port.
 PER_RUN = {"TORCHELASTIC_ERROR_FILE", "MASTER_PORT", "PYTHONPATH", "MUSTER_STACKS_DIR",
+           "MUSTER_STACKS_OWNER",
            "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
 JOB = ["--nproc-per-node", "1", "--bind-cores-to-rank", "--rdzv-id", "envcheck",
        "--max-restarts", "2", "--role", "trainer", "--no-python", "/usr/bin/python3", "-u",
@@ -59,7 +60,8 @@ def test_debug_env_files_equal_the_real_workers_env(tmp_path):
     assert "OMP_NUM_THREADS" in set_by_muster  # the --bind-cores-to-rank share
     assert without(env_file, PER_RUN) == without(set_by_muster, PER_RUN | {"MUSTER_AGENT_MARK"})
     # The watchdog's mark (containment mode session only) is the agent's, not the rank's.
-    assert set(env_file) == set(set_by_muster) - {"MUSTER_AGENT_MARK"}
+    # MUSTER_STACKS_OWNER: the stack hook sets it inside the worker (README "Stacks").
+    assert set(env_file) == set(set_by_muster) - {"MUSTER_AGENT_MARK", "MUSTER_STACKS_OWNER"}
     argv = (snap / "rank-0.argv").read_bytes().split(b"\0")[:-1]
     assert [a.decode() for a in argv] == JOB[JOB.index("/usr/bin/python3"):]
 

@@ -3,6 +3,7 @@
 the agent that coordinates is a lost node like any other."""
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import time
@@ -370,3 +371,27 @@ def test_partitioned_agent_is_dropped_then_rejoins_without_split_brain(tmp_path)
             assert max(ends[True]) < min(ends[False]), intervals
         finally:
             etcd.stop()
+
+
+def test_stacks_of_an_etcd_job_node_by_node(etcd, tmp_path):
+    """Issue 17: no server relays `muster stacks` with etcd: the endpoint form says so
+    (exit 2); without --rdzv-endpoint each node's agents answer for their ranks."""
+    out, release = tmp_path / "out.jsonl", tmp_path / "release"
+    procs = start_agents(etcd, "stacks", 1, "1", out, hold_world="2", RELEASE=release)
+    try:
+        wait_for(lambda: len(lines(out)) == 2, 60, 0.05, "2 ranks holding")
+        r = subprocess.run([str(MUSTER), "stacks", "--rdzv-endpoint", etcd.endpoints.split(",")[0],
+                            "--rdzv-id", "stacks"], capture_output=True, text=True, timeout=30,
+                           env=muster_env())
+        assert r.returncode == 2, (r.returncode, r.stderr)
+        assert "--rdzv-backend etcd, a job-wide `muster stacks` is not supported yet" in r.stderr
+        r = subprocess.run([str(MUSTER), "stacks", "--rdzv-id", "stacks", "--json"],
+                           capture_output=True, text=True, timeout=30, env=muster_env())
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["groups"][0]["ranks"] == [0, 1]
+        assert "etcd_check.py" in {pathlib.Path(f["file"]).name for f in doc["groups"][0]["frames"]}
+    finally:
+        release.touch()
+    for code, _, err in finish(procs):
+        assert code == 0, err[-3000:]

@@ -14,7 +14,11 @@ import torch.distributed as dist
 
 CUDA = os.environ.get("GPU_CHECK_CUDA") == "1"
 # torch.cuda._sleep counts GPU clock cycles: about 1.5-2e9 a second on an H100/H200.
-SPIN_CYCLES = 2_000_000_000 * 600
+# 25-35 s: long enough to outlast the 10 s NCCL timeout (the watchdog dumps while the kernel
+# still spins) and short enough that the rank can then abort: a spin of minutes keeps the
+# aborting rank alive behind the kernel (seen on an H200 with torch 2.11: dump written at
+# 10 s, the rank still alive 100 s later).
+SPIN_CYCLES = 2_000_000_000 * 15
 
 
 def init(timeout_s=60):

@@ -125,6 +125,18 @@ TEST(JobHangTest, ANodeThatProgressesAgainIsNotStalled) {
   EXPECT_EQ(h.job().phase(), Job::Phase::kRunning);
 }
 
+TEST(JobHangTest, ANodeWhoseWorkersAllExitedZeroCountsAsWaiting) {
+  JobHarness h(TwoNodes(0));
+  ASSERT_TRUE(h.Join("1").ok());
+  ASSERT_TRUE(h.Join("2").ok());
+  std::vector<Event> out;
+  h.job().WorkersSucceeded("1", 1, h.now(), &out);
+  h.job().NodeStalled("2", 1, Stalled({R(2, kAllReduce), R(3, kSleep)}), h.now(), &out);
+  ASSERT_EQ(h.job().phase(), Job::Phase::kFinished);
+  EXPECT_EQ(h.job().outcome()->root_cause->rank, 3);
+  EXPECT_EQ(h.job().outcome()->exit_code, 138);  // restartable, budget 0: spent
+}
+
 TEST(JobHangTest, HangActionFailFinishesWithCodeOneAndTheCulpritAsRootCause) {
   JobHarness h(TwoNodes(3));
   ASSERT_TRUE(h.Join("1").ok());

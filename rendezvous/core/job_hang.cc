@@ -20,7 +20,8 @@ void Job::NodeStalled(const std::string& node_id, int round, const Stall& stall,
   std::vector<NodeStacks> stacks;
   for (size_t i = 0; i < participants_.size(); ++i) {
     const Node& n = nodes_.at(participants_[i].node_id);
-    if (!n.stall) return;  // a node still makes progress: slow, not hung
+    if (n.succeeded) continue;  // its workers exited 0: waiting at the exit barrier
+    if (!n.stall) return;       // a node still makes progress: slow, not hung
     stacks.push_back(NodeStacks{.node_id = n.info.node_id,
                                 .host = n.info.host,
                                 .group_rank = static_cast<int>(i),

@@ -70,8 +70,10 @@ HangWatch::~HangWatch() {
 }
 
 absl::Duration HangWatch::Threshold(absl::Duration interval) {
-  // A stack dump costs the worker about a millisecond; /proc counts in 10 ms ticks.
-  return std::max(absl::Milliseconds(50), interval / 10);
+  // /proc counts in 10 ms ticks and a stack dump costs a worker about a millisecond; a rank
+  // waiting in gloo used 0-2 ticks in 6 s. Low, so that a busy worker starved of CPU by a
+  // loaded machine (a 2.5 % share) still counts as progress.
+  return std::max(absl::Milliseconds(20), interval / 40);
 }
 
 void HangWatch::Start(int round) {

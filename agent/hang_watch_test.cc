@@ -54,8 +54,8 @@ TEST(ProcessCpuTest, ATreeCountsItsChildrensCpu) {
 }
 
 TEST(HangWatchTest, ThresholdIsAboveADumpAndTheTickOfProc) {
-  EXPECT_EQ(HangWatch::Threshold(absl::Milliseconds(750)), absl::Milliseconds(75));
-  EXPECT_EQ(HangWatch::Threshold(absl::Milliseconds(250)), absl::Milliseconds(50));
+  EXPECT_EQ(HangWatch::Threshold(absl::Milliseconds(750)), absl::Milliseconds(20));
+  EXPECT_EQ(HangWatch::Threshold(absl::Seconds(75)), absl::Milliseconds(1875));
 }
 
 }  // namespace

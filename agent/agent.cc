@@ -14,6 +14,7 @@
 #include "agent/debug_mode.h"
 #include "agent/failure_report.h"
 #include "agent/gpu_probe.h"
+#include "agent/hang_watch.h"
 #include "agent/run_dir.h"
 #include "agent/this_host.h"
 #include "agent/worker_env.h"
@@ -119,6 +120,7 @@ absl::Status Agent::Setup() {
   if (node_.address.empty()) node_.address = parts_.store_address;  // what the store binds
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
+  hang_ = HangWatch::ForConfig(config_, run_dir_.path, loop_, launcher_, rdzv_, events_.get());
   if (!config_.save_pid.empty()) {
     absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(KnownPid(), "\n"));
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("--save-pid: ", st.message()));
@@ -228,6 +230,7 @@ void Agent::StopWorkers(Phase next, int sig) {
   bool stopping =
       phase_ == Phase::kCleaningUp || phase_ == Phase::kRestarting || phase_ == Phase::kExiting;
   if (!stopping || next == Phase::kExiting) phase_ = next;
+  if (hang_) hang_->Stop();
   launcher_->Stop(sig);
   Publish();
 }
@@ -261,6 +264,7 @@ void Agent::ReportStopped() {
 
 void Agent::OnRendezvousEvent(const rdzv::Event& e) {
   if (done()) return;
+  if (hang_) hang_->OnJobEvent(e);  // a hang's stacks file, before the workers stop
   switch (e.kind) {
     case rdzv::Event::Kind::kProgress:
       spdlog::info("rendezvous: {}", e.text);
@@ -294,7 +298,7 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
   } else {
     std::string summary = absl::StrCat("job failed: ", o.reason, "; exiting ", o.exit_code);
     if (o.root_cause && !o.root_cause->restartable && config_.max_restarts > 0 &&
-        config_.restart_policy == RestartPolicy::kExitCode) {
+        config_.restart_policy == RestartPolicy::kExitCode && o.root_cause->what != "hung") {
       // Users coming from torchrun expect any failure to restart while the budget lasts.
       absl::StrAppend(&summary, " (--restart-policy ExitCode restarts only on ",
                       absl::StrJoin(config_.restartable_exit_codes, ", "),
@@ -384,6 +388,7 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
     }
   }
   rdzv_->ReportWorkersStarted(round_, started);
+  if (hang_) hang_->Start(round_);
   Publish();
 }
 
@@ -477,6 +482,7 @@ void Agent::Teardown() {
   // The helpers are told first and waited for last, so that they wind down while the agent
   // does its own work: each hand-off to another task is a wake-up, which on a busy machine
   // can cost a scheduler time slice (B8). Every worker is reaped by now.
+  hang_.reset();  // before the rendezvous client it reports to
   if (store_) store_->BeginShutdown();
   launcher_->BeginShutdown();
   rdzv_ = nullptr;

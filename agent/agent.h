@@ -32,6 +32,8 @@
 
 namespace muster {
 
+class HangWatch;  // agent/hang_watch.h
+
 class Agent {
  public:
   // Where the agent is in its lifecycle (DESIGN §3).
@@ -121,6 +123,7 @@ class Agent {
   int agent_signal_ = 0;  // the first signal the agent received, 0 before
   std::optional<rdzv::Outcome> outcome_;
   std::optional<rdzv::Event> last_stop_;  // the job's last kStopWorkers, for the event log
+  std::unique_ptr<HangWatch> hang_;       // with --hang-timeout
 };
 
 }  // namespace muster

@@ -117,6 +117,10 @@ struct Config {
   absl::Duration shutdown_timeout = absl::Seconds(30);
   std::vector<int> signals_to_handle;
   Containment containment = Containment::kAuto;  // launch/containment.h
+  // Hang detection (agent/hang_watch.h): zero is off; a hang restarts the job (within the
+  // budget) unless --hang-action fail.
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  bool hang_restart = true;
 
   // Output.
   std::string log_dir;  // empty: a temporary directory, removed at exit

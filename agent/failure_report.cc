@@ -47,9 +47,13 @@ std::string FailedWorkerLine(const rdzv::Failure& f) {
   return line;
 }
 
-std::string StderrBlock(int rank, const std::string& host, const std::string& stderr_tail) {
+std::string StderrBlock(int rank, const std::string& host, const std::string& stderr_tail,
+                        bool hung) {
   if (stderr_tail.empty()) return "";
-  std::string block = absl::StrCat("last lines of rank ", rank, "'s stderr (host ", host, "):");
+  // A hang's root cause carries every rank's stack by group (rendezvous/core/hang.h) there.
+  std::string block =
+      hung ? std::string("every rank by stack when the job hung:")
+           : absl::StrCat("last lines of rank ", rank, "'s stderr (host ", host, "):");
   std::string_view rest = stderr_tail;
   while (true) {
     size_t nl = rest.find('\n');
@@ -62,7 +66,7 @@ std::string StderrBlock(int rank, const std::string& host, const std::string& st
 }
 
 std::string StderrBlock(const rdzv::Failure& f) {
-  return StderrBlock(f.rank, f.host, f.stderr_tail);
+  return StderrBlock(f.rank, f.host, f.stderr_tail, f.what == "hung");
 }
 
 std::string TerminationLogText(const std::string& summary, const std::string& block) {

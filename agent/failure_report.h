@@ -28,7 +28,9 @@ std::string FailedWorkerLine(const rdzv::Failure& failure);
 
 // The root cause's stderr lines under a heading naming whose they are, each indented;
 // "" when it has none.
-std::string StderrBlock(int rank, const std::string& host, const std::string& stderr_tail);
+// `hung`: the tail is a hang's grouping of every rank's stack (rendezvous/core/hang.h).
+std::string StderrBlock(int rank, const std::string& host, const std::string& stderr_tail,
+                        bool hung = false);
 std::string StderrBlock(const rdzv::Failure& failure);
 
 // What --termination-log gets, at most kTerminationLogBytes with its final newline: the

@@ -30,6 +30,8 @@ TEST(FailureReportTest, StderrTravelsOnlyWithoutAnErrorFileMessage) {
 TEST(FailureReportTest, StderrBlockNamesTheRankAndIndentsEachLine) {
   EXPECT_EQ(StderrBlock(3, "h", ""), "");
   EXPECT_EQ(StderrBlock(3, "h", "a\nb"), "last lines of rank 3's stderr (host h):\n  a\n  b");
+  EXPECT_EQ(StderrBlock(3, "h", "ranks 0-2: x\nrank 3: y", /*hung=*/true),
+            "every rank by stack when the job hung:\n  ranks 0-2: x\n  rank 3: y");
 }
 
 TEST(FailureReportTest, TerminationLogKeepsTheSummaryAndTheLastLinesThatFit) {

@@ -79,6 +79,9 @@ class MeteredRendezvous : public rdzv::RendezvousClient {
     metrics_->RendezvousOpened();
     inner_->ReportStopped(round, store_port);
   }
+  void ReportStalled(int round, const rdzv::Stall& stall) override {
+    inner_->ReportStalled(round, stall);
+  }
   void Leave(const std::string& why) override { inner_->Leave(why); }
 
  private:

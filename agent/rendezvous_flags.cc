@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "agent/conventions.h"
 #include "agent/flag_parsers.h"
+#include "agent/hang_flags.h"
 #include "agent/torchrun_compat.h"
 #include "base/duration.h"
 #include "base/endpoint.h"
@@ -67,16 +68,18 @@ absl::Status ApplyRdzvConfItem(const std::string& where, const std::string& key,
     absl::Duration unused;
     return duration(&unused);
   }
+  if (std::optional<absl::Status> hang = ApplyHangRdzvConfKey(where, key, value, c)) return *hang;
   if (std::optional<absl::Status> torch = ApplyTorchRdzvConfKey(where, key, value, c)) {
     return *torch;
   }
-  return FlagError(where, absl::StrCat("unknown key '", EscapeForMessage(key),
-                                       "'; known: join_timeout (or timeout), last_call_timeout, "
-                                       "heartbeat_interval (or keep_alive_interval), "
-                                       "heartbeat_misses (or keep_alive_max_attempt), is_host, "
-                                       "rank; torch's read_timeout, close_timeout, "
-                                       "heartbeat_timeout, store_type=tcp and use_libuv are "
-                                       "checked and have no effect"));
+  return FlagError(
+      where, absl::StrCat("unknown key '", EscapeForMessage(key),
+                          "'; known: join_timeout (or timeout), last_call_timeout, "
+                          "heartbeat_interval (or keep_alive_interval), "
+                          "heartbeat_misses (or keep_alive_max_attempt), is_host, "
+                          "rank, hang_timeout, hang_action; torch's read_timeout, close_timeout, "
+                          "heartbeat_timeout, store_type=tcp and use_libuv are "
+                          "checked and have no effect"));
 }
 
 // torchrun's static form (see FinishStaticForm).

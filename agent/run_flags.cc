@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/types/span.h"
 #include "agent/flag_parsers.h"
+#include "agent/hang_flags.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/run_flag_steps.h"
 #include "agent/torchrun_compat.h"
@@ -51,7 +52,8 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "rdzv-conf",
      .group = "Rendezvous",
      .default_text = "",
-     .help = "join_timeout=600s,last_call_timeout=30s,heartbeat_interval=5s,heartbeat_misses=3",
+     .help = "join_timeout=600s,last_call_timeout=30s,heartbeat_interval=5s,heartbeat_misses=3,"
+             "hang_timeout=0,hang_action=restart",
      .apply = ApplyRdzvConf},
     {.name = "rdzv-host",
      .group = "Rendezvous",
@@ -197,6 +199,18 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "30s",
      .help = "grace period between SIGTERM and SIGKILL",
      .apply = SetParsed<&Config::shutdown_timeout, ParseDuration>},
+    {.name = "hang-timeout",
+     .group = "Failures",
+     .default_text = "0 (off)",
+     .help = "a hang is every worker of every node without CPU progress and with the same "
+             "stacks this long: the culprit is named, stacks go to the log dir (README \"Hangs\")",
+     .apply = ApplyHangTimeout},
+    {.name = "hang-action",
+     .group = "Failures",
+     .default_text = "restart",
+     .help = "on a hang: restart (the restart budget applies; exit 138 once spent) or fail "
+             "(exit 1)",
+     .apply = ApplyHangAction},
     {.name = "signals-to-handle",
      .group = "Failures",
      .default_text = kDefaultSignals,
@@ -549,6 +563,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckTorchrunFlags(env, c));
   RETURN_IF_ERROR(CheckAcrossFlags(env, c));
+  RETURN_IF_ERROR(CheckHangFlags(c));
   WarnAboutMisspelledVariables(env, &c);
   return c;
 }

@@ -379,3 +379,37 @@ TEST(FlagsTest, MoreWorkersThanCpusWithoutGpusWarns) {
 
 }  // namespace
 }  // namespace muster
+
+namespace muster {
+namespace {
+
+TEST(HangFlagsTest, TimeoutActionAndTheirRdzvConfKeys) {
+  absl::StatusOr<Config> c = Parse({"script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hang_timeout, absl::ZeroDuration());  // off by default
+  EXPECT_TRUE(c->hang_restart);
+  c = Parse({"--hang-timeout", "5m", "--hang-action", "fail", "script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hang_timeout, absl::Minutes(5));
+  EXPECT_FALSE(c->hang_restart);
+  c = Parse({"--rdzv-conf", "hang_timeout=3s,hang_action=fail", "script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hang_timeout, absl::Seconds(3));
+  EXPECT_FALSE(c->hang_restart);
+  for (auto [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--hang-timeout", "200ms", "x"}, "--hang-timeout: '200ms' is below 1s"},
+           {{"--hang-timeout", "soon", "x"}, "--hang-timeout"},
+           {{"--hang-action", "ignore", "x"}, "--hang-action: 'ignore' must be restart"},
+           {{"--rdzv-conf", "hang_action=x", "x"}, "hang_action"},
+           {{"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:2379",
+             "--hang-timeout", "5s", "x"},
+            "--hang-timeout needs the job-wide rule"}}) {
+    absl::StatusOr<Config> bad = Parse(args);
+    ASSERT_FALSE(bad.ok()) << says;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(says), std::string::npos) << bad.status();
+  }
+}
+
+}  // namespace
+}  // namespace muster

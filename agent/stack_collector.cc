@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -63,6 +65,18 @@ bool HookReady(const std::string& path) {
   return ReadFrom(path, 0, sizeof(kStackHookReady) - 1) == kStackHookReady;
 }
 
+// Whether `pid` has a handler for `sig` now (/proc/<pid>/status, SigCgt). A Python worker
+// that is exiting has unregistered faulthandler: the signal would end it (found by hang
+// detection sampling a job's last second). False when unreadable.
+bool SignalCaught(pid_t pid, int sig) {
+  std::string status = ReadFrom(absl::StrCat("/proc/", pid, "/status"), 0, 8192);
+  size_t at = status.find("\nSigCgt:");
+  if (at == std::string::npos) return false;
+  uint64_t mask = 0;
+  if (sscanf(status.c_str() + at + 8, "%" SCNx64, &mask) != 1) return false;
+  return sig >= 1 && sig <= 64 && (mask >> (sig - 1)) & 1;
+}
+
 // Signals `w` if its hook is in place; otherwise (or when signalling fails) says why in
 // stack.unavailable. Loop thread: `w` is not reaped while this runs.
 Awaited SignalIfHooked(const WorkerView& w, bool hook) {
@@ -82,6 +96,10 @@ Awaited SignalIfHooked(const WorkerView& w, bool hook) {
   if (!HookReady(a.path) || !IsPythonProcess(w.pid)) {
     // No pid in the reason: ranks with the same reason are listed as one group.
     a.stack.unavailable = "no stack hook (Python run with -I, -E or -S, or still starting)";
+    return a;
+  }
+  if (!SignalCaught(w.pid, StackSignal())) {
+    a.stack.unavailable = "its stack hook is gone (exiting, or the program replaced the handler)";
     return a;
   }
   // A hooked worker that exec'd another program keeps its pid and file, not the handler:

@@ -215,8 +215,8 @@ std::string TimeOfDay(const std::string& rfc3339) {
 void PrintRootCauseStderr(const nlohmann::json& j) {
   if (!j.contains("root_cause")) return;
   const nlohmann::json& f = j["root_cause"];
-  std::string block =
-      StderrBlock(f["rank"].get<int>(), f["host"].get<std::string>(), f.value("stderr_tail", ""));
+  std::string block = StderrBlock(f["rank"].get<int>(), f["host"].get<std::string>(),
+                                  f.value("stderr_tail", ""), f.value("what", "") == "hung");
   if (!block.empty()) std::printf("%s\n", block.c_str());
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "rendezvous/core/hang.h"
 #include "rendezvous/core/types.h"
 
 namespace muster::rdzv {
@@ -40,6 +41,10 @@ class RendezvousClient {
   // Workers of `round` are stopped; the node's fresh store for the next round listens on
   // `store_port`.
   virtual void ReportStopped(int round, int store_port) = 0;
+  // Hang detection (--hang-timeout, rendezvous/core/hang.h): this node's workers of `round`
+  // stalled, or progress again. The job decides once every node has stalled. A backend
+  // without the job-wide path ignores it (the agent refuses --hang-timeout there).
+  virtual void ReportStalled(int round, const Stall& stall) = 0;
   // The agent is leaving on purpose (a signal): the job treats it as a lost node.
   virtual void Leave(const std::string& why) = 0;
 };

@@ -46,6 +46,12 @@ void LocalRendezvous::ReportStopped(int round, int store_port) {
   Deliver(std::move(out));
 }
 
+void LocalRendezvous::ReportStalled(int round, const Stall& stall) {
+  std::vector<Event> out;
+  job_->NodeStalled(node_id_, round, stall, EventLoop::Now(), &out);
+  Deliver(std::move(out));
+}
+
 void LocalRendezvous::Leave(const std::string& why) {
   std::vector<Event> out;
   job_->NodeLost(node_id_, why, EventLoop::Now(), &out);

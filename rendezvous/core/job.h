@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "rendezvous/core/conditions.h"
+#include "rendezvous/core/hang.h"
 #include "rendezvous/core/types.h"
 
 namespace muster::rdzv {
@@ -123,6 +124,12 @@ class Job {
   // The node has stopped its workers of `round` and opened a fresh store on `store_port`.
   void WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
                       std::vector<Event>* out);
+  // Hang detection (hang.h, job_hang.cc): the node's workers of `round` stalled, or made
+  // progress again. Once every participant has stalled the round ends as a failure "hung"
+  // naming the culprit (conditions' reason "Hung"), restartable as the reports say. Stale
+  // rounds are ignored.
+  void NodeStalled(const std::string& node_id, int round, const Stall& stall, absl::Time now,
+                   std::vector<Event>* out);
   // Fires due deadlines: progress, last call, join timeout, stop timeout.
   void Tick(absl::Time now, std::vector<Event>* out);
   // When Tick must run next; nullopt when nothing is pending.
@@ -141,6 +148,7 @@ class Job {
     bool left = false;                  // hung up after the outcome; kept for the final status
     int rounds_started = 0;             // rounds this node's workers were started in
     std::vector<WorkerStatus> workers;  // this round's, by local rank
+    std::optional<Stall> stall;         // its workers stalled this round (NodeStalled)
   };
 
   static Event MakeEvent(Event::Kind kind, const std::string& node_id, std::string text = "");
@@ -155,6 +163,10 @@ class Job {
   void BeginStopping(const char* cause, const std::string& reason, bool counted,
                      const std::optional<Failure>& failure, absl::Time now,
                      std::vector<Event>* out);
+  // The round failed with `failure`: restart while the budget lasts, else finish. `cause`
+  // is the conditions' reason (nullptr: "WorkerFailed", "RestartBudgetSpent", ...).
+  void FailRound(const char* cause, const Failure& failure, absl::Time now,
+                 std::vector<Event>* out);
   void MaybeFinishStopping(absl::Time now, std::vector<Event>* out);
   void Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out);
   // Marks a worker of `node` ended, unless it already is.

@@ -22,6 +22,11 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
   // The signal is not in a Failure; WorkerEnded (sent first by agents) carries it.
   EndWorker(it->second, failure.local_rank, failure.pid, WorkerState::kFailed, failure.code, 0,
             failure.what);
+  FailRound(nullptr, failure, now, out);
+}
+
+void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
+                    std::vector<Event>* out) {
   std::string what =
       absl::StrCat("rank ", failure.rank, " on ", failure.host, " failed: ", failure.what);
   if (std::string detail = FailureDetail(failure); !detail.empty()) {
@@ -33,7 +38,7 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
   brief.stderr_tail.clear();
   if (failure.restartable && restarts_used_ < spec_.max_restarts) {
     ++restarts_used_;
-    BeginStopping("WorkerFailed",
+    BeginStopping(cause != nullptr ? cause : "WorkerFailed",
                   absl::StrCat(what, "; restarting (", restarts_used_, " of ", spec_.max_restarts,
                                " restarts used)"),
                   /*counted=*/true, brief, now, out);
@@ -48,7 +53,9 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
   // Every agent exits with this code: a failure must never read as success (a report with
   // code 0, or 256 that the exit status truncates to 0; found by tests/fuzz/rendezvous_fuzz).
   int code = failure.code >= 1 && failure.code <= 255 ? failure.code : 1;
-  Finish(failure.restartable ? "RestartBudgetSpent" : "NotRestartable",
+  Finish(cause != nullptr      ? cause
+         : failure.restartable ? "RestartBudgetSpent"
+                               : "NotRestartable",
          Outcome{.exit_code = code, .root_cause = failure, .reason = absl::StrCat(what, "; ", why)},
          now, out);
 }
@@ -171,6 +178,7 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
     Node* n = order[i];
     n->prev_group_rank = static_cast<int>(i);
     n->succeeded = n->stopped = n->failed = false;
+    n->stall.reset();
     participants_.push_back(n->info);
     world_size += n->info.local_world_size;
     ++n->rounds_started;

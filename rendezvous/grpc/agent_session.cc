@@ -164,6 +164,12 @@ class AgentSession : public SessionReactor,
         stacks_->Deliver(node_id_, msg.stacks().id(), std::move(ranks));
         break;
       }
+      case v1::AgentMessage::kStalled: {
+        Stall stall{.stalled = msg.stalled().stalled(), .restartable = msg.stalled().restartable()};
+        for (const v1::RankStack& r : msg.stalled().ranks()) stall.ranks.push_back(FromProto(r));
+        registry_->NodeStalled(node_id_, msg.stalled().round(), stall);
+        break;
+      }
       case v1::AgentMessage::kLeave:
         ReportLost(absl::StrCat("left: ", msg.leave().why()));
         RequestFinish(grpc::Status::OK);

@@ -444,6 +444,16 @@ void GrpcRendezvousClient::ReportWorkerEnded(int round, const EndedWorker& worke
   impl_->Send(std::move(msg));
 }
 
+void GrpcRendezvousClient::ReportStalled(int round, const Stall& stall) {
+  v1::AgentMessage msg;
+  v1::Stalled* out = msg.mutable_stalled();
+  out->set_round(round);
+  out->set_stalled(stall.stalled);
+  out->set_restartable(stall.restartable);
+  for (const RankStack& r : stall.ranks) grpc_internal::ToProto(r, out->add_ranks());
+  impl_->Send(std::move(msg));
+}
+
 void GrpcRendezvousClient::ReportStopped(int round, int store_port) {
   v1::AgentMessage msg;
   msg.mutable_workers_stopped()->set_round(round);

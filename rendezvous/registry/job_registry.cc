@@ -128,6 +128,12 @@ void JobRegistry::WorkerEnded(const std::string& node_id, int round, const Ended
   });
 }
 
+void JobRegistry::NodeStalled(const std::string& node_id, int round, const Stall& stall) {
+  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
+    job.NodeStalled(node_id, round, stall, now, out);
+  });
+}
+
 void JobRegistry::WorkerFailed(const std::string& node_id, int round, const Failure& failure) {
   WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
     job.WorkerFailed(node_id, round, failure, now, out);

@@ -105,6 +105,8 @@ class JobRegistry {
                       const std::vector<StartedWorker>& workers);
   void WorkerEnded(const std::string& node_id, int round, const EndedWorker& ended);
   void WorkersStopped(const std::string& node_id, int round, int store_port);
+  // Hang detection (rendezvous/core/hang.h): see Job::NodeStalled.
+  void NodeStalled(const std::string& node_id, int round, const Stall& stall);
   // The node's stream closed, failed, or it left: dead at once; its route is dropped.
   void NodeLost(const std::string& node_id, const std::string& why);
 

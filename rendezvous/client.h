@@ -40,6 +40,9 @@ class RendezvousClient {
   // Workers of `round` are stopped; the node's fresh store for the next round listens on
   // `store_port`.
   virtual void ReportStopped(int round, int store_port) = 0;
+  // This node is being preempted (README "Preemption"): the job tells every node (kPreempt,
+  // this one included) before anything is stopped. A backend without notices ignores it.
+  virtual void Preempt(const std::string& /*reason*/) {}
   // The agent is leaving on purpose (a signal): the job treats it as a lost node.
   virtual void Leave(const std::string& why) = 0;
 };

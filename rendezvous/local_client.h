@@ -28,6 +28,7 @@ class LocalRendezvous : public RendezvousClient {
   void ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) override;
   void ReportWorkerEnded(int round, const EndedWorker& worker) override;
   void ReportStopped(int round, int store_port) override;
+  void Preempt(const std::string& reason) override;
   void Leave(const std::string& why) override;
 
   const Job* job() const { return job_ ? &*job_ : nullptr; }

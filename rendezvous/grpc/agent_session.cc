@@ -164,6 +164,9 @@ class AgentSession : public SessionReactor,
         stacks_->Deliver(node_id_, msg.stacks().id(), std::move(ranks));
         break;
       }
+      case v1::AgentMessage::kPreempt:
+        registry_->Preempt(node_id_, msg.preempt().reason());
+        break;
       case v1::AgentMessage::kLeave:
         ReportLost(absl::StrCat("left: ", msg.leave().why()));
         RequestFinish(grpc::Status::OK);

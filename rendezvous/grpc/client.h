@@ -60,6 +60,7 @@ class GrpcRendezvousClient : public RendezvousClient {
   void ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) override;
   void ReportWorkerEnded(int round, const EndedWorker& worker) override;
   void ReportStopped(int round, int store_port) override;
+  void Preempt(const std::string& reason) override;
   void Leave(const std::string& why) override;
 
   // True once the stream to the server has ended (after Leave, Finished, a refusal or a

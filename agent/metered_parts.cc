@@ -79,6 +79,7 @@ class MeteredRendezvous : public rdzv::RendezvousClient {
     metrics_->RendezvousOpened();
     inner_->ReportStopped(round, store_port);
   }
+  void Preempt(const std::string& reason) override { inner_->Preempt(reason); }
   void Leave(const std::string& why) override { inner_->Leave(why); }
 
  private:

@@ -71,7 +71,7 @@ def test_sigterm_to_one_agent_every_rank_saves_the_same_step_and_the_job_resumes
                         SCRIPT], per_agent=ranked, env=env)
     wait_steps(log, 4 * 3)
     agents.procs[1].send_signal(signal.SIGTERM)
-    (rc_a, _, err_a), (rc_b, _, err_b) = agents.wait(60)
+    (rc_a, out_a, err_a), (rc_b, out_b, err_b) = agents.wait(60)
     assert rc_b == 143, err_b[-3000:]
     assert "this node is being preempted (agent received SIGTERM)" in err_b, err_b[-3000:]
     assert rc_a == 0, err_a[-3000:]
@@ -80,7 +80,7 @@ def test_sigterm_to_one_agent_every_rank_saves_the_same_step_and_the_job_resumes
     assert set(by) == {(0, 4), (0, 2)}, dict(by)
     s = assert_resumed(ckpt, by[(0, 4)], by[(0, 2)], ranks_before=4, ranks_after=2)
     print(f"all 4 ranks saved step {s}; the 2 ranks left resumed at {s + 1}")
-    assert "preempted (agent received SIGTERM), saved step" in err_a + err_b
+    assert "preempted (agent received SIGTERM), saved step" in out_a + err_a + out_b + err_b
 
 
 def test_drain_fixed_size_job_ends_143_shows_preempting_and_a_rerun_resumes(tmp_path):

@@ -91,6 +91,7 @@ absl::Status Agent::Setup() {
   status_file_ = std::make_unique<StatusFile>(config_.status_file);
   RETURN_IF_ERROR(loop_->Add(parts_.signal_fd.get(), EPOLLIN, [this](uint32_t) { OnSignalFd(); }));
   RETURN_IF_ERROR(PrepareRunDir());
+  RETURN_IF_ERROR(WatchPreemptFile());
   if (config_.debug) {
     RETURN_IF_ERROR(CheckDebugPort(config_));
     absl::StatusOr<UniqueFd> lock = ClaimDebugDir(config_.debug_dir);
@@ -168,11 +169,13 @@ void Agent::OnSignalFd() {
 void Agent::OnAgentSignal(int sig) {
   if (agent_signal_ != 0) {
     spdlog::warn("received {} again while stopping: killing the workers now", SignalName(sig));
+    EndPreemptWait("a second signal");
     launcher_->Escalate();
     return;
   }
   agent_signal_ = sig;
   events_->Write("signal_received", {{"signal", SignalName(sig)}});
+  if (sig == SIGTERM && PreemptSelf(absl::StrCat("agent received ", SignalName(sig)))) return;
   spdlog::info("received {}: forwarding it to every worker, SIGKILL after {}", SignalName(sig),
                HumanDuration(config_.shutdown_timeout));
   rdzv_->Leave(absl::StrCat("agent received ", SignalName(sig)));
@@ -201,6 +204,7 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
     return;
   }
   if (!config_.debug) rdzv_->ReportWorkerEnded(round_, EndedWorkerOf(e));
+  if (TakeWorkerExitWhilePreempting()) return;  // no restart decision: the notice caused it
   if (e.while_stopping || !launcher_->running()) {
     spdlog::debug("local rank {} (pid {}) stopped: {}", e.placement.local_rank, e.pid, e.what);
     return;
@@ -263,7 +267,7 @@ void Agent::ReportStopped() {
 }
 
 void Agent::OnRendezvousEvent(const rdzv::Event& e) {
-  if (done()) return;
+  if (done() || HoldWhilePreempting(e)) return;
   if (hang_) hang_->OnJobEvent(e);  // a hang's stacks file, before the workers stop
   switch (e.kind) {
     case rdzv::Event::Kind::kProgress:
@@ -275,6 +279,8 @@ void Agent::OnRendezvousEvent(const rdzv::Event& e) {
       return OnStopRequested(e);
     case rdzv::Event::Kind::kFinished:
       return OnFinished(e.outcome);
+    case rdzv::Event::Kind::kPreempt:
+      return OnPreemptNotice(e);
   }
 }
 

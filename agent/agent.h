@@ -25,6 +25,7 @@
 #include "agent/agent_parts.h"
 #include "agent/config.h"
 #include "agent/event_log.h"
+#include "agent/preempt_file_watch.h"
 #include "agent/run_dir.h"
 #include "agent/status_file.h"
 #include "agent/worker_specs.h"
@@ -46,6 +47,8 @@ class Agent {
     kAtBarrier,   // ... done; waiting for the rest of the job (the exit barrier)
     kRestarting,  // stopping the workers because the job goes to a next round
     kExiting,     // stopping the workers, then exiting as the exit plan says
+    kPreempting,  // a node is being preempted: the workers have the notice and checkpoint
+    kPreempted,   // ... they are done (this node was not the one): waiting for the job's word
     kSucceeded,   // done: Run() returns 0
     kFailed,      // done: Run() returns the exit plan's code
   };
@@ -99,6 +102,31 @@ class Agent {
   void Teardown();
   void ReleaseDebugDirIfHeld();
 
+  // Preemption (agent_preempt.cc, README "Preemption").
+  struct PreemptState {
+    int round = 0;        // the round it concerns
+    bool self = false;    // this node is the one preempted: it leaves and exits 143
+    bool waiting = true;  // the workers have the notice; the grace runs
+    std::string host;     // the preempted node's
+    std::string reason;
+    absl::Time started;
+    EventLoop::TimerId grace_timer = 0;
+    EventLoop::TimerId kill_timer = 0;  // self: SIGKILL at started + --shutdown-timeout
+    std::optional<rdzv::Event> held;    // kStopWorkers / kFinished, replayed once done
+  };
+  absl::Status WatchPreemptFile();
+  void OnPreemptFile(const std::string& reason);
+  // SIGTERM or --preempt-file: tells the job, then the workers. False when no round's
+  // workers run here (the caller stops as before).
+  bool PreemptSelf(const std::string& reason);
+  void OnPreemptNotice(const rdzv::Event& e);
+  void BeginPreempt(bool self, const std::string& host, const std::string& reason);
+  void EndPreemptWait(const std::string& why);
+  // A worker ended while the notice runs: true when taken (no restart decision for it).
+  bool TakeWorkerExitWhilePreempting();
+  // kStopWorkers / kFinished while the workers checkpoint: true when held back.
+  bool HoldWhilePreempting(const rdzv::Event& e);
+
   Config config_;
   AgentParts parts_;
   // Shorthands for parts_ members.
@@ -124,6 +152,8 @@ class Agent {
   std::optional<rdzv::Outcome> outcome_;
   std::optional<rdzv::Event> last_stop_;  // the job's last kStopWorkers, for the event log
   std::unique_ptr<HangWatch> hang_;       // with --hang-timeout
+  std::optional<PreemptState> preempt_;   // the last preemption notice's
+  std::unique_ptr<PreemptFileWatch> preempt_watch_;  // --preempt-file
 };
 
 }  // namespace muster

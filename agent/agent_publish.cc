@@ -23,6 +23,9 @@ const char* PublishedPhase(Agent::Phase phase) {
     case Agent::Phase::kRestarting:
     case Agent::Phase::kExiting:
       return "Stopping";
+    case Agent::Phase::kPreempting:
+    case Agent::Phase::kPreempted:
+      return "Preempting";
     case Agent::Phase::kSucceeded:
       return "Succeeded";
     case Agent::Phase::kFailed:
@@ -90,6 +93,10 @@ void Agent::Publish() {
     doc["workers"].push_back(worker);
   }
   if (!config_.probe_summary.is_null()) doc["probe"] = config_.probe_summary;
+  if (preempt_ && (phase_ == Phase::kPreempting || phase_ == Phase::kPreempted)) {
+    doc["preempting"] = {
+        {"host", preempt_->host}, {"reason", preempt_->reason}, {"self", preempt_->self}};
+  }
   if (outcome_) {
     doc["exit_code"] = outcome_->exit_code;
     doc["reason"] = outcome_->reason;

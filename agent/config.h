@@ -4,6 +4,8 @@
 #ifndef MUSTER_AGENT_CONFIG_H_
 #define MUSTER_AGENT_CONFIG_H_
 
+#include <signal.h>
+
 #include <map>
 #include <optional>
 #include <set>
@@ -115,6 +117,12 @@ struct Config {
   RestartPolicy restart_policy = RestartPolicy::kExitCode;
   std::set<int> restartable_exit_codes;
   absl::Duration shutdown_timeout = absl::Seconds(30);
+  // Preemption (README "Preemption"): the signal workers get with the notice (0: none, the
+  // MUSTER_PREEMPTED file only), how long they may take to exit on their own (capped at
+  // shutdown_timeout), and a file whose appearance preempts this node ("": none).
+  int preempt_signal = SIGUSR1;
+  absl::Duration preempt_grace = absl::Seconds(20);
+  std::string preempt_file;
   std::vector<int> signals_to_handle;
   Containment containment = Containment::kAuto;  // launch/containment.h
   // Hang detection (agent/hang_watch.h): zero is off; a hang restarts the job (within the

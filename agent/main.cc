@@ -44,6 +44,8 @@ void PrintUsage(FILE* out) {
       "  serve [flags]                              a standalone rendezvous server\n"
       "  status --rdzv-endpoint H[:P] --rdzv-id ID  a job's status (--json)\n"
       "  stacks --rdzv-endpoint H[:P] --rdzv-id ID  every rank's Python stack, grouped\n"
+      "  drain --rdzv-endpoint H[:P] --rdzv-id ID --node ID|--host H\n"
+      "                                             preempt one node: notice, checkpoint, leave\n"
       "  exec --rank N [--] [CMD...]                debug mode: start rank N by hand\n"
       "  --version                                  print the version\n\n"
       "`muster COMMAND --help` lists each command's flags.\n",
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve") return muster::ServeCommand(rest, muster::ReadEnvironment());
   if (cmd == "status") return muster::StatusCommand(rest, muster::ReadEnvironment());
   if (cmd == "stacks") return muster::StacksCommand(rest, muster::ReadEnvironment());
+  if (cmd == "drain") return muster::DrainCommand(rest, muster::ReadEnvironment());
   if (cmd == "exec") return muster::ExecCommand(rest, muster::ReadEnvironment());
   std::fprintf(stderr, "muster: unknown command '%s'\n", cmd.c_str());
   muster::PrintUsage(stderr);

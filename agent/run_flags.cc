@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "agent/flag_parsers.h"
 #include "agent/hang_flags.h"
+#include "agent/preempt_notice.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/run_flag_steps.h"
 #include "agent/torchrun_compat.h"
@@ -211,6 +212,21 @@ constexpr FlagSpec kMusterFlags[] = {
      .help = "on a hang: restart (the restart budget applies; exit 138 once spent) or fail "
              "(exit 1)",
      .apply = ApplyHangAction},
+    {.name = "preempt-signal",
+     .group = "Failures",
+     .default_text = "SIGUSR1",
+     .help = "sent with a preemption notice to workers that catch it; none: the file only",
+     .apply = SetParsed<&Config::preempt_signal, ParsePreemptSignal>},
+    {.name = "preempt-grace",
+     .group = "Failures",
+     .default_text = "20s",
+     .help = "how long workers may checkpoint after a preemption notice (<= shutdown-timeout)",
+     .apply = SetParsed<&Config::preempt_grace, ParseDuration>},
+    {.name = "preempt-file",
+     .group = "Failures",
+     .default_text = "none",
+     .help = "a file whose appearance preempts this node (spot-instance notices)",
+     .apply = SetText<&Config::preempt_file>},
     {.name = "signals-to-handle",
      .group = "Failures",
      .default_text = kDefaultSignals,
@@ -496,8 +512,8 @@ absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, con
 // MUSTER_STACKS_*: a worker's, launch/watchdog.h, agent/stack_hook.h; an agent started inside
 // a worker inherits them).
 constexpr const char* kOtherVariables[] = {
-    "MUSTER_TOKEN",      "MUSTER_LIBCUDA",    "MUSTER_LIBNVML",      "MUSTER_LIBNCCL",
-    "MUSTER_AGENT_MARK", "MUSTER_STACKS_DIR", "MUSTER_STACKS_SIGNAL"};
+    "MUSTER_TOKEN",      "MUSTER_LIBCUDA",    "MUSTER_LIBNVML",       "MUSTER_LIBNCCL",
+    "MUSTER_AGENT_MARK", "MUSTER_STACKS_DIR", "MUSTER_STACKS_SIGNAL", "MUSTER_PREEMPTED"};
 
 // MUSTER_<X> variables that set no flag of `muster run` but are a typo away from one
 // (MUSTER_NPROC_PER_NODES): ignored, so a warning names the variable meant. Other

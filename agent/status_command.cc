@@ -109,6 +109,16 @@ void AddTiming(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   }
 }
 
+// The nodes being preempted, with their reasons (README "Preemption").
+void AddPreempting(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
+  for (const rdzv::Preemption& p : s.preempting) {
+    j["preempting"].push_back({{"node_id", p.node_id},
+                               {"host", p.host},
+                               {"reason", p.reason},
+                               {"since", absl::FormatTime(p.since)}});
+  }
+}
+
 nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
   nlohmann::json j = {{"run_id", s.run_id},
                       {"phase", rdzv::JobPhaseName(s.phase)},
@@ -123,6 +133,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                       {"workers", nlohmann::json::array()},
                       {"history", nlohmann::json::array()}};
   AddTiming(s, j);
+  AddPreempting(s, j);
   for (const rdzv::Condition& c : s.conditions) {
     j["conditions"].push_back({{"type", c.type},
                                {"status", c.status ? "True" : "False"},
@@ -244,6 +255,10 @@ void PrintTable(const nlohmann::json& j, bool color) {
               j.value("attempt", 0), j["restarts_used"].get<int>(), j["max_restarts"].get<int>(),
               j["nodes"].size(), j["min_nodes"].get<int>(), j["max_nodes"].get<int>());
   PrintTiming(j);
+  for (const auto& p : j.value("preempting", nlohmann::json::array())) {
+    std::printf("preempting node %s (%s): %s\n", p["host"].get<std::string>().c_str(),
+                p["node_id"].get<std::string>().c_str(), p["reason"].get<std::string>().c_str());
+  }
   std::printf("%-11s %-6s %-9s %-20s %s\n", "CONDITION", "STATUS", "SINCE", "REASON", "MESSAGE");
   for (const auto& c : j["conditions"]) {
     std::string status = c["status"].get<std::string>();

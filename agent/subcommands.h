@@ -18,6 +18,9 @@ int StatusCommand(const std::vector<std::string>& args,
 // `muster stacks`: every rank's Python stack, grouped (agent/stacks_command.cc).
 int StacksCommand(const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env);
+// `muster drain`: preempt one node of a job (agent/drain_command.cc).
+int DrainCommand(const std::vector<std::string>& args,
+                 const std::map<std::string, std::string>& env);
 
 }  // namespace muster
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/flight_recorder.h"
+#include "agent/preempt_notice.h"
 #include "agent/stack_hook.h"
 
 namespace muster {
@@ -94,6 +95,7 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
     spec.spawn.argv = BuildWorkerArgv(config, config.virtual_local_rank ? 0 : local);
     spec.spawn.env = BuildWorkerEnv(config.worker_env_base, config, spec.placement, info);
     if (!config.no_stack_hook) AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
+    AddPreemptEnv(spec.dir, &spec.spawn.env);
     AddFlightRecorderEnv(attempt_dir, &spec.spawn.env);
     if (config.bind_cores_to_rank) {
       spec.spawn.cpus = CpuShare(cpus.available, cpus.numa_of, local, n);

@@ -14,8 +14,8 @@
 namespace muster::metrics {
 namespace {
 
-constexpr std::array<const char*, 5> kPhases = {"Rendezvous", "Running", "Stopping", "Succeeded",
-                                                "Failed"};
+constexpr std::array<const char*, 6> kPhases = {"Rendezvous", "Running", "Stopping",
+                                                "Succeeded",  "Failed",  "Preempting"};
 constexpr std::array<const char*, 4> kWorkerStates = {"running", "succeeded", "failed", "stopped"};
 
 int64_t SteadyNowNs() {

@@ -11,8 +11,8 @@
 namespace muster::metrics {
 namespace {
 
-constexpr std::array<const char*, 5> kJobPhases = {"Pending", "Running", "Restarting", "Succeeded",
-                                                   "Failed"};
+constexpr std::array<const char*, 6> kJobPhases = {"Pending",   "Running", "Restarting",
+                                                   "Succeeded", "Failed",  "Preempting"};
 constexpr std::array<const char*, 7> kNodeStates = {"Waiting",  "Running", "Succeeded", "Failed",
                                                     "Stopping", "Stopped", "Left"};
 

@@ -45,6 +45,9 @@ class RendezvousClient {
   // stalled, or progress again. The job decides once every node has stalled. A backend
   // without the job-wide path ignores it (the agent refuses --hang-timeout there).
   virtual void ReportStalled(int round, const Stall& stall) = 0;
+  // This node is being preempted (README "Preemption"): the job tells every node (kPreempt,
+  // this one included) before anything is stopped. A backend without notices ignores it.
+  virtual void Preempt(const std::string& /*reason*/) {}
   // The agent is leaving on purpose (a signal): the job treats it as a lost node.
   virtual void Leave(const std::string& why) = 0;
 };

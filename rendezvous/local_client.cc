@@ -52,6 +52,12 @@ void LocalRendezvous::ReportStalled(int round, const Stall& stall) {
   Deliver(std::move(out));
 }
 
+void LocalRendezvous::Preempt(const std::string& reason) {
+  std::vector<Event> out;
+  (void)job_->Preempt(node_id_, reason, EventLoop::Now(), &out);  // between rounds: nothing to do
+  Deliver(std::move(out));
+}
+
 void LocalRendezvous::Leave(const std::string& why) {
   std::vector<Event> out;
   job_->NodeLost(node_id_, why, EventLoop::Now(), &out);

@@ -29,6 +29,7 @@ class LocalRendezvous : public RendezvousClient {
   void ReportWorkerEnded(int round, const EndedWorker& worker) override;
   void ReportStopped(int round, int store_port) override;
   void ReportStalled(int round, const Stall& stall) override;
+  void Preempt(const std::string& reason) override;
   void Leave(const std::string& why) override;
 
   const Job* job() const { return job_ ? &*job_ : nullptr; }

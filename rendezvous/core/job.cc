@@ -4,6 +4,8 @@
 // workers in job_workers.cc.
 #include "rendezvous/core/job.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -174,6 +176,12 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   nodes_.erase(it);
   bool participant = IsParticipant(node_id);
   std::string what = absl::StrCat("node ", info.host, " (", info.address, ") lost: ", why);
+  // A preempted node's loss ends the job with SIGTERM's code, as a signal to every agent.
+  const Preemption* preempted = PreemptionOf(node_id);
+  const int lost_code = preempted ? exit_code::ForSignal(SIGTERM) : exit_code::kTransient;
+  if (preempted) {
+    what = absl::StrCat("node ", info.host, " (", info.address, ") preempted: ", preempted->reason);
+  }
 
   switch (phase_) {
     case Phase::kGathering:
@@ -193,11 +201,12 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
     Failure f;
     f.node_id = info.node_id;
     f.host = info.host;
-    f.code = exit_code::kTransient;
+    f.code = lost_code;
     f.what = what;
-    Finish("NodeLost",
+    f.restartable = preempted != nullptr;
+    Finish(preempted ? "NodePreempted" : "NodeLost",
            Outcome{
-               .exit_code = exit_code::kTransient,
+               .exit_code = lost_code,
                .root_cause = f,
                .reason = absl::StrCat(what, "; ", LiveCount(), " node", LiveCount() == 1 ? "" : "s",
                                       " left, fewer than --nnodes minimum ", spec_.min_nodes)},
@@ -206,7 +215,7 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   }
   if (phase_ == Phase::kRunning) {
     BeginStopping(
-        "NodeLost",
+        preempted ? "NodePreempted" : "NodeLost",
         absl::StrCat(what, "; re-forming with the ", Plural(LiveCount(), "node", "nodes"), " left"),
         /*counted=*/false, std::nullopt, now, out);
   } else {

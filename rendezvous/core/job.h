@@ -25,7 +25,8 @@
 // up stay listed (state "Left") so the final status still shows who ran what.
 //
 // The definitions are split by concept: job.cc (membership, deadlines), job_round.cc
-// (rounds, outcome), job_workers.cc (the status of nodes and workers).
+// (rounds, outcome), job_workers.cc (the status of nodes and workers), job_preempt.cc
+// (preemption notices).
 //
 // Not thread-safe: the owner serialises calls (rendezvous/registry's JobRegistry holds a
 // mutex).
@@ -130,6 +131,16 @@ class Job {
   // rounds are ignored.
   void NodeStalled(const std::string& node_id, int round, const Stall& stall, absl::Time now,
                    std::vector<Event>* out);
+  // The node is being preempted (SIGTERM to its agent, a spot notice, `muster drain`;
+  // README "Preemption"): every live node gets kPreempt naming it, so that every worker can
+  // checkpoint before anything is stopped. The node then leaves (NodeLost): an elastic job
+  // re-forms without it, a job below min_nodes finishes with 143 (SIGTERM's code).
+  // NotFound for an unknown node, FailedPrecondition unless a round runs. Idempotent per
+  // node (job_preempt.cc).
+  absl::Status Preempt(const std::string& node_id, const std::string& reason, absl::Time now,
+                       std::vector<Event>* out);
+  // The nodes of the running round that announced their preemption (empty otherwise).
+  const std::vector<Preemption>& preempting() const { return preempting_; }
   // Fires due deadlines: progress, last call, join timeout, stop timeout.
   void Tick(absl::Time now, std::vector<Event>* out);
   // When Tick must run next; nullopt when nothing is pending.
@@ -182,6 +193,8 @@ class Job {
   void RemoveNode(std::string node_id, const std::string& why, absl::Time now,
                   std::vector<Event>* out);
   bool IsParticipant(const std::string& node_id) const;
+  // The node's preemption in this round, or null.
+  const Preemption* PreemptionOf(const std::string& node_id) const;
   int LiveCount() const { return static_cast<int>(nodes_.size()) - left_count_; }
 
   JobSpec spec_;
@@ -210,6 +223,7 @@ class Job {
   std::optional<Failure> pending_failure_;  // the failure that triggered kStopping
   std::optional<Outcome> outcome_;
   Conditions conditions_;
+  std::vector<Preemption> preempting_;  // this round's; cleared when a round starts
 };
 
 }  // namespace muster::rdzv

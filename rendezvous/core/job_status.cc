@@ -16,6 +16,8 @@ const char* JobPhaseName(JobPhase phase) {
       return "Succeeded";
     case JobPhase::kFailed:
       return "Failed";
+    case JobPhase::kPreempting:
+      return "Preempting";
   }
   return "Unknown";
 }
@@ -25,7 +27,7 @@ JobPhase PhaseOf(const Job& job) {
     case Job::Phase::kGathering:
       return job.round() == 0 ? JobPhase::kPending : JobPhase::kRestarting;
     case Job::Phase::kRunning:
-      return JobPhase::kRunning;
+      return job.preempting().empty() ? JobPhase::kRunning : JobPhase::kPreempting;
     case Job::Phase::kStopping:
       return JobPhase::kRestarting;
     case Job::Phase::kFinished:
@@ -51,6 +53,7 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
   s.outcome = job.outcome();
   s.conditions = job.conditions();
   s.workers = job.Workers();
+  s.preempting = job.preempting();
   std::vector<Job::NodeView> views = job.NodeViews();
   s.nodes.reserve(views.size());
   for (Job::NodeView& v : views) {

@@ -15,9 +15,11 @@
 
 namespace muster::rdzv {
 
-enum class JobPhase { kPending, kRunning, kRestarting, kSucceeded, kFailed };
+// kPreempting: a round runs and a node of it announced its preemption (README
+// "Preemption"); the workers are checkpointing before the node leaves.
+enum class JobPhase { kPending, kRunning, kRestarting, kSucceeded, kFailed, kPreempting };
 
-// "Pending", "Running", "Restarting", "Succeeded", "Failed".
+// "Pending", "Running", "Restarting", "Succeeded", "Failed", "Preempting".
 const char* JobPhaseName(JobPhase phase);
 
 struct NodeStatus {
@@ -48,9 +50,10 @@ struct JobStatusSnapshot {
   std::vector<NodeStatus> nodes;       // every live node, by group rank then node id
   std::vector<NodeInfo> participants;  // current round, group-rank order
   std::vector<RestartRecord> history;
-  std::optional<Outcome> outcome;     // set once finished; root cause inside
-  std::vector<Condition> conditions;  // Created, Running, Restarting, Succeeded, Failed
-  std::vector<WorkerStatus> workers;  // current (or last) round, by rank
+  std::optional<Outcome> outcome;      // set once finished; root cause inside
+  std::vector<Condition> conditions;   // Created, Running, Restarting, Succeeded, Failed
+  std::vector<WorkerStatus> workers;   // current (or last) round, by rank
+  std::vector<Preemption> preempting;  // nodes of the running round being preempted
 };
 
 // One job of the server's list (JobStatus.List): its status' header, no nodes or workers.

@@ -161,6 +161,9 @@ struct Event {
     kRoundStarted,  // `assignment`: start workers
     kStopWorkers,   // `text`: why; stop local workers, then ReportStopped
     kFinished,      // `outcome`: stop workers if any, exit with outcome.exit_code
+    // `text`: why; a node of the job is being preempted (`preempted_node`, README
+    // "Preemption"): deliver the notice to the local workers, let them exit on their own
+    kPreempt,
   };
   Kind kind = Kind::kProgress;
   std::string node_id;  // recipient
@@ -169,6 +172,16 @@ struct Event {
   Outcome outcome;                 // kFinished
   std::optional<Failure> failure;  // kStopWorkers: the failure that caused it, if any
   bool counted = false;            // kStopWorkers: the restart consumes the budget
+  std::string preempted_node;      // kPreempt: the node id being preempted
+  std::string preempted_host;      // kPreempt: its host, for people
+};
+
+// A node of the running round that announced its preemption (Job::Preempt).
+struct Preemption {
+  std::string node_id;
+  std::string host;
+  std::string reason;  // "agent received SIGTERM", the preempt file's first line, ...
+  absl::Time since;
 };
 
 }  // namespace muster::rdzv

@@ -170,6 +170,9 @@ class AgentSession : public SessionReactor,
         registry_->NodeStalled(node_id_, msg.stalled().round(), stall);
         break;
       }
+      case v1::AgentMessage::kPreempt:
+        registry_->Preempt(node_id_, msg.preempt().reason());
+        break;
       case v1::AgentMessage::kLeave:
         ReportLost(absl::StrCat("left: ", msg.leave().why()));
         RequestFinish(grpc::Status::OK);

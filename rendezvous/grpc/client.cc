@@ -461,6 +461,12 @@ void GrpcRendezvousClient::ReportStopped(int round, int store_port) {
   impl_->Send(std::move(msg));
 }
 
+void GrpcRendezvousClient::Preempt(const std::string& reason) {
+  v1::AgentMessage msg;
+  msg.mutable_preempt()->set_reason(reason);
+  impl_->Send(std::move(msg));
+}
+
 void GrpcRendezvousClient::Leave(const std::string& why) { impl_->Leave(why); }
 
 bool GrpcRendezvousClient::WaitStreamEnded(absl::Duration timeout) {

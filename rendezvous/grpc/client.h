@@ -61,6 +61,7 @@ class GrpcRendezvousClient : public RendezvousClient {
   void ReportWorkerEnded(int round, const EndedWorker& worker) override;
   void ReportStopped(int round, int store_port) override;
   void ReportStalled(int round, const Stall& stall) override;
+  void Preempt(const std::string& reason) override;
   void Leave(const std::string& why) override;
 
   // True once the stream to the server has ended (after Leave, Finished, a refusal or a

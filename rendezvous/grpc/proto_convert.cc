@@ -86,6 +86,8 @@ v1::JobPhase ToProto(JobPhase phase) {
       return v1::JOB_PHASE_SUCCEEDED;
     case JobPhase::kFailed:
       return v1::JOB_PHASE_FAILED;
+    case JobPhase::kPreempting:
+      return v1::JOB_PHASE_PREEMPTING;
   }
   return v1::JOB_PHASE_UNSPECIFIED;
 }
@@ -100,6 +102,8 @@ JobPhase FromProto(v1::JobPhase phase) {
       return JobPhase::kSucceeded;
     case v1::JOB_PHASE_FAILED:
       return JobPhase::kFailed;
+    case v1::JOB_PHASE_PREEMPTING:
+      return JobPhase::kPreempting;
     default:
       return JobPhase::kPending;
   }
@@ -260,6 +264,13 @@ void ToProto(const Event& event, v1::ServerMessage* out) {
     case Event::Kind::kFinished:
       ToProto(event.outcome, out->mutable_finished()->mutable_outcome());
       break;
+    case Event::Kind::kPreempt: {
+      v1::PreemptNotice* notice = out->mutable_preempt_notice();
+      notice->set_node_id(event.preempted_node);
+      notice->set_host(event.preempted_host);
+      notice->set_reason(event.text);
+      break;
+    }
   }
 }
 
@@ -285,6 +296,12 @@ bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* o
       out->kind = Event::Kind::kFinished;
       out->outcome = FromProto(in.finished().outcome());
       out->text = out->outcome.reason;
+      return true;
+    case v1::ServerMessage::kPreemptNotice:
+      out->kind = Event::Kind::kPreempt;
+      out->preempted_node = in.preempt_notice().node_id();
+      out->preempted_host = in.preempt_notice().host();
+      out->text = in.preempt_notice().reason();
       return true;
     default:
       return false;
@@ -350,6 +367,13 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_what(w.what);
     p->set_restarts(w.restarts);
   }
+  for (const Preemption& pre : s.preempting) {
+    v1::PreemptingNode* p = out->add_preempting();
+    p->set_node_id(pre.node_id);
+    p->set_host(pre.host);
+    p->set_reason(pre.reason);
+    p->set_since_unix_ms(UnixMs(pre.since));
+  }
 }
 
 JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
@@ -363,6 +387,12 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
   s.max_restarts = in.max_restarts();
   s.min_nodes = in.min_nodes();
   s.max_nodes = in.max_nodes();
+  for (const v1::PreemptingNode& p : in.preempting()) {
+    s.preempting.push_back(Preemption{.node_id = p.node_id(),
+                                      .host = p.host(),
+                                      .reason = p.reason(),
+                                      .since = FromUnixMs(p.since_unix_ms())});
+  }
   for (const v1::NodeStatus& p : in.nodes()) {
     NodeStatus n;
     n.node_id = p.node_id();

@@ -20,6 +20,7 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/agent_session.h"
 #include "rendezvous/grpc/credentials.h"
+#include "rendezvous/grpc/drain_service.h"
 #include "rendezvous/grpc/job_status_service.h"
 #include "rendezvous/grpc/stacks_service.h"
 #include "rendezvous/grpc/status_convert.h"
@@ -108,7 +109,8 @@ class RendezvousServer::Impl {
         keepalive_{.probe_interval = options.heartbeat_interval,
                    .timeout = options.heartbeat_interval * options.heartbeat_misses},
         job_status_(grpc_internal::NewJobStatusService(&registry_, options.token)),
-        stacks_(grpc_internal::NewStacksService(&registry_, &stacks_broker_, options.token)) {
+        stacks_(grpc_internal::NewStacksService(&registry_, &stacks_broker_, options.token)),
+        drain_(grpc_internal::NewDrainService(&registry_, options.token)) {
     registry_.SetObserver(options.observer);
   }
 
@@ -138,6 +140,7 @@ class RendezvousServer::Impl {
     builder.RegisterService(&rendezvous_);
     builder.RegisterService(job_status_.get());
     builder.RegisterService(stacks_.get());
+    builder.RegisterService(drain_.get());
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     server_ = builder.BuildAndStart();
     if (!listens && server_ != nullptr) return absl::OkStatus();  // the shared port logs
@@ -192,6 +195,7 @@ class RendezvousServer::Impl {
   const grpc_internal::TcpKeepalive keepalive_;
   std::unique_ptr<grpc::Service> job_status_;
   std::unique_ptr<grpc::Service> stacks_;
+  std::unique_ptr<grpc::Service> drain_;
   int port_ = 0;
   std::mutex shutdown_mu_;
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(shutdown_mu_);

@@ -107,6 +107,13 @@ class JobRegistry {
   void WorkersStopped(const std::string& node_id, int round, int store_port);
   // Hang detection (rendezvous/core/hang.h): see Job::NodeStalled.
   void NodeStalled(const std::string& node_id, int round, const Stall& stall);
+  // The node is being preempted (README "Preemption"): every node of its job hears it.
+  void Preempt(const std::string& node_id, const std::string& reason);
+  // `muster drain`: preempts the node of job `run_id` whose id is `node_id`, or else whose
+  // host is `host` (InvalidArgument when several match). NotFound for an unknown job or
+  // node, FailedPrecondition when no round runs. Returns the node drained.
+  absl::StatusOr<NodeInfo> Drain(const std::string& run_id, const std::string& node_id,
+                                 const std::string& host, const std::string& reason);
   // The node's stream closed, failed, or it left: dead at once; its route is dropped.
   void NodeLost(const std::string& node_id, const std::string& why);
 

@@ -1,0 +1,108 @@
+// `muster drain`: preempt one node of a running job (README "Preemption"), as if its agent
+// had received SIGTERM: every agent hears the notice first, every worker may checkpoint,
+// then the node leaves (an elastic job goes on without it; a fixed-size one ends with 143).
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "agent/job_query.h"
+#include "agent/subcommand.h"
+#include "agent/subcommands.h"
+#include "base/exit_codes.h"
+#include "rendezvous/grpc/drain_client.h"
+
+namespace muster {
+namespace {
+
+constexpr FlagSpec kDrainFlags[] = {
+    {.name = "rdzv-endpoint",
+     .group = "Drain",
+     .default_text = "required",
+     .help = "HOST[:PORT] of the rendezvous server"},
+    {.name = "rdzv-id", .group = "Drain", .default_text = "required", .help = "the job's run id"},
+    {.name = "node",
+     .group = "Drain",
+     .default_text = "-",
+     .help = "the node id to drain (`muster status` lists them); or --host"},
+    {.name = "host",
+     .group = "Drain",
+     .default_text = "-",
+     .help = "the host whose node to drain (one node per host)"},
+    {.name = "reason",
+     .group = "Drain",
+     .default_text = "drained by muster drain",
+     .help = "what the workers read in their MUSTER_PREEMPTED file"},
+    {.name = "token-file",
+     .group = "Security",
+     .default_text = "MUSTER_TOKEN",
+     .help = "file with the shared secret"},
+    {.name = "tls-ca",
+     .group = "Security",
+     .default_text = "none",
+     .help = "PEM CA of the server's certificate"},
+    {.name = "timeout",
+     .group = "Drain",
+     .default_text = "10s",
+     .help = "wait up to this long for a server still starting; without it a refused "
+             "connection fails at once"},
+};
+
+// The server's permanent refusals (no such job or node, between rounds), unlike 138's.
+constexpr int kRefused = 1;
+
+constexpr Subcommand kDrain = {
+    .name = "drain",
+    .usage =
+        "Usage: muster drain --rdzv-endpoint H[:P] --rdzv-id ID (--node ID | --host H)\n"
+        "Preempt one node of a running job: every rank gets the preemption notice and may\n"
+        "checkpoint, then the node leaves.\n",
+    .flags = kDrainFlags,
+    .epilogue =
+        "Exit codes: 0 the notice was given, 1 the server refused it (no such job or "
+        "node, or no round runs), 2 bad flags, 138 the server did not answer.\n",
+};
+
+}  // namespace
+
+int DrainCommand(const std::vector<std::string>& args,
+                 const std::map<std::string, std::string>& env) {
+  int code = exit_code::kSuccess;
+  std::optional<FlagValues> values = StartSubcommand(kDrain, args, env, &code);
+  if (!values) return code;
+  absl::StatusOr<rdzv::JobStatusQuery> query = JobQueryFromFlags(*values);
+  if (!query.ok()) return UsageError(kDrain, query.status().message());
+  if (query->run_id.empty()) {
+    return UsageError(kDrain,
+                      "--rdzv-id: missing; give the job's run id (`muster status "
+                      "--rdzv-endpoint H:P` lists the server's jobs)");
+  }
+  std::optional<FlagValue> node = values->Get("node");
+  std::optional<FlagValue> host = values->Get("host");
+  if (node.has_value() == host.has_value() || (node && node->text.empty()) ||
+      (host && host->text.empty())) {
+    return UsageError(kDrain,
+                      "--node/--host: give exactly one: the node id or the host to drain "
+                      "(`muster status --rdzv-endpoint H:P --rdzv-id ID` lists both)");
+  }
+  std::string reason = "drained by muster drain";
+  if (auto r = values->Get("reason"); r && !r->text.empty()) reason = r->text;
+  absl::StatusOr<rdzv::NodeInfo> drained =
+      rdzv::DrainNode(*query, node ? node->text : "", host ? host->text : "", reason);
+  if (!drained.ok()) {
+    std::fprintf(stderr, "muster drain: cannot drain %s of job %s at %s: %s\n",
+                 node ? ("node " + node->text).c_str() : ("host " + host->text).c_str(),
+                 query->run_id.c_str(), query->endpoint.c_str(),
+                 std::string(drained.status().message()).c_str());
+    const absl::StatusCode c = drained.status().code();
+    return c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kDeadlineExceeded
+               ? exit_code::kTransient
+               : kRefused;
+  }
+  std::printf("job %s: node %s (%s) is being preempted: %s\n", query->run_id.c_str(),
+              drained->node_id.c_str(), drained->host.c_str(), reason.c_str());
+  return 0;
+}
+
+}  // namespace muster

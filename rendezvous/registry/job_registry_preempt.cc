@@ -1,0 +1,65 @@
+// JobRegistry (job_registry.h): preemption notices (README "Preemption"), from the node
+// itself (its agent got SIGTERM or a spot notice) or from `muster drain`.
+#include "absl/strings/str_cat.h"
+#include "rendezvous/registry/job_registry.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv {
+
+void JobRegistry::Preempt(const std::string& node_id, const std::string& reason) {
+  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
+    absl::Status st = job.Preempt(node_id, reason, now, out);
+    if (st.ok()) {
+      spdlog::info("rendezvous: node {} of job {} is being preempted: {}", node_id,
+                   job.spec().run_id, reason);
+    } else {
+      spdlog::info("rendezvous: preemption notice of node {} not passed on: {}", node_id,
+                   std::string(st.message()));
+    }
+  });
+}
+
+absl::StatusOr<NodeInfo> JobRegistry::Drain(const std::string& run_id, const std::string& node_id,
+                                            const std::string& host, const std::string& reason) {
+  Streams touched;
+  NodeInfo drained;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto entry = jobs_.find(run_id);
+    if (entry == jobs_.end()) {
+      return absl::NotFoundError(absl::StrCat("no job ", run_id, " on this server"));
+    }
+    Job& job = entry->second.job;
+    int matches = 0;
+    for (const NodeInfo& n : job.Nodes()) {
+      if ((!node_id.empty() && n.node_id == node_id) || (node_id.empty() && n.host == host)) {
+        drained = n;
+        ++matches;
+      }
+    }
+    if (matches == 0) {
+      return absl::NotFoundError(
+          absl::StrCat("job ", run_id, " has no live node ",
+                       node_id.empty() ? absl::StrCat("on host ", host) : node_id,
+                       "; `muster status` lists its nodes"));
+    }
+    if (matches > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("several nodes of job ", run_id, " run on host ", host,
+                       "; name one with --node ID (`muster status` lists their ids)"));
+    }
+    std::vector<Event> events;
+    if (absl::Status st = job.Preempt(drained.node_id, reason, absl::Now(), &events); !st.ok()) {
+      return st;
+    }
+    entry->second.version = ++versions_;
+    RouteLocked(events, &touched);
+  }
+  spdlog::info("rendezvous: draining node {} ({}) of job {}: {}", drained.node_id, drained.host,
+               run_id, reason);
+  FlushAll(touched);
+  NotifyWatchers();
+  return drained;
+}
+
+}  // namespace muster::rdzv

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/process_cpu.h"
+#include "agent/py_spy.h"
 #include "agent/stack_report.h"
 #include "agent/status_file.h"
 #include "base/duration.h"
@@ -51,7 +52,7 @@ HangWatch::HangWatch(Options options, EventLoop* loop, const WorkerLauncher* lau
       launcher_(launcher),
       rdzv_(rdzv),
       events_(events),
-      collector_(std::make_unique<StackCollector>(launcher)) {}
+      collector_(std::make_unique<StackCollector>(launcher, options_.stacks)) {}
 
 std::unique_ptr<HangWatch> HangWatch::ForConfig(const Config& config, const std::string& run_dir,
                                                 EventLoop* loop, const WorkerLauncher* launcher,
@@ -61,6 +62,9 @@ std::unique_ptr<HangWatch> HangWatch::ForConfig(const Config& config, const std:
       .timeout = config.hang_timeout,
       .restartable = config.hang_restart && config.restart_policy != RestartPolicy::kNever,
       .run_dir = run_dir};
+  auto path = config.worker_env_base.find("PATH");
+  options.stacks = {.hook = !config.no_stack_hook,
+                    .py_spy = FindPySpy(path != config.worker_env_base.end() ? path->second : "")};
   return std::make_unique<HangWatch>(std::move(options), loop, launcher, rdzv, events);
 }
 

@@ -40,8 +40,9 @@ class HangWatch {
  public:
   struct Options {
     absl::Duration timeout;
-    bool restartable = true;  // --hang-action restart
-    std::string run_dir;      // where hang-round<N>.txt goes
+    bool restartable = true;         // --hang-action restart
+    std::string run_dir;             // where hang-round<N>.txt goes
+    StackCollector::Options stacks;  // --no-stack-hook, py-spy: as `muster stacks` reads
   };
 
   HangWatch(Options options, EventLoop* loop, const WorkerLauncher* launcher,

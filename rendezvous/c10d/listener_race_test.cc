@@ -35,7 +35,7 @@ int RealListen(int fd, int backlog) {
 
 }  // namespace
 
-extern "C" int listen(int fd, int backlog) {
+extern "C" int listen(int fd, int backlog) noexcept {
   if (int rival = std::exchange(g_rival_fd, -1); rival >= 0 && RealListen(rival, 1) != 0) {
     return -1;  // errno from the rival's listen: the test then fails on the error text
   }

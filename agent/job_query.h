@@ -1,6 +1,6 @@
 // JobQueryFromFlags: the connection to a rendezvous server from the flags that `muster
-// status` and `muster stacks` share (kJobQueryFlags, --rdzv-endpoint, --rdzv-id). Plain functions;
-// thread-safe.
+// status` and `muster stacks` share (kJobQueryFlags, --rdzv-endpoint, --rdzv-id). Plain
+// functions; thread-safe.
 #ifndef MUSTER_AGENT_JOB_QUERY_H_
 #define MUSTER_AGENT_JOB_QUERY_H_
 

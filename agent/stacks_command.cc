@@ -22,7 +22,7 @@
 namespace muster {
 namespace {
 
-constexpr FlagSpec kStacksFlags[] = {
+constexpr FlagSpec kStacksOwnFlags[] = {
     {.name = "rdzv-endpoint",
      .group = "Stacks",
      .default_text = "this node's agents",
@@ -44,20 +44,8 @@ constexpr FlagSpec kStacksFlags[] = {
      .default_text = "1500ms",
      .help = "how long the agents may take; ranks that have not answered by then are shown "
              "as not available"},
-    {.name = "token-file",
-     .group = "Security",
-     .default_text = "MUSTER_TOKEN",
-     .help = "file with the shared secret"},
-    {.name = "tls-ca",
-     .group = "Security",
-     .default_text = "none",
-     .help = "PEM CA of the server's certificate"},
-    {.name = "timeout",
-     .group = "Stacks",
-     .default_text = "10s",
-     .help = "wait up to this long for a server still starting; without it a refused "
-             "connection fails at once"},
 };
+constexpr auto kStacksFlags = WithJobQueryFlags(kStacksOwnFlags);
 
 // The server answered that it has no such job (a permanent answer, unlike 138's).
 constexpr int kUnknownJob = 1;

@@ -26,7 +26,7 @@
 namespace muster {
 namespace {
 
-constexpr FlagSpec kStatusFlags[] = {
+constexpr FlagSpec kStatusOwnFlags[] = {
     {.name = "rdzv-endpoint",
      .group = "Status",
      .default_text = "required",
@@ -45,19 +45,6 @@ constexpr FlagSpec kStatusFlags[] = {
      .group = "Status",
      .default_text = "off",
      .help = "follow the job: print each change until it ends"},
-    {.name = "token-file",
-     .group = "Security",
-     .default_text = "MUSTER_TOKEN",
-     .help = "file with the shared secret"},
-    {.name = "tls-ca",
-     .group = "Security",
-     .default_text = "none",
-     .help = "PEM CA of the server's certificate"},
-    {.name = "timeout",
-     .group = "Status",
-     .default_text = "10s",
-     .help = "wait up to this long for a server still starting (10, 10s, 500ms); without "
-             "it a refused connection fails at once and an unanswered call after 10s"},
     {.name = "rdzv-backend",
      .group = "Status",
      .default_text = "c10d",
@@ -68,6 +55,7 @@ constexpr FlagSpec kStatusFlags[] = {
      .default_text = "",
      .help = "with etcd: etcd_prefix=/path, the agents' key prefix (default /muster)"},
 };
+constexpr auto kStatusFlags = WithJobQueryFlags(kStatusOwnFlags);
 
 // The server answered that it has no such job (a permanent answer, unlike 138's).
 constexpr int kNoSuchJob = 1;

@@ -58,31 +58,14 @@ bool SessionIsOurs(const Tracked& t) {
   return false;
 }
 
-// One pass over /proc: SIGKILL (through a pidfd) to every process in a tracked session.
-void KillSessionMembers() {
-  int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return;
-  alignas(8) char buf[8192];
-  long n;
-  while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
-    for (long off = 0; off < n;) {
-      const char* name = buf + off + 19;  // struct linux_dirent64: d_name at offset 19
-      off += *reinterpret_cast<const unsigned short*>(buf + off + 16);
-      if (*name < '1' || *name > '9') continue;
-      pid_t pid = static_cast<pid_t>(atoi(name));
-      pid_t sid = getsid(pid);
-      for (int i = 0; i < g_count && sid > 0; ++i) {
-        if (g_tracked[i].pid != sid) continue;
-        int fd = PidfdOpen(pid);
-        // Re-read through the same number after the pidfd exists: the process it holds
-        // is then the one that is in the session.
-        if (fd >= 0 && getsid(pid) == sid && SessionIsOurs(g_tracked[i])) PidfdSignal(fd, SIGKILL);
-        if (fd >= 0) close(fd);
-        break;
-      }
-    }
+// Whether process `pid` is in a tracked session that is still the job's.
+bool InTrackedSession(pid_t pid) {
+  pid_t sid = getsid(pid);
+  if (sid <= 0) return false;  // gone (ESRCH): nothing to kill
+  for (int i = 0; i < g_count; ++i) {
+    if (g_tracked[i].pid == sid) return SessionIsOurs(g_tracked[i]);
   }
-  close(dir);
+  return false;
 }
 
 // Whether /proc/<pid>/environ holds `mark` as one whole entry. Reads in chunks, keeping the
@@ -127,10 +110,10 @@ bool HasMark(pid_t pid, const char* mark, size_t mark_len) {
   return found;
 }
 
-// SIGKILL, through a pidfd, to every process whose environment carries the agent's mark:
-// descendants of its workers that left their sessions.
-void KillMarked(const char* mark, size_t mark_len) {
-  if (mark_len == 0) return;
+// One pass over /proc: SIGKILL, through a pidfd, to every process in a tracked session
+// and, given a mark (mode "session"), to every process whose environment carries it:
+// descendants of the workers that left their sessions.
+void KillJobProcesses(const char* mark, size_t mark_len) {
   int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return;
   alignas(8) char entries[8192];
@@ -143,20 +126,23 @@ void KillMarked(const char* mark, size_t mark_len) {
       if (*name < '1' || *name > '9') continue;
       pid_t pid = static_cast<pid_t>(atoi(name));
       if (pid == self) continue;
-      // The pidfd first: if the number is reused after it, the environment read is the new
-      // process's, and the signal goes to the old one, which is gone (nothing is hit).
+      // The pidfd first: if the number is reused after it, the session and environment
+      // read are the new process's, and the signal goes to the old one, which is gone
+      // (nothing is hit).
       int fd = PidfdOpen(pid);
       if (fd < 0) continue;
-      if (HasMark(pid, mark, mark_len)) PidfdSignal(fd, SIGKILL);
+      if (InTrackedSession(pid) || (mark_len > 0 && HasMark(pid, mark, mark_len))) {
+        PidfdSignal(fd, SIGKILL);
+      }
       close(fd);
     }
   }
   close(dir);
 }
 
-void KillTracked() {
-  // Two passes: a member may fork between the scan and its death.
-  for (int pass = 0; pass < 2; ++pass) KillSessionMembers();
+// Two passes: a session member or a marked process may fork between the scan and its death.
+void KillJob(const char* mark, size_t mark_len) {
+  for (int pass = 0; pass < 2; ++pass) KillJobProcesses(mark, mark_len);
   for (int i = 0; i < g_count; ++i) PidfdSignal(g_tracked[i].pidfd, SIGKILL);
 }
 
@@ -195,11 +181,8 @@ void DoNotPreemptOnWakeUp() {
     }
   }
   if (cgroup_dir[0] != '\0') KillAndRemoveCgroupTree(cgroup_dir, 10000);
-  KillTracked();
-  if (cgroup_dir[0] == '\0') {
-    // Twice, as for sessions: a marked process may fork between the scan and its death.
-    for (int pass = 0; pass < 2; ++pass) KillMarked(mark, strlen(mark));
-  }
+  // The mark is for mode "session": in a cgroup nothing can be outside the job's cgroup.
+  KillJob(mark, cgroup_dir[0] == '\0' ? strlen(mark) : 0);
   _exit(0);
 }
 

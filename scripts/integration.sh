@@ -18,7 +18,8 @@ if ((jobs > 1)) && ! /usr/bin/python3 -c 'import xdist' 2>/dev/null; then
 fi
 status=0
 if ((jobs > 1)); then
-  "${pytest[@]}" -n "$jobs" -m "not serial" tests/integration "$@" || status=$?
+  # loadgroup: one test (or one xdist_group) at a time, longest first (conftest.py).
+  "${pytest[@]}" -n "$jobs" --dist loadgroup -m "not serial" tests/integration "$@" || status=$?
 else
   "${pytest[@]}" -m "not serial" tests/integration "$@" || status=$?
 fi

@@ -13,8 +13,8 @@ if [[ ${SANITIZE:-1} != 0 ]]; then
   echo "== sanitizers: ASan+UBSan (build-asan), TSan (build-tsan) (SANITIZE=0 skips) (t=${SECONDS}s)"
   scripts/sanitize.sh all
 fi
-if [[ ${FUZZ_SECONDS:-60} != 0 ]]; then
-  echo "== fuzzing (${FUZZ_SECONDS:-60}s per target; FUZZ_SECONDS=0 skips) (t=${SECONDS}s)"
+if [[ ${FUZZ_SECONDS:-30} != 0 ]]; then
+  echo "== fuzzing (${FUZZ_SECONDS:-30}s per target; FUZZ_SECONDS=0 skips) (t=${SECONDS}s)"
   scripts/fuzz.sh
 fi
 echo "== (t=${SECONDS}s) integration tests (pytest, real torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'))"

@@ -60,6 +60,36 @@ def pytest_configure(config):
         "would blur")
 
 
+# The order scripts/integration.sh hands tests to its pytest-xdist workers (--dist
+# loadgroup: one test, or one group, at a time to whichever worker is free): these files
+# first, longest first, so that no worker is left running a long test alone at the end.
+# From `pytest -n 3 --durations=0` on the 2-core CI machine; a file not named here runs
+# after them, in the usual order. Refresh it when a file's tests grow long.
+LONGEST_FIRST = (
+    "test_store_torch2.py", "test_exit_codes.py", "test_store_torch113.py",
+    "test_deepspeed_real.py", "test_agent_store.py", "test_listen_addresses.py",
+    "test_operator_pods.py", "test_pods.py", "test_etcd.py", "test_manifest_dns.py",
+    "test_one_port.py", "test_debug_deepspeed.py", "test_metrics.py", "test_multinode.py",
+    "test_debug_ssh.py",
+)
+# Costly module-scoped fixtures (test_store_torch2's `differential`: every seed against
+# both servers; test_etcd's `etcd`: a 3-member cluster): the tests that use one go to one
+# worker (an xdist_group), so that it runs once, not once on each worker.
+ONE_WORKER_FIXTURES = ("differential", "etcd")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook, in workers)
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        for name in ONE_WORKER_FIXTURES:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(f"{item.path.name}:{name}"))
+
+
 def xdist_worker_index():
     """0, 1, 2... for pytest-xdist's workers gw0, gw1, gw2...; 0 without xdist. Tests that
     pick ports or subnets split them by it so that workers never collide."""

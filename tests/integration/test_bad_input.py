@@ -87,6 +87,32 @@ def test_version_and_help():
     assert u.returncode == 2 and "frobnicate" in u.stderr
 
 
+def test_status_and_stacks_take_the_same_connection_flags():
+    """`muster status` and `muster stacks` reach the server with one flag list
+    (agent/job_query.h): a connection or security flag added for one is there in the other,
+    with the same help."""
+    import subprocess
+    from conftest import MUSTER
+
+    def sections(command):
+        h = subprocess.run([str(MUSTER), command, "--help"], capture_output=True, text=True,
+                           timeout=30)
+        assert h.returncode == 0, h.stderr
+        blocks = {}
+        for block in h.stdout.split("\n\n"):
+            title, _, body = block.partition(":\n")
+            # The flag lines only: an epilogue may follow the last group.
+            blocks[title.strip()] = [line for line in body.splitlines() if line.startswith("  ")]
+        return blocks
+
+    status, stacks = sections("status"), sections("stacks")
+    for title, flags in (("Connection", ("--timeout V",)),
+                         ("Security", ("--token-file V", "--tls-ca V"))):
+        assert title in status and status[title] == stacks.get(title), (status, stacks)
+        for flag in flags:
+            assert any(flag in line for line in status[title]), status[title]
+
+
 def test_command_path_that_is_not_utf8_keeps_its_exit_code_across_the_rendezvous():
     """A command that cannot start is reported to the rendezvous server ("cannot execute
     PATH" in proto3 strings, UTF-8 only). With a non-UTF-8 path the server could not parse the

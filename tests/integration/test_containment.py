@@ -111,6 +111,32 @@ def test_setsid_daemons_die_with_a_sigkilled_agent(tmp_path, mode):
              what=f"daemons {pids} to die after SIGKILL of the agent ({mode})")
 
 
+def test_marked_daemons_die_when_agent_and_supervisor_are_sigkilled_together(tmp_path):
+    """Mode session: with the supervisor gone too, nothing finds a daemon by parentage; the
+    watchdog finds it by the mark in its environment (launch/watchdog.h). Both are stopped
+    first, so neither can act before both are killed: only the watchdog's scan is left."""
+    daemons, stamps = tmp_path / "daemons", tmp_path / "stamps"
+    supervisor = start_agent(["--containment", "session", "--nproc-per-node", "2",
+                              *fake(f"daemon={daemons}", f"stamp={stamps}", "sleep=-1")])
+    try:
+        pids = wait_for(lambda: len(read_pids(daemons)) == 2 and read_pids(daemons), 10,
+                        what="2 daemons")
+        agent = next((c for c in children(supervisor.pid) if comm(c) == "muster"), None)
+        assert agent is not None, "no agent below the supervisor"
+        for pid in (supervisor.pid, agent):
+            os.kill(pid, signal.SIGSTOP)
+        for pid in (supervisor.pid, agent):
+            os.kill(pid, signal.SIGKILL)
+        supervisor.wait(timeout=5)
+        wait_for(lambda: not any(pid_alive(p) for p in pids), 5,
+                 what=f"daemons {pids} to die after SIGKILL of the agent and its supervisor")
+    finally:
+        supervisor.kill()
+        for pid in read_pids(daemons):
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def lines(path):
     try:
         return len(path.read_text().splitlines())

@@ -35,7 +35,6 @@ of a python wrapper). If the script fails, every test here is SKIPPED with its s
 
 Run: MUSTER_BUILD_DIR=build /usr/bin/python3 -m pytest -q tests/integration/test_store_torch2.py
 """
-import functools
 import json
 import os
 import subprocess
@@ -50,30 +49,14 @@ import store_helpers  # noqa: E402
 from store_torch2_programs import CLIENT_OPTIONS, NUM_CLIENTS, make_programs  # noqa: E402
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "store_torch2_helpers.py")
-VENV_SCRIPT = store_helpers.REPO / "scripts" / "torch2_venv.sh"
 SEEDS = [1, 2, 3]
 
 
-@functools.lru_cache(maxsize=None)
-def torch2_python():
-    """(wrapper path, None) or (None, why not)."""
-    try:
-        r = subprocess.run(["bash", str(VENV_SCRIPT)], capture_output=True, text=True,
-                           timeout=1500)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"{VENV_SCRIPT}: {e}"
-    if r.returncode != 0:
-        return None, f"{VENV_SCRIPT} exited {r.returncode}: {r.stderr.strip()[-2000:]}"
-    return r.stdout.strip().splitlines()[-1], None
-
-
 @pytest.fixture(scope="module")
-def py2():
-    path, why = torch2_python()
-    if path is None:
-        print(f"\nSKIPPING torch 2.15 store tests LOUDLY: {why}", file=sys.stderr)
-        pytest.skip(f"SKIPPED LOUDLY: torch 2.15 unavailable: {why}")
-    return path
+def py2(torch2_python):
+    """PyPI's torch 2.x python: conftest's session fixture (scripts/torch2_venv.sh runs once
+    per xdist worker, each run imports torch 2.x to check it; it skips loudly without)."""
+    return torch2_python
 
 
 pytestmark = pytest.mark.skipif(

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/types/span.h"
+#include "agent/etcd_security_flags.h"
 #include "agent/flag_parsers.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/run_flag_steps.h"
@@ -537,6 +538,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
   RETURN_IF_ERROR(FinishEtcdEndpoints(&c));  // reads --rdzv-backend
   RETURN_IF_ERROR(FinishStaticForm(&c));     // reads --master-addr/--master-port
+  RETURN_IF_ERROR(FinishEtcdSecurity(env, &c));
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckTorchrunFlags(env, c));

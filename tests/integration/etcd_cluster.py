@@ -16,7 +16,11 @@ ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
 
 class EtcdCluster:
-    def __init__(self, members=3):
+    """scheme https: member_args gives the TLS files (--cert-file ...); ctl_args is what
+    etcdctl needs on top (--cacert ..., --user ... once auth is on)."""
+    def __init__(self, members=3, scheme="http", member_args=(), ctl_args=()):
+        self.scheme = scheme
+        self.ctl_args = list(ctl_args)
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.dir = tempfile.mkdtemp(prefix="muster-etcd-", dir=base)
         self.client_ports = [free_port() for _ in range(members)]
@@ -28,8 +32,9 @@ class EtcdCluster:
         for name, client, peer in zip(self.names, self.client_ports, self.peer_ports):
             self.procs.append(subprocess.Popen(
                 [ETCD, "--name", name, "--data-dir", os.path.join(self.dir, name),
-                 "--listen-client-urls", f"http://127.0.0.1:{client}",
-                 "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                 "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
+                 "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
+                 *member_args,
                  "--listen-peer-urls", f"http://127.0.0.1:{peer}",
                  "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
                  "--initial-cluster", initial, "--initial-cluster-token", token,
@@ -50,7 +55,8 @@ class EtcdCluster:
     def ctl(self, *args, timeout=10):
         env = dict(os.environ, ETCDCTL_API="3")
         return subprocess.run([ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s", "--endpoints",
-                               ",".join(f"127.0.0.1:{p}" for p in self.client_ports), *args],
+                               ",".join(f"{self.scheme}://127.0.0.1:{p}"
+                                        for p in self.client_ports), *self.ctl_args, *args],
                               capture_output=True, text=True, timeout=timeout, env=env)
 
     def wait_healthy(self, timeout):
@@ -77,7 +83,8 @@ class EtcdCluster:
         """etcdctl against member i alone."""
         env = dict(os.environ, ETCDCTL_API="3")
         return subprocess.run([ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s",
-                               "--endpoints", f"127.0.0.1:{self.client_ports[i]}", *args],
+                               "--endpoints", f"{self.scheme}://127.0.0.1:{self.client_ports[i]}",
+                               *self.ctl_args, *args],
                               capture_output=True, text=True, timeout=10, env=env)
 
     def status(self, i):

@@ -64,6 +64,17 @@ std::optional<Mode> ParseMode(std::string_view name);
 template <typename Mode>
 std::string ModeNames();
 
+// How the etcd backend reaches etcd (README "etcd backend"; agent/etcd_security_flags.cc):
+// the --rdzv-conf keys as given, then, once the flags are in, the files' contents.
+struct EtcdAccess {
+  bool tls = false;               // protocol=https
+  std::string cacert, cert, key;  // paths (torch's cacert/ca_cert, cert/ssl_cert, ...)
+  std::string username;           // an etcd user
+  std::string password_file;      // its password's file; else MUSTER_ETCD_PASSWORD
+  std::string ca_pem, cert_pem, key_pem;
+  std::string password;  // never printed or logged
+};
+
 struct Config {
   // What each worker runs.
   std::vector<std::string> command;  // training script (or module / program) and its args
@@ -98,6 +109,7 @@ struct Config {
   // --rdzv-backend etcd (or etcd-v2): the rendezvous is etcd at rdzv_endpoints (README
   // "etcd backend"); rdzv_host_name/rdzv_port are then the first member.
   bool rdzv_etcd = false;
+  EtcdAccess etcd_access;  // --rdzv-conf protocol, cacert, cert, key, username, password_file
   std::string rdzv_endpoint_text;                 // --rdzv-endpoint as given (several for etcd)
   std::vector<std::string> rdzv_endpoints;        // etcd members, "host:port"
   std::string etcd_prefix = "/muster";            // --rdzv-conf etcd_prefix

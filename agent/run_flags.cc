@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/types/span.h"
+#include "agent/etcd_security_flags.h"
 #include "agent/flag_parsers.h"
 #include "agent/hang_flags.h"
 #include "agent/preempt_notice.h"
@@ -575,6 +576,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
   RETURN_IF_ERROR(FinishEtcdEndpoints(&c));  // reads --rdzv-backend
   RETURN_IF_ERROR(FinishStaticForm(&c));     // reads --master-addr/--master-port
+  RETURN_IF_ERROR(FinishEtcdSecurity(env, &c));
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckTorchrunFlags(env, c));

@@ -5,17 +5,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "agent/etcd_security_flags.h"
 #include "agent/flag_parsers.h"
 #include "base/status_macros.h"
 #include "base/wire_values.h"
 
 namespace muster {
 namespace {
-
-// The etcd and etcd-v2 backends' --rdzv-conf keys.
-// etcd_prefix and protocol=http work; the TLS ones are refused until implemented.
-constexpr std::string_view kEtcdKeys[] = {"protocol", "cacert",       "cert",   "key",
-                                          "ssl_cert", "ssl_cert_key", "ca_cert"};
 
 std::string Quoted(const std::string& text) {
   return absl::StrCat("'", EscapeForMessage(text), "'");
@@ -108,14 +104,7 @@ std::optional<absl::Status> ApplyTorchRdzvConfKey(const std::string& where, cons
     c->etcd_prefix = value.back() == '/' ? value.substr(0, value.size() - 1) : value;
     return absl::OkStatus();
   }
-  if (key == "protocol" && value == "http") return absl::OkStatus();
-  for (std::string_view etcd : kEtcdKeys) {
-    if (key != etcd) continue;
-    return FlagError(where, absl::StrCat(key, "=", Quoted(value),
-                                         ": TLS to etcd is not implemented in muster's etcd "
-                                         "backend yet (issue 16); drop it and reach etcd over "
-                                         "http (protocol=http)"));
-  }
+  if (std::optional<absl::Status> etcd = ApplyEtcdSecurityKey(where, key, value, c)) return etcd;
   return std::nullopt;
 }
 

@@ -94,9 +94,9 @@ inline constexpr FlagSpec kTorchrunFlags[] = {
 // torch's --rdzv-conf keys that are not muster's own (rendezvous_flags.cc has those and
 // torch's names for them): the static backend's `rank` (a node rank hint, as --node-rank,
 // which wins), the c10d backend's `store_type` (tcp) and `use_libuv`, checked and unused
-// (muster serves its own rendezvous and store), and the etcd backends' keys: etcd_prefix
-// and protocol=http work, the TLS ones are refused until implemented. nullopt when `key`
-// is none of them.
+// (muster serves its own rendezvous and store), and the etcd backends' keys: etcd_prefix,
+// and protocol, TLS and user keys (agent/etcd_security_flags.h). nullopt when `key` is
+// none of them.
 std::optional<absl::Status> ApplyTorchRdzvConfKey(const std::string& where, const std::string& key,
                                                   const std::string& value, Config* config);
 

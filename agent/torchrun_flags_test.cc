@@ -173,11 +173,13 @@ TEST(TorchrunFlagsTest, RdzvConfTakesTorchsKeys) {
   ExpectRefused({"--rdzv-conf", "store_type=file"}, "store_type=file: muster's rendezvous");
   ExpectRefused({"--rdzv-conf", "store_type=redis"}, "store_type: 'redis' must be tcp");
   ExpectRefused({"--rdzv-conf", "use_libuv=maybe"}, "use_libuv: 'maybe' is not a boolean");
-  for (const char* key :
-       {"protocol", "cacert", "cert", "key", "ssl_cert", "ssl_cert_key", "ca_cert"}) {
+  ExpectRefused({"--rdzv-conf", "protocol=x"}, "protocol: 'x' must be http or https");
+  // etcd's TLS and user keys (agent/etcd_security_flags.cc), without --rdzv-backend etcd.
+  for (const char* key : {"cacert", "cert", "key", "ssl_cert", "ssl_cert_key", "ca_cert"}) {
     ExpectRefused({"--rdzv-conf", std::string(key) + "=x"},
-                  std::string(key) + "='x': TLS to etcd is not implemented");
+                  std::string(key) + ": is for --rdzv-backend etcd");
   }
+  ExpectRefused({"--rdzv-conf", "password=x"}, "password: a password on the command line");
   ExpectRefused({"--rdzv-conf", "etcd_prefix=x"}, "etcd_prefix: 'x' must start with /");
   ExpectRefused({"--rdzv-conf", "colour=blue"}, "keep_alive_interval");  // in the known list
 }

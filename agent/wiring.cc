@@ -310,6 +310,15 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
   });
 }
 
+rdzv::etcd::EtcdSecurity EtcdSecurityOf(const EtcdAccess& a) {
+  return {.tls = a.tls,
+          .ca_pem = a.ca_pem,
+          .cert_pem = a.cert_pem,
+          .key_pem = a.key_pem,
+          .username = a.username,
+          .password = a.password};
+}
+
 // --rdzv-backend etcd: no agent serves the rendezvous; each serves its own store. Without
 // --local-addr / POD_IP the node's address is the store's: the local address of the route
 // toward the first etcd member (ListenAddressFor), as with gRPC's rendezvous.
@@ -319,6 +328,7 @@ absl::Status WireEtcdRendezvous(const Config& config, AgentParts& parts) {
                                          .prefix = config.etcd_prefix,
                                          .loop = parts.loop.get(),
                                          .join_timeout = config.join_timeout,
+                                         .security = EtcdSecurityOf(config.etcd_access),
                                      }));
   return absl::OkStatus();
 }

@@ -9,8 +9,10 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "etcd/etcdserverpb/rpc.grpc.pb.h"
+#include "rendezvous/etcd/etcd_errors.h"
 #include "rendezvous/grpc/status_convert.h"
 
 namespace muster::rdzv::etcd {
@@ -39,6 +41,22 @@ bool TryNextMember(const grpc::Status& s) {
          s.error_code() == grpc::StatusCode::UNKNOWN;
 }
 
+// etcd no longer takes the token: it expired (simple tokens live --auth-token-ttl) or the
+// auth store changed since (ErrInvalidAuthToken, ErrAuthOldRevision). A new one may do.
+bool IsStaleToken(const absl::Status& s) {
+  return (absl::IsUnauthenticated(s) && absl::StrContains(s.message(), "invalid auth token")) ||
+         absl::StrContains(s.message(), "revision of auth store is old");
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const EtcdSecurity& security) {
+  if (!security.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = security.ca_pem;  // empty: gRPC's default roots
+  ssl.pem_private_key = security.key_pem;
+  ssl.pem_cert_chain = security.cert_pem;
+  return grpc::SslCredentials(ssl);
+}
+
 KeyValue FromPb(const mvccpb::KeyValue& kv) {
   return KeyValue{.key = kv.key(),
                   .value = kv.value(),
@@ -52,7 +70,12 @@ KeyValue FromPb(const mvccpb::KeyValue& kv) {
 class EtcdClient::Impl {
  public:
   explicit Impl(const Options& options)
-      : endpoints_(options.endpoints), timeout_(options.call_timeout) {
+      : endpoints_(options.endpoints),
+        timeout_(options.call_timeout),
+        username_(options.security.username),
+        password_(options.security.password) {
+    // The server name checked against etcd's certificate is each endpoint's host.
+    credentials_ = Credentials(options.security);
     grpc::ChannelArguments& args = args_;
     // A member that went away is retried soon after it returns.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -86,10 +109,55 @@ class EtcdClient::Impl {
   }
   absl::Duration timeout() const { return timeout_; }
 
-  // Runs `call(stub, context, member)` on each member at most once, from the current one,
-  // until one answers.
+  // Runs `call(stub, context)` on each member at most once, from the current one, until
+  // one answers; with a user, with its token (a stale one is renewed and the call retried).
   template <typename Stub, typename Call>
   absl::Status Unary(Call call) {
+    absl::StatusOr<std::string> token = Token();
+    if (!token.ok()) return token.status();
+    absl::Status s = OnEachMember<Stub>(call, *token);
+    // Auth was off when this client asked, and is on now: "user name is empty".
+    const bool auth_on_now = token->empty() && !username_.empty() && absl::IsUnauthenticated(s);
+    if (!auth_on_now && (token->empty() || !IsStaleToken(s))) return s;
+    DropToken(*token);
+    token = Token();
+    if (!token.ok()) return token.status();
+    return OnEachMember<Stub>(call, *token);
+  }
+
+  // The token to send ("" without a user), authenticating when there is none yet.
+  absl::StatusOr<std::string> Token() {
+    if (username_.empty()) return std::string();
+    std::lock_guard<std::mutex> lock(token_mu_);  // one Authenticate at a time
+    if (!token_.empty() || auth_off_) return token_;
+    pb::AuthenticateRequest request;
+    request.set_name(username_);
+    request.set_password(password_);
+    pb::AuthenticateResponse response;
+    absl::Status s = OnEachMember<pb::Auth>(
+        [&](pb::Auth::Stub& stub, grpc::ClientContext& c) {
+          return stub.Authenticate(&c, request, &response);
+        },
+        "");
+    if (absl::StrContains(s.message(), "authentication is not enabled")) {
+      auth_off_ = true;  // etcd takes every call without a token
+      return std::string();
+    }
+    if (!s.ok()) return s;
+    token_ = response.token();
+    return token_;
+  }
+
+  // etcd refused `stale`: the next Token() authenticates again.
+  void DropToken(const std::string& stale) {
+    std::lock_guard<std::mutex> lock(token_mu_);
+    if (token_ == stale) token_.clear();
+    if (stale.empty()) auth_off_ = false;
+  }
+
+ private:
+  template <typename Stub, typename Call>
+  absl::Status OnEachMember(Call call, const std::string& token) {
     grpc::Status last;
     size_t member = current_.load();
     size_t answered = member;  // the member `last` is from
@@ -97,6 +165,7 @@ class EtcdClient::Impl {
       auto stub = Stub::NewStub(channel(member));
       grpc::ClientContext context;
       context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+      if (!token.empty()) context.AddMetadata("token", token);
       last = call(*stub, context);
       answered = member;
       if (!TryNextMember(last)) break;
@@ -105,10 +174,10 @@ class EtcdClient::Impl {
     }
     if (last.ok()) return absl::OkStatus();
     absl::Status s = ToAbslStatus(last);
-    return absl::Status(s.code(), absl::StrCat("etcd (", endpoints_[answered], "): ", s.message()));
+    return ExplainEtcdError(
+        absl::Status(s.code(), absl::StrCat("etcd (", endpoints_[answered], "): ", s.message())));
   }
 
- private:
   std::vector<std::string> endpoints_;
   // Replaces member i's channel, at most once a second: gRPC kept a channel that failed
   // while its member was down failing ("connection refused") for over 15 s after the
@@ -128,6 +197,11 @@ class EtcdClient::Impl {
   std::vector<absl::Time> renewed_;
   std::atomic<size_t> current_{0};
   absl::Duration timeout_;
+  const std::string username_;
+  const std::string password_;  // never logged
+  std::mutex token_mu_;
+  std::string token_;      // guarded by token_mu_; "" until authenticated
+  bool auth_off_ = false;  // guarded by token_mu_: etcd said auth is not enabled
 };
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const Options& options) {
@@ -268,6 +342,10 @@ class GrpcEtcdWatch : public EtcdWatch {
             return absl::OutOfRangeError(
                 absl::StrCat("etcd compacted past revision ", next_revision_, " of the watch"));
           }
+          // etcd refuses a watch with a token it no longer takes as "permission denied".
+          if (!token_.empty() && absl::StrContains(response.cancel_reason(), "permission")) {
+            impl_.DropToken(token_);
+          }
         } else {
           failing_since.reset();
           if (response.events_size() == 0) continue;  // created, or progress
@@ -304,13 +382,22 @@ class GrpcEtcdWatch : public EtcdWatch {
   // The open stream, opening one on the current member (resuming at next_revision_) if
   // none is; null once cancelled.
   grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>* Open() {
+    std::string token;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cancelled_) return nullptr;
+      if (stream_) return stream_.get();
+    }
+    // Outside mu_ (it may authenticate); a failure shows as a failed watch, retried.
+    if (absl::StatusOr<std::string> t = impl_.Token(); t.ok()) token = *t;
     std::lock_guard<std::mutex> lock(mu_);
     if (cancelled_) return nullptr;
-    if (stream_) return stream_.get();
+    token_ = token;
     member_ = impl_.current();
     context_ = std::make_unique<grpc::ClientContext>();
     // etcd ends the watch when its member loses the leader, instead of going quiet.
     context_->AddMetadata("hasleader", "true");
+    if (!token.empty()) context_->AddMetadata("token", token);
     stub_ = pb::Watch::NewStub(impl_.channel(member_));
     stream_ = stub_->Watch(context_.get());
     pb::WatchRequest request;
@@ -330,7 +417,9 @@ class GrpcEtcdWatch : public EtcdWatch {
       stream = std::move(stream_);
       context_->TryCancel();
     }
-    stream->Finish().ok();  // its status says no more than the failed Read did
+    // Its status says no more than the failed Read did, but for a token etcd refused.
+    absl::Status finished = ToAbslStatus(stream->Finish());
+    if (!token_.empty() && IsStaleToken(finished)) impl_.DropToken(token_);
     std::lock_guard<std::mutex> lock(mu_);
     context_.reset();
     if (cancelled_) return absl::CancelledError("watch cancelled");
@@ -342,6 +431,7 @@ class GrpcEtcdWatch : public EtcdWatch {
   const std::string prefix_;
   int64_t next_revision_;
   size_t member_ = 0;
+  std::string token_;  // the stream's token (the watch thread's)
   std::unique_ptr<pb::Watch::Stub> stub_;
   std::mutex mu_;  // guards context_, stream_ and cancelled_ against Cancel
   std::condition_variable cancel_cv_;

@@ -3,6 +3,8 @@
 // Several members: calls go to the current member; a member that is unreachable or
 // without a leader (Unavailable, DeadlineExceeded) makes the call move on to the next one
 // ("failover"), each member tried once per call. Plain structs out; no gRPC type leaks.
+// With a user (Options::security), the first call authenticates; the token goes with
+// every call and is renewed once when etcd no longer takes it (expired, auth changed).
 //
 // Thread-safe: calls may come from any thread at once (the member in use is atomic).
 #ifndef MUSTER_RENDEZVOUS_ETCD_ETCD_CLIENT_H_
@@ -16,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rendezvous/etcd/etcd_security.h"
 
 namespace muster::rdzv::etcd {
 
@@ -44,6 +47,7 @@ class EtcdClient {
   struct Options {
     std::vector<std::string> endpoints;              // "host:port", at least one
     absl::Duration call_timeout = absl::Seconds(2);  // per member and call
+    EtcdSecurity security;                           // TLS, user (none by default)
   };
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(const Options& options);
   ~EtcdClient();

@@ -119,13 +119,15 @@ class EtcdRendezvousClient::Impl {
     absl::Time granted = absl::Now();
     absl::StatusOr<int64_t> lease = etcd_->GrantLease(ttl_);
     while (!lease.ok()) {
+      // Credentials or certificates etcd refuses: no retry mends them (exit 2).
+      if (IsPermanentEtcdError(lease.status())) return Fail(lease.status());
       spdlog::warn("etcd rendezvous: cannot reach etcd ({}); retrying until the join timeout",
                    std::string(lease.status().message()));
       if (absl::Now() >= deadline) {
         return Fail(absl::UnavailableError(absl::StrCat(
             "etcd at ", absl::StrJoin(options_.endpoints, ","),
             " unreachable for the join timeout (", absl::FormatDuration(options_.join_timeout),
-            "): ", lease.status().message())));
+            "): ", lease.status().message(), TlsHint(options_.security))));
       }
       if (!Pause(absl::Seconds(1))) return;
       granted = absl::Now();
@@ -157,7 +159,11 @@ class EtcdRendezvousClient::Impl {
     ToProto(node_, spec_, value.mutable_join());
     absl::StatusOr<int64_t> put = PutWithin(*etcd_, prefix_ + "nodes/" + node_.node_id,
                                             value.SerializeAsString(), lease_, ttl_);
-    if (!put.ok()) Fail(absl::UnavailableError(put.status().message()));
+    // A user without a role for the prefix, or none where etcd wants one: exit 2.
+    if (!put.ok()) {
+      Fail(IsPermanentEtcdError(put.status()) ? put.status()
+                                              : absl::UnavailableError(put.status().message()));
+    }
     return put.ok();
   }
 
@@ -442,7 +448,7 @@ absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> EtcdRendezvousClient::Crea
     const Options& options) {
   if (options.loop == nullptr) return absl::InvalidArgumentError("etcd rendezvous: no loop");
   absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
-      EtcdClient::Create({.endpoints = options.endpoints});
+      EtcdClient::Create({.endpoints = options.endpoints, .security = options.security});
   if (!etcd.ok()) return etcd.status();
   return std::unique_ptr<EtcdRendezvousClient>(
       new EtcdRendezvousClient(std::make_unique<Impl>(options, *std::move(etcd))));

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "base/event_loop.h"
 #include "rendezvous/client.h"
+#include "rendezvous/etcd/etcd_security.h"
 
 namespace muster::rdzv::etcd {
 
@@ -37,6 +38,7 @@ class EtcdRendezvousClient : public RendezvousClient {
     std::string prefix = "/muster";      // keys go under PREFIX/RUN_ID/
     EventLoop* loop = nullptr;           // required
     absl::Duration join_timeout = absl::Seconds(600);
+    EtcdSecurity security;  // TLS and user; a refusal of them fails the join at once
   };
   static absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> Create(const Options& options);
   ~EtcdRendezvousClient() override;

@@ -19,9 +19,14 @@ ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
 
 class EtcdCluster:
-    def __init__(self, members=3, host="127.0.0.1", netns=None):
+    """scheme https: member_args gives the TLS files (--cert-file ...); ctl_args is what
+    etcdctl needs on top (--cacert ..., --user ... once auth is on)."""
+    def __init__(self, members=3, host="127.0.0.1", netns=None, scheme="http", member_args=(),
+                 ctl_args=()):
         self.host = host
         self.wrap = ["ip", "netns", "exec", netns] if netns else []
+        self.scheme = scheme
+        self.ctl_args = list(ctl_args)
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.dir = tempfile.mkdtemp(prefix="muster-etcd-", dir=base)
         self.client_ports = [free_port() for _ in range(members)]
@@ -34,8 +39,9 @@ class EtcdCluster:
         for name, client, peer in zip(self.names, self.client_ports, self.peer_ports):
             self.cmds.append(
                 [*self.wrap, ETCD, "--name", name, "--data-dir", os.path.join(self.dir, name),
-                 "--listen-client-urls", f"http://{host}:{client}",
-                 "--advertise-client-urls", f"http://{host}:{client}",
+                 "--listen-client-urls", f"{scheme}://{host}:{client}",
+                 "--advertise-client-urls", f"{scheme}://{host}:{client}",
+                 *member_args,
                  "--listen-peer-urls", f"http://{host}:{peer}",
                  "--initial-advertise-peer-urls", f"http://{host}:{peer}",
                  "--initial-cluster", initial, "--initial-cluster-token", token,
@@ -73,7 +79,8 @@ class EtcdCluster:
         env = dict(os.environ, ETCDCTL_API="3")
         return subprocess.run([*self.wrap, ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s",
                                "--endpoints",
-                               ",".join(f"{self.host}:{p}" for p in self.client_ports), *args],
+                               ",".join(f"{self.scheme}://{self.host}:{p}"
+                                        for p in self.client_ports), *self.ctl_args, *args],
                               capture_output=True, text=True, timeout=timeout, env=env)
 
     def wait_healthy(self, timeout):
@@ -100,7 +107,9 @@ class EtcdCluster:
         """etcdctl against member i alone."""
         env = dict(os.environ, ETCDCTL_API="3")
         return subprocess.run([*self.wrap, ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s",
-                               "--endpoints", f"{self.host}:{self.client_ports[i]}", *args],
+                               "--endpoints",
+                               f"{self.scheme}://{self.host}:{self.client_ports[i]}",
+                               *self.ctl_args, *args],
                               capture_output=True, text=True, timeout=10, env=env)
 
     def status(self, i):

@@ -257,9 +257,10 @@ def test_etcd_v2_is_an_alias_and_unsupported_keys_are_refused(etcd, tmp_path):
                     "--nnodes", "2", "--dry-run", str(CHECK)])
     assert r.returncode == 0, r.stderr
     assert "etcd-v2 uses etcd's v3 API" in r.stderr
-    for conf, needle in [("protocol=https", "protocol='https': TLS to etcd is not implemented"),
-                         ("cacert=/ca.pem", "cacert='/ca.pem': TLS to etcd is not implemented"),
-                         ("password=x", "unknown key 'password'")]:
+    # (TLS and user keys: test_etcd_security.py)
+    for conf, needle in [("protocol=ftp", "protocol: 'ftp' must be http or https"),
+                         ("etcd_prefix=x", "etcd_prefix: 'x' must start with /"),
+                         ("secret=x", "unknown key 'secret'")]:
         r = run_muster(["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
                         "--rdzv-conf", conf, "--nnodes", "2", "--dry-run", str(CHECK)])
         assert r.returncode == 2 and needle in r.stderr, (conf, r.stderr)

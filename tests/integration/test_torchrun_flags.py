@@ -81,7 +81,7 @@ def test_virtual_local_rank_without_cuda_visible_devices_numbers_the_gpus(tmp_pa
     (["--print-completion", "bash"], {}, "muster has no shell completion script"),
     (["--rdzv-backend", "etcd"], {}, "etcd needs --rdzv-endpoint HOST:2379"),
     (["--rdzv_backend=etcd-v2"], {}, "etcd needs --rdzv-endpoint"),
-    (["--rdzv-conf", "cacert=/ca.pem"], {}, "TLS to etcd is not implemented"),
+    (["--rdzv-conf", "cacert=/ca.pem"], {}, "cacert: is for --rdzv-backend etcd"),
     (["--event-log-handler", "scuba"], {}, "--event-log FILE"),
     (["--start-method", "thread"], {}, "must be spawn, fork or forkserver"),
     (["--virtual-local-rank", "--nproc-per-node", "2", "--probe", "off"],

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""B2 for the etcd backend (issue 16): rendezvous round time vs number of agents M against a
+3-member etcd on this machine, side by side with muster's own gRPC server in the same run,
+and the coordinator fail-over time.
+
+Etcd: Debian's etcd-server, 3 members on loopback, data on tmpfs (tests/integration/
+etcd_cluster.py), a fresh cluster per M. gRPC: `muster serve --port 0` (a fresh process per
+M). Agents: M real rendezvous clients in one process, bench/helpers/rdzv_agents.cc (built as
+<build>/bin/rdzv_agents): rendezvous/etcd's EtcdRendezvousClient or rendezvous/grpc's
+GrpcRendezvousClient on one event loop, no workers. Each joins a job of min = max = M and
+waits for RoundStarted. Metric: first Start -> last RoundStarted. Recorded: the server's CPU
+over the run (etcd: the 3 members' utime+stime together; muster serve's), its peak RSS
+(etcd: the members' VmHWM summed), the client process' CPU.
+
+Fail-over (--failover-ms): one process with 1 agent joins first (it coordinates: oldest
+key), then one with M-1 agents (min M-1, max M); once round 1 has started everywhere the
+coordinator's process is SIGKILLed; the time from the kill to the first and to the last
+RoundStarted of the next round among the survivors. Lease TTL = heartbeat 1 s x 2 misses
+(the round runs use the default 5 s x 3).
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import common as c
+
+sys.path.insert(0, str(c.REPO / "tests" / "integration"))
+from etcd_cluster import EtcdCluster  # noqa: E402
+
+AGENTS = str(c.BUILD / "bin" / "rdzv_agents")
+TTL_S = 2  # the fail-over runs' lease
+# The round runs: the agents' default liveness (5 s x 3 = a 15 s lease). With a 2 s lease,
+# 256 agents' keep-alive threads in one process on 2 busy vCPUs missed it (lease ended).
+ROUND_LIVENESS = dict(heartbeat_ms=5000, misses=3)
+
+
+def proc_stat(pid):
+    """(utime+stime seconds, VmHWM MB) of a live process."""
+    with open(f"/proc/{pid}/stat") as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    hwm = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM"):
+                hwm = int(line.split()[1]) / 1024
+    return cpu, hwm
+
+
+def servers_stat(pids):
+    stats = [proc_stat(p) for p in pids]
+    return sum(s[0] for s in stats), sum(s[1] for s in stats)
+
+
+def agents_argv(backend, endpoints, m, run_id, **extra):
+    argv = [AGENTS, "--backend", backend, "--endpoints", endpoints, "--agents", str(m),
+            "--run-id", run_id, "--timeout-s", "300"]
+    for k, v in extra.items():
+        argv += ["--" + k.replace("_", "-"), str(v)]
+    return argv
+
+
+def run_agents(argv, timeout=330):
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"ok": False, "error": p.stderr[-300:]}
+
+
+class Serve:
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if k != "MUSTER_TOKEN"}
+        self.p = subprocess.Popen([c.MUSTER_BUILT, "serve", "--port", "0", "--rdzv-id", "b2",
+                                   "--log-level", "warn", "--heartbeat-interval", "1s",
+                                   "--heartbeat-misses", "2"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, env=env,
+                                  start_new_session=True)
+        self.port = int(self.p.stdout.readline().rsplit(":", 1)[1])
+
+    def stop(self):
+        c.kill_group(self.p)
+
+
+def measure_etcd(m):
+    etcd = EtcdCluster(3)
+    try:
+        pids = [p.pid for p in etcd.procs]
+        cpu0, _ = servers_stat(pids)
+        d = run_agents(agents_argv("etcd", etcd.endpoints, m, f"b2-{m}", **ROUND_LIVENESS))
+        cpu1, hwm = servers_stat(pids)
+        d.update(server_cpu_s=cpu1 - cpu0, server_hwm_mb=hwm)
+        return d
+    finally:
+        etcd.stop()
+
+
+def measure_grpc(m):
+    s = Serve()
+    try:
+        cpu0, _ = proc_stat(s.p.pid)
+        d = run_agents(agents_argv("grpc", f"127.0.0.1:{s.port}", m, "b2", **ROUND_LIVENESS))
+        cpu1, hwm = proc_stat(s.p.pid)
+        d.update(server_cpu_s=cpu1 - cpu0, server_hwm_mb=hwm)
+        return d
+    finally:
+        s.stop()
+
+
+def measure_failover(m):
+    """(kill -> first RoundStarted of the next round, kill -> last) in ms."""
+    etcd = EtcdCluster(3)
+    try:
+        spec = dict(min=m - 1, max=m, last_call_ms=100)
+        coordinator = subprocess.Popen(agents_argv("etcd", etcd.endpoints, 1, "fo", rounds=99,
+                                                   **spec), stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not etcd.keys("/muster/fo/nodes/"):  # its key is the oldest
+            assert time.monotonic() < deadline and coordinator.poll() is None
+            time.sleep(0.05)
+        rest = subprocess.Popen(agents_argv("etcd", etcd.endpoints, m - 1, "fo", rounds=2,
+                                            **spec), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        killed = None
+        for line in rest.stderr:
+            if line.startswith("round 1 ") and killed is None:
+                coordinator.send_signal(signal.SIGKILL)
+                killed = time.monotonic()
+        out = rest.stdout.read()
+        rest.wait(timeout=60)
+        coordinator.wait()
+        d = json.loads(out.strip().splitlines()[-1])
+        r2 = [r for r in d["rounds"] if r["round"] == 2]
+        if killed is None or not r2:
+            return None, None
+        return (r2[0]["first"] - killed) * 1e3, (r2[0]["last"] - killed) * 1e3
+    finally:
+        etcd.stop()
+
+
+def fit(xs, ys):
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return b, my - b * mx
+
+
+def median_run(fn, m, runs):
+    outs = [fn(m) for _ in range(runs)]
+    ok = sorted((o for o in outs if o.get("ok")), key=lambda o: o["round_ms"])
+    return (ok[len(ok) // 2], len(ok), len(outs)) if ok else (outs[-1], 0, len(outs))
+
+
+def row(backend, m, res):
+    o, n_ok, n = res
+    if not n_ok:
+        return [m, backend, "error: " + str(o.get("error", o))[:120], "", "", "", ""]
+    return [m, backend, f"{o['round_ms']:.1f}", f"{o['server_cpu_s'] * 1e3:.0f}",
+            f"{o['server_hwm_mb']:.1f}", f"{o['client_cpu_s'] * 1e3:.0f}", f"{n_ok}/{n}"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ms", default="16,64,256,1024")
+    ap.add_argument("--runs", type=int, default=1, help="runs per M and backend (median)")
+    ap.add_argument("--failover-ms", default="16,256", help="M for the fail-over measurement")
+    ap.add_argument("--failover-runs", type=int, default=3)
+    a = ap.parse_args()
+    if not os.path.exists(AGENTS):
+        sys.exit(f"{AGENTS} missing: ninja -C <build> rdzv_agents")
+    c.print_header("B2 etcd: rendezvous round vs M, etcd backend beside muster's gRPC server")
+    rows, pts = [], {"etcd": [], "grpc": []}
+    for m in [int(x) for x in a.ms.split(",")]:
+        for backend, fn in (("etcd", measure_etcd), ("grpc", measure_grpc)):
+            res = median_run(fn, m, a.runs)
+            rows.append(row(backend, m, res))
+            if res[1]:
+                pts[backend].append((m, res[0]["round_ms"]))
+            print(json.dumps({"m": m, "backend": backend, **res[0]}), file=sys.stderr)
+    note = ("Round: first Start -> last RoundStarted (median of the runs). Server CPU: over the "
+            "whole run (join, round); etcd: its 3 members together; RSS: peak (etcd: summed).")
+    for backend, p in pts.items():
+        big = [(x, y) for x, y in p if x >= 16]
+        if len(big) >= 2:
+            b, a0 = fit([x for x, _ in big], [y for _, y in big])
+            note += f" {backend} fit (M >= 16): round_ms = {a0:.1f} + {b * 1e3:.1f} us x M."
+    c.table("Round time", ["M", "backend", "round ms", "server CPU ms", "server peak RSS MB",
+                           "client CPU ms", "runs ok"], rows, note)
+    fo_rows = []
+    for m in [int(x) for x in a.failover_ms.split(",") if x]:
+        got = [measure_failover(m) for _ in range(a.failover_runs)]
+        firsts = sorted(g[0] for g in got if g[0] is not None)
+        lasts = sorted(g[1] for g in got if g[1] is not None)
+        fo_rows.append([m, ", ".join(f"{x:.0f}" for x in firsts),
+                        ", ".join(f"{x:.0f}" for x in lasts), f"{TTL_S * 1e3 + 1e3:.0f}",
+                        c.verdict(bool(lasts) and max(lasts) < TTL_S * 1e3 + 1e3)])
+    if fo_rows:
+        c.table("Coordinator fail-over (SIGKILL -> next round started)",
+                ["M", "first agent's RoundStarted ms", "last agent's ms", "target ms",
+                 "verdict"], fo_rows,
+                f"Lease TTL {TTL_S} s (heartbeat 1 s x 2), last call 100 ms; each run's kill "
+                "lands when every agent has round 1.")
+
+
+if __name__ == "__main__":
+    main()

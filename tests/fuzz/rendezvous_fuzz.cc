@@ -268,7 +268,9 @@ class Session {
         ToProto(slot.round, workers, started.mutable_workers_started());
         Send(slot, started);
         if (slot.node_id.empty()) return;
-        if (b % 3 == 0) {
+        if (b % 7 == 6) {  // a spot notice: the job tells every node, then this one leaves
+          msg.mutable_preempt()->set_reason(d_.Text(4));
+        } else if (b % 3 == 0) {
           v1::WorkerFailed* f = msg.mutable_worker_failed();
           f->set_round(slot.round);
           Failure failure;
@@ -290,6 +292,7 @@ class Session {
         msg.mutable_leave()->set_why("finished");
         break;
       case Event::Kind::kProgress:
+      case Event::Kind::kPreempt:  // workers checkpoint; the job's next word follows
         msg.mutable_heartbeat();
         break;
     }

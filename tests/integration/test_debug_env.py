@@ -8,9 +8,9 @@ from conftest import MUSTER, REPO, muster_env
 
 ENVDUMP = REPO / "tests" / "integration" / "scripts" / "envdump.py"
 # Different in any two runs by construction: each run's directory (which holds the error
-# file, the stack hook and the flight recorder's dumps) and each round's fresh store port.
+# file, the stack hook, the preemption file and the flight recorder's dumps) and each round's fresh store port.
 PER_RUN = {"TORCHELASTIC_ERROR_FILE", "MASTER_PORT", "PYTHONPATH", "MUSTER_STACKS_DIR",
-           "MUSTER_STACKS_OWNER",
+           "MUSTER_STACKS_OWNER", "MUSTER_PREEMPTED",
            "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
 JOB = ["--nproc-per-node", "1", "--bind-cores-to-rank", "--rdzv-id", "envcheck",
        "--max-restarts", "2", "--role", "trainer", "--no-python", "/usr/bin/python3", "-u",

@@ -171,7 +171,7 @@ EXIT_PATHS = {
     "debug_command_exits": Run(
         _with(lambda t: ["--debug", "--debug-dir", t / "debug", "--debug-command", "exit 3",
                          *fake("exit=0")]), 3, "debug command ended"),
-    "sigterm": Run(_signalled(signal.SIGTERM), 143, "stopped by SIGTERM"),
+    "sigterm": Run(_signalled(signal.SIGTERM), 143, "preempted (agent received SIGTERM)"),
     "sigint": Run(_signalled(signal.SIGINT), 130, "stopped by SIGINT"),
     "sighup": Run(_signalled(signal.SIGHUP), 129, "stopped by SIGHUP"),
     "sigquit": Run(_signalled(signal.SIGQUIT), 131, "stopped by SIGQUIT"),

@@ -21,6 +21,7 @@ ONLY_MUSTER = {
     "MUSTER_STACKS_SIGNAL": "README Stacks: the signal the hook dumps on",
     "MUSTER_STACKS_OWNER": "README Stacks: set by the hook in the worker (its pid), so that "
                            "the worker's Python children do not register",
+    "MUSTER_PREEMPTED": "README Preemption: the file a preemption notice is written to",
     "TORCH_FR_BUFFER_SIZE": "README Collective traces (torch 2.15's flight recorder)",
     "TORCH_FR_DUMP_ON_TIMEOUT": "README Collective traces",
     "TORCH_FR_DUMP_TEMP_FILE": "README Collective traces: dumps in the attempt's directory",

@@ -16,7 +16,7 @@
 namespace muster {
 namespace {
 
-constexpr FlagSpec kDrainFlags[] = {
+constexpr FlagSpec kDrainOwnFlags[] = {
     {.name = "rdzv-endpoint",
      .group = "Drain",
      .default_text = "required",
@@ -34,20 +34,9 @@ constexpr FlagSpec kDrainFlags[] = {
      .group = "Drain",
      .default_text = "drained by muster drain",
      .help = "what the workers read in their MUSTER_PREEMPTED file"},
-    {.name = "token-file",
-     .group = "Security",
-     .default_text = "MUSTER_TOKEN",
-     .help = "file with the shared secret"},
-    {.name = "tls-ca",
-     .group = "Security",
-     .default_text = "none",
-     .help = "PEM CA of the server's certificate"},
-    {.name = "timeout",
-     .group = "Drain",
-     .default_text = "10s",
-     .help = "wait up to this long for a server still starting; without it a refused "
-             "connection fails at once"},
 };
+// --timeout, --token-file, --tls-ca: the same list `muster status` and `muster stacks` take.
+constexpr auto kDrainFlags = WithJobQueryFlags(kDrainOwnFlags);
 
 // The server's permanent refusals (no such job or node, between rounds), unlike 138's.
 constexpr int kRefused = 1;

@@ -88,8 +88,8 @@ def test_version_and_help():
 
 
 def test_status_and_stacks_take_the_same_connection_flags():
-    """`muster status` and `muster stacks` reach the server with one flag list
-    (agent/job_query.h): a connection or security flag added for one is there in the other,
+    """`muster status`, `muster stacks` and `muster drain` reach the server with one flag
+    list (agent/job_query.h): a connection or security flag added for one is in the others,
     with the same help."""
     import subprocess
     from conftest import MUSTER
@@ -105,10 +105,11 @@ def test_status_and_stacks_take_the_same_connection_flags():
             blocks[title.strip()] = [line for line in body.splitlines() if line.startswith("  ")]
         return blocks
 
-    status, stacks = sections("status"), sections("stacks")
+    status, stacks, drain = sections("status"), sections("stacks"), sections("drain")
     for title, flags in (("Connection", ("--timeout V",)),
                          ("Security", ("--token-file V", "--tls-ca V"))):
         assert title in status and status[title] == stacks.get(title), (status, stacks)
+        assert status[title] == drain.get(title), (status, drain)
         for flag in flags:
             assert any(flag in line for line in status[title]), status[title]
 

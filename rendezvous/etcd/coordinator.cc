@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/core/job_status.h"
 #include "rendezvous/etcd/etcd_status.h"
@@ -32,15 +33,25 @@ Coordinator::Coordinator(EtcdClient* etcd, std::string job_prefix, std::string s
       prefix_(std::move(job_prefix)),
       self_(std::move(self_id)),
       lease_(lease),
-      job_(spec, absl::Now()) {}
+      job_(spec, absl::Now()),
+      job_lease_(etcd, spec.heartbeat_interval * spec.heartbeat_misses) {}
 
 absl::Status Coordinator::Begin(absl::Time now) {
   absl::StatusOr<RangeResult> got = etcd_->Get(prefix_ + "job");
   if (!got.ok()) return got.status();
-  if (got->kvs.empty()) return absl::OkStatus();  // the job's first coordinator
   v1::EtcdJobState state;
-  if (!state.ParseFromString(got->kvs[0].value)) {
+  if (!got->kvs.empty() && !state.ParseFromString(got->kvs[0].value)) {
     return absl::DataLossError(absl::StrCat("etcd key ", prefix_, "job is not a job state"));
+  }
+  // A finished job's state lingers for its lease (its status for `muster status`): a job
+  // started again under the same run id is a new one.
+  const bool fresh = got->kvs.empty() || state.finished();
+  if (state.finished()) state.Clear();
+  RETURN_IF_ERROR(job_lease_.Acquire(state.job_lease(), now));
+  if (fresh) {
+    // The job's first coordinator; its state and status go under the job's lease.
+    PersistState();
+    return absl::OkStatus();
   }
   std::vector<RestartRecord> history;
   for (const v1::RestartRecord& p : state.history()) {
@@ -66,6 +77,7 @@ absl::Status Coordinator::Begin(absl::Time now) {
       state.round() + 1, state.restarts_used());
   std::vector<std::string> order(state.participants().begin(), state.participants().end());
   job_.ContinueFrom(state.round(), state.restarts_used(), std::move(history), order);
+  PersistState();  // under this coordinator's job lease id (a new one if it had expired)
   return absl::OkStatus();
 }
 
@@ -120,6 +132,7 @@ void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, 
 }
 
 void Coordinator::Tick(absl::Time now) {
+  KeepJobLease(now);
   std::vector<Event> events;
   job_.Tick(now, &events);
   Publish(now, events);
@@ -128,6 +141,7 @@ void Coordinator::Tick(absl::Time now) {
 std::optional<absl::Time> Coordinator::NextDeadline() const {
   std::optional<absl::Time> due = job_.NextDeadline();
   if (status_due_ && (!due || *status_due_ < *due)) due = status_due_;
+  if (!due || job_lease_.due() < *due) due = job_lease_.due();
   return due;
 }
 
@@ -143,7 +157,7 @@ void Coordinator::WriteStatus(absl::Time now) {
   // One try (each member once): the status is for people; a failed write is retried a
   // second later, and the job goes on meanwhile.
   absl::StatusOr<int64_t> put =
-      etcd_->Put(prefix_ + "status", EtcdStatusValue(JobStatusOf(job_)), lease_);
+      etcd_->Put(prefix_ + "status", EtcdStatusValue(JobStatusOf(job_)), job_lease_.id());
   if (!put.ok()) {
     spdlog::warn("etcd rendezvous: cannot write the job's status: {}",
                  std::string(put.status().message()));
@@ -190,6 +204,21 @@ absl::Status Coordinator::PutPersistently(const std::string& key, const std::str
       .status();
 }
 
+void Coordinator::KeepJobLease(absl::Time now) {
+  absl::StatusOr<bool> renewed = job_lease_.KeepAlive(now);
+  if (!renewed.ok()) {
+    spdlog::warn("etcd rendezvous: keeping the job's lease alive: {}",
+                 std::string(renewed.status().message()));
+    return;
+  }
+  if (!*renewed) return;
+  // A new lease: the keys of the old one are gone; put them again at once.
+  persisted_round_ = -1;
+  status_phase_ = -1;
+  PersistState();
+  WriteStatus(now);
+}
+
 void Coordinator::PersistState() {
   const bool outcome = job_.outcome().has_value();
   if (job_.round() == persisted_round_ && job_.restarts_used() == persisted_restarts_ &&
@@ -210,10 +239,9 @@ void Coordinator::PersistState() {
     if (r.failure) ToProto(*r.failure, p->mutable_failure());
   }
   for (const NodeInfo& n : job_.participants()) state.add_participants(n.node_id);
-  // Once the job has its outcome, its state lives only as long as this agent's lease:
-  // a finished job's keys all expire.
-  absl::Status put =
-      PutPersistently(prefix_ + "job", state.SerializeAsString(), outcome ? lease_ : 0);
+  state.set_job_lease(job_lease_.id());
+  state.set_finished(outcome);
+  absl::Status put = PutPersistently(prefix_ + "job", state.SerializeAsString(), job_lease_.id());
   if (!put.ok()) {
     spdlog::warn("etcd rendezvous: cannot save the job's state: {}", std::string(put.message()));
     return;

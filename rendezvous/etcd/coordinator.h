@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "rendezvous/core/job.h"
 #include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/etcd/job_lease.h"
 
 namespace muster::v1 {
 class AgentMessage;
@@ -45,7 +46,8 @@ class Coordinator {
   void NodeGone(const std::string& node_id, absl::Time now);
   void Report(const std::string& node_id, const v1::AgentMessage& message, absl::Time now);
   void Tick(absl::Time now);
-  // The Job's next deadline, or the status's next write when sooner.
+  // The Job's next deadline, or the status's next write or the job lease's keep-alive
+  // when sooner.
   std::optional<absl::Time> NextDeadline() const;
 
  private:
@@ -60,11 +62,16 @@ class Coordinator {
   // Put, retried until it succeeds or a lease TTL has passed.
   absl::Status PutPersistently(const std::string& key, const std::string& value, int64_t lease);
 
+  // Keeps the job's lease alive when due; puts the job and status keys again when it had
+  // to be granted anew.
+  void KeepJobLease(absl::Time now);
+
   EtcdClient* etcd_;
   const std::string prefix_;
   const std::string self_;
   const int64_t lease_;
   Job job_;
+  JobLease job_lease_;
   std::set<std::string> joined_;
   int persisted_round_ = -1;
   int persisted_restarts_ = -1;

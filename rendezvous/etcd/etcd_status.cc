@@ -29,8 +29,8 @@ absl::StatusOr<JobStatusSnapshot> ReadEtcdJobStatus(const EtcdStatusQuery& query
   if (got->kvs.empty()) {
     return absl::NotFoundError(absl::StrCat(
         "etcd has no key ", key,
-        ": no such job running (a finished job's keys go with its agents' leases; after its "
-        "coordinator was lost, the next one writes it within a lease TTL)"));
+        ": no such job (a job's status expires 3 lease TTLs after its last agent ended; "
+        "check --rdzv-id and --rdzv-conf etcd_prefix=)"));
   }
   v1::JobStatusReply reply;
   if (!reply.ParseFromString(got->kvs[0].value)) {

@@ -1,7 +1,8 @@
 // The etcd backend's job status (`muster status --rdzv-backend etcd`): the coordinator
 // puts the same JobStatus that muster's own server answers under PREFIX/RUN_ID/status
-// (with its lease: a running job's status; a coordinator change leaves none for up to a
-// lease TTL), and ReadEtcdJobStatus reads it back. Plain functions; thread-safe.
+// (with the job's lease, job_lease.h: it outlives the job's agents by up to 3 lease TTLs,
+// so a job that just ended shows its outcome), and ReadEtcdJobStatus reads it back. Plain
+// functions; thread-safe.
 #ifndef MUSTER_RENDEZVOUS_ETCD_ETCD_STATUS_H_
 #define MUSTER_RENDEZVOUS_ETCD_ETCD_STATUS_H_
 
@@ -21,9 +22,8 @@ struct EtcdStatusQuery {
   absl::Duration timeout = absl::Seconds(10);  // per member
 };
 
-// The job's status; NotFound when etcd has none (no such job, a finished one whose keys
-// went with its agents' leases, or a coordinator change under way); Unavailable when no
-// member answers.
+// The job's status; NotFound when etcd has none (no such job, or one whose job lease
+// ended); Unavailable when no member answers.
 absl::StatusOr<JobStatusSnapshot> ReadEtcdJobStatus(const EtcdStatusQuery& query);
 
 // Serialises `status` as the value of the status key (a v1::JobStatusReply).

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -290,6 +291,41 @@ absl::StatusOr<RangeResult> EtcdClient::RangePrefix(const std::string& prefix) {
   request.set_key(prefix);
   request.set_range_end(PrefixEnd(prefix));
   return DoRange(*impl_, request);
+}
+
+absl::StatusOr<std::optional<KeyValue>> EtcdClient::Oldest(const std::string& prefix) {
+  pb::RangeRequest request;
+  request.set_key(prefix);
+  request.set_range_end(PrefixEnd(prefix));
+  request.set_limit(1);
+  request.set_sort_order(pb::RangeRequest::ASCEND);
+  request.set_sort_target(pb::RangeRequest::CREATE);
+  absl::StatusOr<RangeResult> got = DoRange(*impl_, request);
+  if (!got.ok()) return got.status();
+  if (got->kvs.empty()) return std::nullopt;
+  return std::move(got->kvs[0]);
+}
+
+absl::StatusOr<int64_t> EtcdClient::PutAll(
+    const std::vector<std::pair<std::string, std::string>>& kvs, int64_t lease) {
+  int64_t revision = 0;
+  for (size_t first = 0; first < kvs.size(); first += kMaxTxnOps) {
+    pb::TxnRequest request;  // no compare: the success branch always runs
+    const size_t end = std::min(kvs.size(), first + kMaxTxnOps);
+    for (size_t i = first; i < end; ++i) {
+      pb::PutRequest* put = request.add_success()->mutable_request_put();
+      put->set_key(kvs[i].first);
+      put->set_value(kvs[i].second);
+      put->set_lease(lease);
+    }
+    pb::TxnResponse response;
+    absl::Status s = impl_->Unary<pb::KV>([&](pb::KV::Stub& stub, grpc::ClientContext& c) {
+      return stub.Txn(&c, request, &response);
+    });
+    if (!s.ok()) return s;
+    revision = response.header().revision();
+  }
+  return revision;
 }
 
 absl::StatusOr<RangeResult> EtcdClient::Get(const std::string& key) {

@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,7 +61,17 @@ class EtcdClient {
   absl::StatusOr<absl::Duration> KeepAliveOnce(int64_t lease);
   // Puts `key` (with `lease` unless 0); the store's revision after it.
   absl::StatusOr<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0);
+  // Puts every (key, value) pair, with `lease` unless 0, in transactions of at most
+  // kMaxTxnOps puts each (etcd's default --max-txn-ops): one raft entry per transaction,
+  // e.g. one key per node of a round. The store's revision after the last. Not atomic
+  // across transactions: after a failure the earlier ones stay applied (put again).
+  absl::StatusOr<int64_t> PutAll(const std::vector<std::pair<std::string, std::string>>& kvs,
+                                 int64_t lease = 0);
+  static constexpr int kMaxTxnOps = 128;
   absl::StatusOr<RangeResult> RangePrefix(const std::string& prefix);
+  // The key under `prefix` with the lowest create revision (etcd sorts; one key comes
+  // back, not the prefix): e.g. the oldest node key, which coordinates. nullopt: none.
+  absl::StatusOr<std::optional<KeyValue>> Oldest(const std::string& prefix);
   absl::StatusOr<RangeResult> Get(const std::string& key);
   absl::Status DeletePrefix(const std::string& prefix);
 

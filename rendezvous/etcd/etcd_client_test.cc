@@ -176,6 +176,36 @@ TEST_F(EtcdClientTest, WatchSeesPutsAndDeletesFromARevision) {
   canceller.join();
 }
 
+TEST_F(EtcdClientTest, PutAllSplitsIntoTransactionsOfAtMost128Puts) {
+  // 300 keys: three transactions (etcd refuses more than 128 operations in one).
+  absl::StatusOr<int64_t> lease = etcd_->GrantLease(absl::Seconds(30));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  std::vector<std::pair<std::string, std::string>> kvs;
+  for (int i = 0; i < 300; ++i) kvs.emplace_back(absl::StrCat("/t/", 1000 + i), "v");
+  const int64_t before = *etcd_->Put("/t-before", "x");
+  absl::StatusOr<int64_t> revision = etcd_->PutAll(kvs, *lease);
+  ASSERT_TRUE(revision.ok()) << revision.status();
+  EXPECT_EQ(*revision, before + 3);  // one revision per transaction
+  absl::StatusOr<RangeResult> all = etcd_->RangePrefix("/t/");
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->kvs.size(), 300u);
+  EXPECT_EQ(all->kvs[299].lease, *lease);
+  EXPECT_EQ(etcd_->PutAll({}).status(), absl::OkStatus());
+}
+
+TEST_F(EtcdClientTest, OldestIsTheLowestCreateRevision) {
+  EXPECT_EQ(*etcd_->Oldest("/o/"), std::nullopt);
+  ASSERT_TRUE(etcd_->Put("/o/b", "first").ok());
+  ASSERT_TRUE(etcd_->Put("/o/a", "second").ok());
+  ASSERT_TRUE(etcd_->Put("/o/b", "rewritten").ok());  // a later put keeps its age
+  absl::StatusOr<std::optional<KeyValue>> oldest = etcd_->Oldest("/o/");
+  ASSERT_TRUE(oldest.ok() && oldest->has_value()) << oldest.status();
+  EXPECT_EQ((*oldest)->key, "/o/b");
+  EXPECT_EQ((*oldest)->value, "rewritten");
+  ASSERT_TRUE(etcd_->DeletePrefix("/o/b").ok());
+  EXPECT_EQ((*etcd_->Oldest("/o/"))->key, "/o/a");
+}
+
 TEST_F(EtcdClientTest, FailsOverFromADeadMember) {
   // The first member listed is nobody: calls move on to the live one and stay there.
   auto etcd =

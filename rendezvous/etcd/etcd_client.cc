@@ -362,8 +362,12 @@ namespace {
 
 class GrpcEtcdWatch : public EtcdWatch {
  public:
-  GrpcEtcdWatch(EtcdClient::Impl& impl, std::string prefix, int64_t start_revision)
-      : impl_(impl), prefix_(std::move(prefix)), next_revision_(start_revision) {}
+  GrpcEtcdWatch(EtcdClient::Impl& impl, std::string prefix, int64_t start_revision,
+                EtcdClient::WatchOptions options)
+      : impl_(impl),
+        prefix_(std::move(prefix)),
+        options_(options),
+        next_revision_(start_revision) {}
   ~GrpcEtcdWatch() override { Cancel(); }
 
   absl::Status Next(std::vector<WatchEvent>* events, absl::Duration give_up) override {
@@ -439,7 +443,8 @@ class GrpcEtcdWatch : public EtcdWatch {
     pb::WatchRequest request;
     pb::WatchCreateRequest* create = request.mutable_create_request();
     create->set_key(prefix_);
-    create->set_range_end(PrefixEnd(prefix_));
+    if (options_.prefix) create->set_range_end(PrefixEnd(prefix_));
+    if (options_.deletes_only) create->add_filters(pb::WatchCreateRequest::NOPUT);
     create->set_start_revision(next_revision_);
     stream_->Write(request);  // a failure shows in the first Read
     return stream_.get();
@@ -465,6 +470,7 @@ class GrpcEtcdWatch : public EtcdWatch {
 
   EtcdClient::Impl& impl_;
   const std::string prefix_;
+  const EtcdClient::WatchOptions options_;
   int64_t next_revision_;
   size_t member_ = 0;
   std::string token_;  // the stream's token (the watch thread's)
@@ -480,7 +486,12 @@ class GrpcEtcdWatch : public EtcdWatch {
 
 std::unique_ptr<EtcdWatch> EtcdClient::WatchPrefix(const std::string& prefix,
                                                    int64_t start_revision) {
-  return std::make_unique<GrpcEtcdWatch>(*impl_, prefix, start_revision);
+  return Watch(prefix, start_revision, {});
+}
+
+std::unique_ptr<EtcdWatch> EtcdClient::Watch(const std::string& key, int64_t start_revision,
+                                             const WatchOptions& options) {
+  return std::make_unique<GrpcEtcdWatch>(*impl_, key, start_revision, options);
 }
 
 }  // namespace muster::rdzv::etcd

@@ -77,6 +77,12 @@ class EtcdClient {
 
   // Watches every key under `prefix` from `start_revision` on.
   std::unique_ptr<EtcdWatch> WatchPrefix(const std::string& prefix, int64_t start_revision);
+  struct WatchOptions {
+    bool prefix = true;         // every key under `key`; false: `key` alone
+    bool deletes_only = false;  // etcd sends no puts (its NOPUT filter): e.g. who left
+  };
+  std::unique_ptr<EtcdWatch> Watch(const std::string& key, int64_t start_revision,
+                                   const WatchOptions& options);
 
   // Which member calls go to now ("host:port"), for logs and tests.
   std::string current_endpoint() const;

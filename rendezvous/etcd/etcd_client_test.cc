@@ -206,6 +206,26 @@ TEST_F(EtcdClientTest, OldestIsTheLowestCreateRevision) {
   EXPECT_EQ((*etcd_->Oldest("/o/"))->key, "/o/a");
 }
 
+TEST_F(EtcdClientTest, WatchOfOneKeyAndOfDeletesOnly) {
+  const int64_t start = *etcd_->Put("/k/n1", "a");
+  ASSERT_TRUE(etcd_->Put("/k/n10", "sibling with n1 as its prefix").ok());
+  ASSERT_TRUE(etcd_->Put("/k/n1", "b").ok());
+  ASSERT_TRUE(etcd_->DeletePrefix("/k/n10").ok());
+  const int64_t last = *etcd_->Put("/k/n1", "c");
+  std::unique_ptr<EtcdWatch> key = etcd_->Watch("/k/n1", start, {.prefix = false});
+  std::vector<WatchEvent> events;
+  while (events.size() < 3) ASSERT_TRUE(key->Next(&events, absl::Seconds(5)).ok());
+  ASSERT_EQ(events.size(), 3u);  // /k/n1's three puts, nothing of /k/n10
+  EXPECT_EQ(events[2].kv.value, "c");
+  EXPECT_EQ(events[2].kv.mod_revision, last);
+  std::unique_ptr<EtcdWatch> gone = etcd_->Watch("/k/", start, {.deletes_only = true});
+  events.clear();
+  ASSERT_TRUE(gone->Next(&events, absl::Seconds(5)).ok());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].deleted);
+  EXPECT_EQ(events[0].kv.key, "/k/n10");
+}
+
 TEST_F(EtcdClientTest, FailsOverFromADeadMember) {
   // The first member listed is nobody: calls move on to the live one and stay there.
   auto etcd =

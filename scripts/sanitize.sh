@@ -2,7 +2,8 @@
 # Sanitizer builds and the tests that run under them; any report fails the run.
 #   scripts/sanitize.sh [address|thread|all] [pytest arguments...]     (default: all)
 # address: build-asan/, ASan+UBSan. Every unit test, and the integration tests that cover
-#   the agent's lifecycle end to end (exit codes, signals, bad input). Not test_output.py:
+#   the agent's lifecycle end to end (exit codes: a sample of the matrix, which the plain
+#   build runs whole; signals, bad input). Not test_output.py:
 #   it bounds the agent's RSS, which ASan multiplies. Not the multi-node and health tests:
 #   TSan runs those (below), and the subsets do not overlap, for CI's time; the rendezvous
 #   over gRPC (server and clients in one process) is under ASan in its unit tests.

@@ -20,9 +20,11 @@ ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
 class EtcdCluster:
     """scheme https: member_args gives the TLS files (--cert-file ...); ctl_args is what
-    etcdctl needs on top (--cacert ..., --user ... once auth is on)."""
+    etcdctl needs on top (--cacert ..., --user ... once auth is on). http_too: each https
+    member also listens on a plain port (http_endpoints), for a client without TLS (with
+    --client-cert-auth, etcd takes a certificate's CN as the user)."""
     def __init__(self, members=3, host="127.0.0.1", netns=None, scheme="http", member_args=(),
-                 ctl_args=()):
+                 ctl_args=(), http_too=False):
         self.host = host
         self.wrap = ["ip", "netns", "exec", netns] if netns else []
         self.scheme = scheme
@@ -31,15 +33,18 @@ class EtcdCluster:
         self.dir = tempfile.mkdtemp(prefix="muster-etcd-", dir=base)
         self.client_ports = [free_port() for _ in range(members)]
         self.peer_ports = [free_port() for _ in range(members)]
+        self.http_ports = [free_port() for _ in range(members)] if http_too else []
         self.names = [f"m{i}" for i in range(members)]
         initial = ",".join(f"{n}=http://{host}:{p}" for n, p in zip(self.names, self.peer_ports))
         token = uuid.uuid4().hex
         self.procs = []
         self.cmds = []
-        for name, client, peer in zip(self.names, self.client_ports, self.peer_ports):
+        for i, (name, client, peer) in enumerate(zip(self.names, self.client_ports,
+                                                     self.peer_ports)):
+            plain = f",http://{host}:{self.http_ports[i]}" if http_too else ""
             self.cmds.append(
                 [*self.wrap, ETCD, "--name", name, "--data-dir", os.path.join(self.dir, name),
-                 "--listen-client-urls", f"{scheme}://{host}:{client}",
+                 "--listen-client-urls", f"{scheme}://{host}:{client}{plain}",
                  "--advertise-client-urls", f"{scheme}://{host}:{client}",
                  *member_args,
                  "--listen-peer-urls", f"http://{host}:{peer}",
@@ -74,6 +79,11 @@ class EtcdCluster:
         """--rdzv-endpoint's value: every member."""
         host = "localhost" if self.host == "127.0.0.1" else self.host
         return ",".join(f"{host}:{p}" for p in self.client_ports)
+
+    @property
+    def http_endpoints(self):
+        """The plain ports of an https cluster made with http_too."""
+        return ",".join(f"{self.host}:{p}" for p in self.http_ports)
 
     def ctl(self, *args, timeout=10):
         env = dict(os.environ, ETCDCTL_API="3")

@@ -6,10 +6,11 @@ finished job gone within the lease TTL, after a success and after a failure."""
 import os
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from conftest import wait_for
+from conftest import MUSTER, fake, muster_env, wait_for
 from etcd_cluster import ETCD, EtcdCluster
 from test_etcd import CHECK, FAST, finish, lines, start_agents
 
@@ -17,12 +18,6 @@ pytestmark = pytest.mark.skipif(not os.path.exists(ETCD),
                                 reason="etcd-server is not installed (scripts/setup.sh)")
 
 TTL = 2  # FAST's lease: heartbeat_interval 1 s x heartbeat_misses 2
-JOB_TTL = 3 * TTL  # the job lease: the job's state and status outlive its agents by this
-
-
-def only_job_keys_left(etcd, prefix):
-    """The agents' keys are gone; the job's state and final status wait for the job lease."""
-    return set(etcd.keys(prefix)) <= {prefix + "job", prefix + "status"}
 
 
 def openssl(*args, cwd):
@@ -59,16 +54,32 @@ def pki(tmp_path_factory):
     return {"ca": ca, "wrong_ca": wrong_ca, "server": server, "client": client}
 
 
+PASSWORD = "s3cret-Pa55-7d1f"
+
+
 @pytest.fixture(scope="module")
-def tls_etcd(pki):
-    """One member over TLS that requires a client certificate (--client-cert-auth)."""
+def secure_etcd(pki):
+    """One member over TLS that requires a client certificate (--client-cert-auth), with
+    auth on: root, and user `muster` whose role may read and write /secure/ only (the job's
+    etcd_prefix). One member for every test here: a cluster costs a start, and each job
+    below asserts TLS and auth at once."""
     cert, key = pki["server"]
     ccert, ckey = pki["client"]
     cluster = EtcdCluster(
         1, scheme="https",
         member_args=["--cert-file", str(cert), "--key-file", str(key),
                      "--trusted-ca-file", str(pki["ca"]), "--client-cert-auth"],
-        ctl_args=["--cacert", str(pki["ca"]), "--cert", str(ccert), "--key", str(ckey)])
+        ctl_args=["--cacert", str(pki["ca"]), "--cert", str(ccert), "--key", str(ckey)],
+        http_too=True)
+    for args in (["user", "add", "root", "--new-user-password", "rootpw"],
+                 ["user", "add", "muster", "--new-user-password", PASSWORD],
+                 ["role", "add", "job"],
+                 ["role", "grant-permission", "job", "--prefix=true", "readwrite", "/secure/"],
+                 ["user", "grant-role", "muster", "job"],
+                 ["auth", "enable"]):
+        r = cluster.ctl(*args)
+        assert r.returncode == 0, (args, r.stderr)
+    cluster.ctl_args += ["--user", "root:rootpw"]
     yield cluster
     cluster.stop()
 
@@ -79,43 +90,67 @@ def tls_conf(pki, ca=None, client=True):
     return conf + (f",cert={ccert},key={ckey}" if client else "")
 
 
-def test_two_agents_over_mutual_tls(tls_etcd, pki, tmp_path):
-    out = tmp_path / "out.jsonl"
-    results = finish(start_agents(tls_etcd, "tls", 2, "2", out, conf=tls_conf(pki)))
-    for code, _, err in results:
-        assert code == 0, err[-3000:]
+def auth_conf(pki, tmp_path, password=PASSWORD):
+    """Mutual TLS and the user `muster` (its password from a file)."""
+    pw = tmp_path / "password"
+    pw.write_text(password + "\n")
+    return f"{tls_conf(pki)},etcd_prefix=/secure,username=muster,password_file={pw}"
+
+
+def test_mutual_tls_and_password_job_succeeds_token_renewed_password_never_logged(
+        secure_etcd, pki, tmp_path):
+    """Two agents over mutual TLS as user `muster`: the job's keys go over TLS under
+    etcd_prefix, the token is renewed when etcd drops it, the password is never logged, and
+    the keys are gone within the lease TTL after the success."""
+    out, release = tmp_path / "out.jsonl", tmp_path / "release"
+    procs = start_agents(secure_etcd, "auth", 2, "2", out, conf=auth_conf(pki, tmp_path),
+                         hold_world="4", RELEASE=release)
+    wait_for(lambda: len(lines(out)) == 4, timeout=60, interval=0.1, what="the workers")
     rows = lines(out)
     assert sorted(int(r["RANK"]) for r in rows) == [0, 1, 2, 3]
     assert {r["sum"] for r in rows} == {10.0}
-    # Their keys went over TLS too: the agents' keys are gone within the lease TTL.
-    wait_for(lambda: only_job_keys_left(tls_etcd, "/muster/tls/"), timeout=TTL + 1,
-             interval=0.2, what="the agents' keys to go")
+    assert set(secure_etcd.keys("/secure/auth/")), "the job's keys are under etcd_prefix"
+    assert not secure_etcd.keys("/muster/")
+    # Turning auth off and on drops every token etcd gave: the agents' calls from now on
+    # (keep-alives, the workers' reports) need a new one.
+    for args in (["auth", "disable"], ["auth", "enable"]):
+        r = secure_etcd.ctl(*args)
+        assert r.returncode == 0, r.stderr
+    time.sleep(TTL)  # keep-alives meet the dropped token
+    release.touch()
+    results = finish(procs)
+    for code, out_text, err in results:
+        assert code == 0, err[-3000:]
+        assert PASSWORD not in out_text + err
+    assert len(lines(out)) == 4  # one round: the workers were never stopped
+    wait_for(lambda: not secure_etcd.keys("/secure/auth/"), timeout=TTL + 1, interval=0.2,
+             what="the job's keys to go")
 
 
-def test_wrong_ca_is_exit_2_at_once(tls_etcd, pki, tmp_path):
+def test_wrong_ca_is_exit_2_at_once(secure_etcd, pki, tmp_path):
     start = time.monotonic()
     # join_timeout 60 s (FAST): a certificate that does not verify does not wait for it.
-    [(code, _, err)] = finish(start_agents(tls_etcd, "tls-wrong-ca", 1, "2", tmp_path / "o",
+    [(code, _, err)] = finish(start_agents(secure_etcd, "tls-wrong-ca", 1, "2", tmp_path / "o",
                                            conf=tls_conf(pki, ca=pki["wrong_ca"])), timeout=30)
     assert code == 2, err[-3000:]
     assert "TLS to etcd failed" in err and "cacert" in err, err[-3000:]
     assert time.monotonic() - start < 15
 
 
-def test_no_client_certificate_is_exit_138_at_the_join_timeout_with_a_hint(tls_etcd, pki,
+def test_no_client_certificate_is_exit_138_at_the_join_timeout_with_a_hint(secure_etcd, pki,
                                                                           tmp_path):
     # TLS 1.3: etcd drops the connection after the handshake, as a member that went away
     # (no certificate error reaches the client), so it is retried until the join timeout.
     conf = tls_conf(pki, client=False).replace("join_timeout=60s", "join_timeout=3s")
     start = time.monotonic()
-    [(code, _, err)] = finish(start_agents(tls_etcd, "tls-no-cert", 1, "2", tmp_path / "o",
+    [(code, _, err)] = finish(start_agents(secure_etcd, "tls-no-cert", 1, "2", tmp_path / "o",
                                            conf=conf), timeout=30)
     assert code == 138, err[-3000:]
     assert "give --rdzv-conf cert=PATH,key=PATH" in err, err[-3000:]
     assert time.monotonic() - start < 3 + 8
 
 
-def test_bad_security_keys_are_exit_2_naming_key_and_path(tls_etcd, pki, tmp_path):
+def test_bad_security_keys_are_exit_2_naming_key_and_path(secure_etcd, pki, tmp_path):
     from conftest import run_muster
     ccert, ckey = pki["client"]
     (tmp_path / "notpem").write_text("hello\n")
@@ -134,7 +169,7 @@ def test_bad_security_keys_are_exit_2_naming_key_and_path(tls_etcd, pki, tmp_pat
         ("username=u,password_file=/nonexistent/pw", {},
          "--rdzv-conf password_file: cannot read '/nonexistent/pw'"),
     ]:
-        r = run_muster(["--rdzv-backend", "etcd", "--rdzv-endpoint", tls_etcd.endpoints,
+        r = run_muster(["--rdzv-backend", "etcd", "--rdzv-endpoint", secure_etcd.endpoints,
                         "--rdzv-conf", conf, "--nnodes", "2", "--dry-run", str(CHECK)],
                        env=env or None)
         assert r.returncode == 2 and needle in r.stderr, (conf, r.stderr)
@@ -143,85 +178,45 @@ def test_bad_security_keys_are_exit_2_naming_key_and_path(tls_etcd, pki, tmp_pat
                     f"protocol=https,cacert={pki['ca']}", "--nnodes", "2", "--dry-run",
                     str(CHECK)])
     assert r.returncode == 2 and "is for --rdzv-backend etcd" in r.stderr, r.stderr
-    r = run_muster(["--rdzv-backend", "etcd", "--rdzv-endpoint", tls_etcd.endpoints,
+    r = run_muster(["--rdzv-backend", "etcd", "--rdzv-endpoint", secure_etcd.endpoints,
                     "--rdzv-conf", f"protocol=https,cacert={pki['ca']},cert={ccert},key={ckey}",
                     "--nnodes", "2", "--dry-run", str(CHECK)])
     assert r.returncode == 0, r.stderr
 
 
-PASSWORD = "s3cret-Pa55-7d1f"
-
-
-@pytest.fixture(scope="module")
-def auth_etcd():
-    """One plain member with auth on: root, and user `muster` whose role may read and write
-    /secure/ only (the job's etcd_prefix)."""
-    cluster = EtcdCluster(1)
-    for args in (["user", "add", "root", "--new-user-password", "rootpw"],
-                 ["user", "add", "muster", "--new-user-password", PASSWORD],
-                 ["role", "add", "job"],
-                 ["role", "grant-permission", "job", "--prefix=true", "readwrite", "/secure/"],
-                 ["user", "grant-role", "muster", "job"],
-                 ["auth", "enable"]):
-        r = cluster.ctl(*args)
-        assert r.returncode == 0, (args, r.stderr)
-    cluster.ctl_args = ["--user", "root:rootpw"]
-    yield cluster
-    cluster.stop()
-
-
-def auth_conf(tmp_path, password=PASSWORD):
-    pw = tmp_path / "password"
-    pw.write_text(password + "\n")
-    return f"{FAST},etcd_prefix=/secure,username=muster,password_file={pw}"
-
-
-def test_user_and_password_job_succeeds_token_renewed_password_never_logged(auth_etcd,
-                                                                           tmp_path):
-    out, release = tmp_path / "out.jsonl", tmp_path / "release"
-    procs = start_agents(auth_etcd, "auth", 2, "2", out, conf=auth_conf(tmp_path),
-                         hold_world="4", RELEASE=release)
-    wait_for(lambda: len(lines(out)) == 4, timeout=60, interval=0.1, what="the workers")
-    assert set(auth_etcd.keys("/secure/auth/")), "the job's keys are under etcd_prefix"
-    assert not auth_etcd.keys("/muster/")
-    # Turning auth off and on drops every token etcd gave: the agents' calls from now on
-    # (keep-alives, the workers' reports) need a new one.
-    for args in (["auth", "disable"], ["auth", "enable"]):
-        r = auth_etcd.ctl(*args)
-        assert r.returncode == 0, r.stderr
-    time.sleep(TTL)  # keep-alives meet the dropped token
-    release.touch()
-    results = finish(procs)
-    for code, out_text, err in results:
-        assert code == 0, err[-3000:]
-        assert PASSWORD not in out_text + err
-    assert len(lines(out)) == 4  # one round: the workers were never stopped
-    wait_for(lambda: only_job_keys_left(auth_etcd, "/secure/auth/"), timeout=TTL + 1,
-             interval=0.2, what="the agents' keys to go")
-
-
-def test_wrong_password_is_exit_2_and_not_logged(auth_etcd, tmp_path):
+def test_wrong_password_is_exit_2_and_not_logged(secure_etcd, pki, tmp_path):
     start = time.monotonic()
     [(code, out_text, err)] = finish(start_agents(
-        auth_etcd, "badpw", 1, "2", tmp_path / "o", conf=auth_conf(tmp_path, "wrong-" + PASSWORD)),
-        timeout=30)
+        secure_etcd, "badpw", 1, "2", tmp_path / "o",
+        conf=auth_conf(pki, tmp_path, "wrong-" + PASSWORD)), timeout=30)
     assert code == 2, err[-3000:]
     assert "authentication failed" in err and "password_file" in err, err[-3000:]
     assert "wrong-" + PASSWORD not in out_text + err
     assert time.monotonic() - start < 15
-    # No user at all against an etcd with auth on: the same, naming the keys to give.
-    [(code, _, err)] = finish(start_agents(auth_etcd, "nouser", 1, "2", tmp_path / "o",
+    # No user at all against an etcd with auth on: the same, naming the keys to give. Over
+    # the member's plain port: a client certificate's CN would be taken as the user.
+    plain = SimpleNamespace(endpoints=secure_etcd.http_endpoints)
+    [(code, _, err)] = finish(start_agents(plain, "nouser", 1, "2", tmp_path / "o",
                                            conf=f"{FAST},etcd_prefix=/secure"), timeout=30)
     assert code == 2 and "username=NAME,password_file=PATH" in err, err[-3000:]
 
 
-def test_failed_job_keys_expire(auth_etcd, tmp_path):
-    out = tmp_path / "out.jsonl"
-    results = finish(start_agents(auth_etcd, "failed", 2, "2", out, conf=auth_conf(tmp_path),
-                                  FAIL_RANK=1))
+def test_failed_job_keys_expire(secure_etcd, pki, tmp_path):
+    """Rank 1 exits 3 (fake workers: the keys' lifetime needs no torch), the job fails and
+    its keys are gone within the lease TTL."""
+    env = muster_env()
+    procs = [subprocess.Popen(
+        [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", secure_etcd.endpoints,
+         "--rdzv-id", "failed", "--rdzv-conf", auth_conf(pki, tmp_path), "--nnodes", "2",
+         "--nproc-per-node", "2", "--max-restarts", "0",
+         *fake("sleep=0.5", "if-rank=1", "exit=3", "sleep=30")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    results = finish(procs)
     for code, _, err in results:
         assert code != 0, err[-3000:]
+    assert any("failed: exit 3" in err for _, _, err in results), \
+        [err[-1500:] for _, _, err in results]
     ended = time.monotonic()
-    wait_for(lambda: not auth_etcd.keys("/secure/failed/"), timeout=JOB_TTL + 2, interval=0.2,
+    wait_for(lambda: not secure_etcd.keys("/secure/failed/"), timeout=TTL + 1, interval=0.2,
              what="the failed job's keys to go")
-    assert time.monotonic() - ended <= JOB_TTL + 1
+    assert time.monotonic() - ended <= TTL + 1

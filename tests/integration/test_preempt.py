@@ -85,8 +85,10 @@ def test_sigterm_to_one_agent_every_rank_saves_the_same_step_and_the_job_resumes
 
 def test_drain_fixed_size_job_ends_143_shows_preempting_and_a_rerun_resumes(tmp_path):
     """2 x 2 ranks, `muster drain --node ID`: the job shows Preempting with the node and reason
-    while the ranks save (SAVE_DELAY), every agent exits 143, and the re-run resumes."""
-    ckpt, log, env = torch_env(tmp_path, SAVE_DELAY="1.5")
+    while the ranks save (they wait for SAVE_GATE), every agent exits 143, and the re-run
+    resumes."""
+    gate = tmp_path / "save-gate"
+    ckpt, log, env = torch_env(tmp_path, SAVE_GATE=gate)
     common = ["--nnodes", "2", "--nproc-per-node", "2", SCRIPT]
     agents = Agents(2, common, per_agent=ranked, env=env)
     wait_steps(log, 4 * 2)
@@ -108,6 +110,7 @@ def test_drain_fixed_size_job_ends_143_shows_preempting_and_a_rerun_resumes(tmp_
     assert doc["phase"] == "Preempting", doc["phase"]
     assert doc["preempting"][0]["node_id"] == node["node_id"]
     assert doc["preempting"][0]["reason"] == "maintenance"
+    gate.touch()
     for rc, _, err in agents.wait(60):
         assert rc == 143, err[-3000:]
     before = steps_by_attempt(log)

@@ -5,7 +5,8 @@ all-reduces the "stop" flag (MAX): a rank that got the notice (SIGUSR1, or the
 MUSTER_PREEMPTED file) makes every rank stop after the same step, save {step} to
 CKPT_DIR/rank<R>.json and exit 0. At start it resumes after the saved step (every rank file
 must agree); a resumed run does RESUMED_STEPS more steps and exits 0, a fresh one runs until
-the notice. SAVE_DELAY: seconds a save takes (so the Preempting phase can be seen)."""
+the notice. SAVE_GATE: a file that must exist before a rank saves (the test creates it once
+it has seen the Preempting phase; up to 60 s, then the rank fails)."""
 import json
 import os
 import signal
@@ -39,6 +40,14 @@ def saved_step(ckpt):
     return steps.pop() if steps else None
 
 
+def wait_for_gate(gate):
+    deadline = time.monotonic() + 60
+    while gate and not os.path.exists(gate):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"SAVE_GATE {gate} did not appear in 60 s")
+        time.sleep(0.02)
+
+
 def main():
     ckpt, log = os.environ["CKPT_DIR"], os.environ["STEP_LOG"]
     dist.init_process_group("gloo")
@@ -57,7 +66,7 @@ def main():
         stop = torch.tensor([1 if preempted() else 0])
         dist.all_reduce(stop, op=dist.ReduceOp.MAX)
         if stop.item():
-            time.sleep(float(os.environ.get("SAVE_DELAY", "0")))
+            wait_for_gate(os.environ.get("SAVE_GATE"))
             tmp = os.path.join(ckpt, f".rank{rank}.tmp")
             with open(tmp, "w") as f:
                 json.dump({"step": step}, f)

@@ -8,23 +8,9 @@
 # Cache: ${MUSTER_CACHE:-~/.cache/muster}/py-spy-venv (~10 MB).
 # Output: the py-spy's path on stdout (exit 0), or a message on stderr and exit 1.
 set -euo pipefail
-PACKAGE=py-spy==0.4.2
-CACHE=${MUSTER_CACHE:-$HOME/.cache/muster}
-VENV=$CACHE/py-spy-venv
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.py-spy.lock"
-flock -w 600 9
+source "$(dirname "$0")/tool_venv.sh"
 
 have() { "$VENV/bin/py-spy" --version 2>/dev/null | grep -qx 'py-spy 0.4.2'; }
 
-if ! have; then
-  echo "py_spy_venv: creating $VENV with $PACKAGE (one time, ~3 MB download)" >&2
-  rm -rf "$VENV"
-  /usr/bin/python3 -m venv "$VENV" || { echo "py_spy_venv: python3 -m venv failed" >&2; exit 1; }
-  if ! "$VENV/bin/python" -m pip install -q --no-deps "$PACKAGE" >&2; then
-    echo "py_spy_venv: pip install $PACKAGE failed" >&2
-    exit 1
-  fi
-  have || { echo "py_spy_venv: $VENV/bin/py-spy does not run" >&2; exit 1; }
-fi
+tool_venv py-spy "~3 MB" "bin/py-spy does not run" py-spy==0.4.2 || exit 1
 echo "$VENV/bin/py-spy"

@@ -11,6 +11,7 @@ The plain build runs every code; a sanitizer build (scripts/sanitize.sh) a sampl
 takes every branch of the table and its edges, as the full matrix's 1,048 agent starts
 under ASan cost CI a minute and run no agent code that the sample does not.
 """
+import concurrent.futures
 import signal
 
 import pytest
@@ -24,6 +25,7 @@ SIGNALS = [signal.SIGINT, signal.SIGKILL, signal.SIGTERM, signal.SIGUSR1, signal
 SANITIZER_SAMPLE = (0, 1, 2, 42, 125, 126, 127, 128, 129, 130, 131, 136, 137, 138, 139, 142,
                     143, 144, 254, 255)
 CODES = SANITIZER_SAMPLE if sanitizer_of_build() else range(256)
+CONCURRENT_AGENTS = 4
 CASES = [("exit", c, c) for c in CODES] + [("kill", int(s), 128 + int(s)) for s in SIGNALS]
 
 
@@ -37,24 +39,32 @@ def expected(policy, code):
     return "restart" if code in RESTARTABLE else "fail"
 
 
+def run_case(policy, kind, value, code, tmp_path):
+    """One agent whose worker fails as KIND=VALUE on attempt 0; a mismatch's text, or None."""
+    stamps = tmp_path / f"{kind}{value}"
+    r = run_muster(["--max-restarts", "1", "--restart-policy", policy,
+                    *fake(f"stamp={stamps}", "if-attempt=0", f"{kind}={value}")], timeout=30)
+    attempts = len(stamps.read_text().splitlines())
+    want = expected(policy, code)
+    if want == "restart":
+        ok = r.returncode == 0 and attempts == 2
+    elif want == "fail":
+        ok = r.returncode == code and attempts == 1
+    else:
+        ok = r.returncode == 0 and attempts == 1
+    if ok:
+        return None
+    return f"{kind}={value}: want {want}, got rc={r.returncode} attempts={attempts}: " \
+           f"{r.stderr[-300:]}"
+
+
 @pytest.mark.parametrize("policy", ["Never", "OnFailure", "Always", "ExitCode"])
 def test_exit_code_matrix(policy, tmp_path):
-    mismatches = []
-    for kind, value, code in CASES:
-        stamps = tmp_path / f"{kind}{value}"
-        r = run_muster(["--max-restarts", "1", "--restart-policy", policy,
-                        *fake(f"stamp={stamps}", "if-attempt=0", f"{kind}={value}")], timeout=30)
-        attempts = len(stamps.read_text().splitlines())
-        want = expected(policy, code)
-        if want == "restart":
-            ok = r.returncode == 0 and attempts == 2
-        elif want == "fail":
-            ok = r.returncode == code and attempts == 1
-        else:
-            ok = r.returncode == 0 and attempts == 1
-        if not ok:
-            mismatches.append(f"{kind}={value}: want {want}, got rc={r.returncode} "
-                              f"attempts={attempts}: {r.stderr[-300:]}")
+    # Agents side by side (each case its own agent and files): an agent start waits on
+    # process start-up more than it computes, so a few at once take a fraction of the time.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=CONCURRENT_AGENTS) as pool:
+        results = pool.map(lambda case: run_case(policy, *case, tmp_path), CASES)
+        mismatches = [m for m in results if m is not None]
     assert not mismatches, "\n".join(mismatches[:20])
 
 

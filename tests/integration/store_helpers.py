@@ -2,8 +2,8 @@
 
 Importable by pytest (server fixtures) and runnable as a script by Debian's
 /usr/bin/python3 (which has torch 1.13):
-    store_helpers.py client HOST PORT        # runs the JSON program on stdin, prints results
-    store_helpers.py torch-master            # torch 1.13's own server; prints PORT n
+    store_helpers.py runs HOST               # runs a JSON list of {port, program} in order
+    store_helpers.py torch-master [N]        # N (1) torch 1.13 servers; prints PORT n...
 """
 import datetime
 import json
@@ -42,7 +42,8 @@ class Server:
             self.proc.kill()
             raise RuntimeError(f"server did not report its port: {line!r} "
                                f"stderr={self.proc.stderr.read()!r}")
-        self.port = int(line.split()[1])
+        self.ports = [int(p) for p in line.split()[1:]]
+        self.port = self.ports[0]
 
     def _read_line(self, deadline):
         import selectors
@@ -75,36 +76,45 @@ def start_muster_server():
     return Server([str(binary), "0"])
 
 
-def start_torch_server():
-    return Server([TORCH_PYTHON, __file__, "torch-master"])
+def start_torch_server(n=1):
+    """torch 1.13's own servers, n in one process (one torch import): .ports."""
+    return Server([TORCH_PYTHON, __file__, "torch-master", str(n)])
 
 
-def run_clients(port, programs, timeout=120):
-    """Runs one torch 1.13 client process per program in parallel; returns their results."""
-    procs = [subprocess.Popen([TORCH_PYTHON, __file__, "client", "127.0.0.1", str(port)],
+def run_client_runs(runs_per_client, timeout=120):
+    """One torch 1.13 client process per entry, in parallel; each runs its list of
+    {port, program} in order (one torch import for all). Their results, per client per run."""
+    procs = [subprocess.Popen([TORCH_PYTHON, __file__, "runs", "127.0.0.1"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in programs]
-    for p, prog in zip(procs, programs):
-        p.stdin.write(json.dumps(prog))
+                              stderr=subprocess.PIPE, text=True) for _ in runs_per_client]
+    for p, runs in zip(procs, runs_per_client):
+        p.stdin.write(json.dumps(runs))
         p.stdin.close()
     results = []
     deadline = time.monotonic() + timeout
-    for p in procs:
-        try:
-            out = p.stdout.read() if p.wait(timeout=max(1, deadline - time.monotonic())) == 0 else None
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise AssertionError("store client processes did not finish in time")
-        if out is None:
-            raise AssertionError(f"client failed: {p.stderr.read()}")
-        results.append(json.loads(out))
+    try:
+        for p in procs:
+            try:
+                rc = p.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"store client processes did not finish in {timeout} s")
+            assert rc == 0, f"client exited {rc}: {p.stderr.read()[-3000:]}"
+            results.append(json.loads(p.stdout.read()))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     return results
 
 
 # ---- executed under /usr/bin/python3 with torch 1.13 ----
 
-def _client_main(host, port, program):
+def _runs_main(host, runs):
+    print(json.dumps([_run_program(host, r["port"], r["program"]) for r in runs]))
+
+
+def _run_program(host, port, program):
     import torch.distributed as dist
     default = datetime.timedelta(seconds=30)
     store = dist.TCPStore(host, port, None, False, default)
@@ -140,18 +150,19 @@ def _client_main(host, port, program):
         except Exception as e:  # the outcome is part of the compared result
             r = ["error", type(e).__name__, str(e).splitlines()[0] if str(e) else ""]
         results.append([kind, r])
-    print(json.dumps(results))
+    return results
 
 
-def _torch_master_main():
+def _torch_master_main(n):
     import torch.distributed as dist
-    store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=300))
-    print(f"PORT {store.port}", flush=True)
+    stores = [dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=300))
+              for _ in range(n)]
+    print("PORT " + " ".join(str(s.port) for s in stores), flush=True)
     sys.stdin.read()  # until the test closes stdin or terminates us
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "client":
-        _client_main(sys.argv[2], int(sys.argv[3]), json.loads(sys.stdin.read()))
+    if sys.argv[1] == "runs":
+        _runs_main(sys.argv[2], json.loads(sys.stdin.read()))
     elif sys.argv[1] == "torch-master":
-        _torch_master_main()
+        _torch_master_main(int(sys.argv[2]) if len(sys.argv) > 2 else 1)

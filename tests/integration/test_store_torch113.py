@@ -150,21 +150,44 @@ def strip_unordered(program, results):
     return out
 
 
-def run_against(server, programs):
+SEEDS = [1, 2, 3, 4]
+
+
+@pytest.fixture(scope="module")
+def differential():
+    """Every seed against both servers in one go: torch 1.13's servers in one process, one
+    client process per client index running its programs of every seed in order (one torch
+    import each, not one per seed and server); {seed: (programs, torch's, muster's)}."""
+    programs = {seed: make_programs(seed) for seed in SEEDS}
+    torch_srv = store_helpers.start_torch_server(len(SEEDS))
+    ours = []
     try:
-        raw = store_helpers.run_clients(server.port, [
-            [op[:-1] if op[-1] == "unordered" else op for op in prog] for prog in programs])
-        assert server.alive(), "server died during the run"
+        ours = [store_helpers.start_muster_server() for _ in SEEDS]
+        runs = [[] for _ in range(NUM_CLIENTS)]
+        for i, seed in enumerate(SEEDS):
+            for port in (torch_srv.ports[i], ours[i].port):
+                for c in range(NUM_CLIENTS):
+                    prog = [op[:-1] if op[-1] == "unordered" else op for op in programs[seed][c]]
+                    runs[c].append({"port": port, "program": prog})
+        raw = store_helpers.run_client_runs(runs)
+        assert torch_srv.alive(), "torch 1.13 server died during the run"
+        for s in ours:
+            assert s.alive(), "server died during the run"
     finally:
-        server.stop()
-    return [strip_unordered(p, r) for p, r in zip(programs, raw)]
+        torch_srv.stop()
+        for s in ours:
+            s.stop()
+    out = {}
+    for i, seed in enumerate(SEEDS):
+        per = [[strip_unordered(programs[seed][c], raw[c][2 * i + k]) for c in range(NUM_CLIENTS)]
+               for k in (0, 1)]
+        out[seed] = (programs[seed], per[0], per[1])
+    return out
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_same_results_as_torch_113_server(seed):
-    programs = make_programs(seed)
-    expected = run_against(store_helpers.start_torch_server(), programs)
-    actual = run_against(store_helpers.start_muster_server(), programs)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_same_results_as_torch_113_server(differential, seed):
+    programs, expected, actual = differential[seed]
     timeouts = [r for res in expected for kind, r in res if kind == "wait_timeout"]
     assert timeouts and all(r[0] == "error" for r in timeouts), timeouts
     gets = [r for res in expected for kind, r in res if kind in ("get", "compare_set")]

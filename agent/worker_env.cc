@@ -40,9 +40,11 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   set("TORCHELASTIC_USE_AGENT_STORE", round.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", round.error_file);
   // torch >= 2.2 reads the TORCH_ name, 1.x only the old one (torch_contract.md
-  // §5.2).
-  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
-    if (!env.count(name)) set(name, "1");
+  // §5.2). A user who set either name chose: muster then sets neither (torch >= 2.11 warns
+  // that the old name is deprecated, so a user who set only the new one keeps it alone).
+  if (!env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING") && !env.count("NCCL_ASYNC_ERROR_HANDLING")) {
+    set("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    set("NCCL_ASYNC_ERROR_HANDLING", "1");
   }
   // torchrun sets OMP_NUM_THREADS=1 in its own environment when unset and nproc
   // > 1.

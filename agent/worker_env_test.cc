@@ -29,6 +29,19 @@ TEST(WorkerEnvTest, TorchrunSetPlusNodeRank) {
   EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
 }
 
+// The user's value under either name wins and muster adds neither (torch >= 2.11 warns
+// when the old name is set).
+TEST(WorkerEnvTest, AsyncErrorHandlingUnderEitherNameIsTheUsersAlone) {
+  Config c;
+  WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
+  auto env = AsMap(BuildWorkerEnv({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, c, p, {}));
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+  EXPECT_EQ(env.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+  env = AsMap(BuildWorkerEnv({{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, c, p, {}));
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "0");
+  EXPECT_EQ(env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u);
+}
+
 TEST(WorkerEnvTest, RendezvousTokenNeverReachesWorkers) {
   Config c;
   WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};

@@ -530,7 +530,7 @@ void WarnAboutMisspelledVariables(const std::map<std::string, std::string>& env,
     }
     std::string name = absl::AsciiStrToLower(absl::StrReplaceAll(var.substr(7), {{"_", "-"}}));
     if (std::find(names.begin(), names.end(), name) != names.end()) continue;
-    std::string guess = ClosestName(name, names, Abbreviations::kIgnore);
+    std::string guess = ClosestName(name, names);
     if (guess.empty()) continue;
     std::string meant =
         absl::StrCat("MUSTER_", absl::AsciiStrToUpper(absl::StrReplaceAll(guess, {{"-", "_"}})));

@@ -24,8 +24,7 @@ int EditDistance(std::string_view a, std::string_view b) {
   return last[b.size()];
 }
 
-std::string ClosestName(std::string_view word, const std::vector<std::string>& candidates,
-                        Abbreviations abbreviations) {
+std::string ClosestName(std::string_view word, const std::vector<std::string>& candidates) {
   int limit = std::clamp(static_cast<int>(word.size()) / 3, 1, 3);
   int best = std::numeric_limits<int>::max();
   const std::string* closest = nullptr;
@@ -36,16 +35,7 @@ std::string ClosestName(std::string_view word, const std::vector<std::string>& c
       closest = &c;
     }
   }
-  if (closest != nullptr) return *closest;
-  if (abbreviations == Abbreviations::kIgnore || word.size() < 3) return "";
-  const std::string* prefixed = nullptr;
-  for (const std::string& c : candidates) {
-    if (c.size() > word.size() && std::string_view(c).substr(0, word.size()) == word) {
-      if (prefixed != nullptr) return "";  // ambiguous
-      prefixed = &c;
-    }
-  }
-  return prefixed != nullptr ? *prefixed : "";
+  return closest != nullptr ? *closest : "";
 }
 
 }  // namespace muster

@@ -54,6 +54,9 @@ class Coordinator {
   void Publish(absl::Time now, const std::vector<Event>& events,
                const std::vector<std::pair<std::string, absl::Status>>& refusals = {});
   void PersistState();
+  // A node's preemption notice (README "Preemption"): Job::Preempt, refusals logged.
+  void PreemptNode(const std::string& node_id, const std::string& reason, absl::Time now,
+                   std::vector<Event>* events);
   // Puts the status now when the phase or round changed or a second has passed since the
   // last write, else schedules it (status_due_).
   void WriteStatus(absl::Time now);

@@ -18,6 +18,7 @@
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "spdlog/spdlog.h"
 
@@ -490,6 +491,18 @@ void EtcdRendezvousClient::ReportWorkerEnded(int round, const EndedWorker& worke
 
 void EtcdRendezvousClient::ReportStopped(int round, int store_port) {
   impl_->Stopped(round, store_port);
+}
+
+void EtcdRendezvousClient::ReportStalled(int round, const Stall& stall) {
+  v1::AgentMessage m;
+  grpc_internal::ToProto(round, stall, m.mutable_stalled());
+  impl_->Report(std::move(m));
+}
+
+void EtcdRendezvousClient::Preempt(const std::string& reason) {
+  v1::AgentMessage m;
+  m.mutable_preempt()->set_reason(reason);
+  impl_->Report(std::move(m));
 }
 
 void EtcdRendezvousClient::Leave(const std::string& why) { impl_->Leave(why); }

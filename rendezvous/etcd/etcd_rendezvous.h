@@ -50,9 +50,10 @@ class EtcdRendezvousClient : public RendezvousClient {
   void ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) override;
   void ReportWorkerEnded(int round, const EndedWorker& worker) override;
   void ReportStopped(int round, int store_port) override;
-  // Hang detection has no job-wide path here yet: `muster run` refuses --hang-timeout with
-  // the etcd backend (agent/hang_flags.h), so nothing is sent.
-  void ReportStalled(int, const Stall&) override {}
+  // Hang detection and preemption notices travel as reports to the coordinator, whose Job
+  // decides (a hang once every node stalled) and answers through the events key.
+  void ReportStalled(int round, const Stall& stall) override;
+  void Preempt(const std::string& reason) override;
   void Leave(const std::string& why) override;
 
   class Impl;

@@ -1,0 +1,132 @@
+"""Issue 17's job-wide features with the etcd backend (--rdzv-backend etcd), against a real
+3-member etcd and real torch gloo workers: a preemption notice reaches every node before
+anything stops (README "Preemption"), and --hang-timeout names the culprit (README "Hangs"),
+as with the gRPC rendezvous. The reports travel to the coordinator as keys, its Job's
+answers through the events key."""
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import MUSTER, REPO, muster_env, needs_torch, wait_for
+from etcd_cluster import ETCD, EtcdCluster
+from test_etcd import FAST, node_keys
+from test_hang import CULPRIT, TIMEOUT_S, job_env
+from test_preempt import assert_resumed, saved_steps, steps_by_attempt, torch_env, wait_steps
+
+pytestmark = [needs_torch,
+              pytest.mark.skipif(not os.path.exists(ETCD),
+                                 reason="etcd-server is not installed (scripts/setup.sh)")]
+
+PREEMPT = REPO / "tests" / "integration" / "scripts" / "preempt_worker.py"
+HANG = REPO / "tests" / "integration" / "scripts" / "hang_worker.py"
+
+
+@pytest.fixture(scope="module")
+def etcd():
+    cluster = EtcdCluster(3)
+    yield cluster
+    cluster.stop()
+
+
+def start_in_order(etcd, run_id, n, args, env, per_agent=lambda i: []):
+    """n agents, one at a time (each waits for the previous one's node key), so that the
+    first is the coordinator and the last is not."""
+    procs = []
+    for i in range(n):
+        procs.append(subprocess.Popen(
+            [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
+             "--rdzv-id", run_id, "--rdzv-conf", FAST, "--nproc-per-node", "2",
+             *map(str, per_agent(i)), *map(str, args)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+        wait_for(lambda: len(node_keys(etcd, run_id)) == len(procs), timeout=20, interval=0.05,
+                 what="the agent's node key")
+    return procs
+
+
+def etcd_status(etcd, run_id):
+    """The job's status from etcd (--json), or None while it has none (not yet, or over)."""
+    r = subprocess.run([str(MUSTER), "status", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                        etcd.endpoints, "--rdzv-id", run_id, "--json"], capture_output=True,
+                       text=True, timeout=30)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def finish(procs, timeout=60):
+    results = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        results.append((p.returncode, out, err))
+    return results
+
+
+def test_sigterm_to_one_agent_every_rank_saves_and_the_elastic_job_continues(etcd, tmp_path):
+    """Elastic 1:2 nodes x 2 ranks: SIGTERM to B (not the coordinator); all 4 ranks save the
+    same step S, B exits 143, A re-forms alone (attempt 0: a membership change) at S+1."""
+    ckpt, log, env = torch_env(tmp_path)
+    procs = start_in_order(etcd, "preempt-elastic", 2,
+                           ["--nnodes", "1:2", "--preempt-grace", "15s", PREEMPT], env)
+    wait_steps(log, 4 * 3)
+    procs[1].send_signal(signal.SIGTERM)
+    (rc_a, out_a, err_a), (rc_b, out_b, err_b) = finish(procs)
+    assert rc_b == 143, err_b[-3000:]
+    assert "this node is being preempted (agent received SIGTERM)" in err_b, err_b[-3000:]
+    assert rc_a == 0, err_a[-3000:]
+    assert "is being preempted (agent received SIGTERM)" in err_a, err_a[-3000:]
+    by = steps_by_attempt(log)
+    assert set(by) == {(0, 4), (0, 2)}, dict(by)
+    s = assert_resumed(ckpt, by[(0, 4)], by[(0, 2)], ranks_before=4, ranks_after=2)
+    print(f"all 4 ranks saved step {s}; the 2 ranks left resumed at {s + 1}")
+
+
+def test_sigterm_fixed_size_every_agent_exits_143_and_the_status_shows_preempting(etcd,
+                                                                                 tmp_path):
+    """2 x 2 ranks, fixed size: while the ranks save (SAVE_DELAY) the status read from etcd
+    says Preempting with the node and reason; every agent exits 143, all 4 saved one step."""
+    ckpt, log, env = torch_env(tmp_path, SAVE_DELAY="2")
+    procs = start_in_order(etcd, "preempt-fixed", 2, ["--nnodes", "2", PREEMPT], env)
+    wait_steps(log, 4 * 2)
+    b = max(node_keys(etcd, "preempt-fixed").items(), key=lambda kv: kv[1])[0]
+    procs[1].send_signal(signal.SIGTERM)
+    doc = wait_for(lambda: (d := etcd_status(etcd, "preempt-fixed")) and
+                   d["phase"] == "Preempting" and d, timeout=10, interval=0.1,
+                   what="the status to say Preempting")
+    assert doc["preempting"][0]["node_id"] == b, doc["preempting"]
+    assert doc["preempting"][0]["reason"] == "agent received SIGTERM", doc["preempting"]
+    for rc, _, err in finish(procs):
+        assert rc == 143, err[-3000:]
+    saved = saved_steps(ckpt)
+    assert len(saved) == 4 and len(set(saved.values())) == 1, saved
+
+
+def test_a_rank_sleeping_before_all_reduce_is_named_and_the_job_restarts(etcd, tmp_path):
+    """2 nodes x 2 ranks, --hang-timeout 3s: rank 3 sleeps before its all_reduce; every node
+    reports its stall to the coordinator, whose Job names rank 3; the job restarts (1 of 1)
+    and completes."""
+    marks = tmp_path / "marks"
+    procs = start_in_order(etcd, "hang", 2,
+                           ["--nnodes", "2", "--max-restarts", "1", "--hang-timeout",
+                            f"{TIMEOUT_S}s", HANG],
+                           job_env(marks, "sleep"),
+                           per_agent=lambda i: ["--log-dir", tmp_path / f"logs{i}"])
+    seen = wait_for(lambda: (s := etcd_status(etcd, "hang")) and s["history"] and s, 40, 0.2,
+                    "a restart in the job's history")
+    results = finish(procs)
+    for rc, _, err in results:
+        assert rc == 0, err[-3000:]
+    reason = seen["history"][0]["reason"]
+    assert "failed: hung: " + CULPRIT in reason, reason
+    assert seen["history"][0]["failure"]["rank"] == 3
+    assert CULPRIT in "".join(e for _, _, e in results)
+    files = sorted(tmp_path.glob("logs*/**/hang-round1.txt"))
+    assert len(files) == 2, files
+    text = "".join(f.read_text() for f in files)
+    assert all(f"--- rank {r} " in text for r in range(4)), text
+

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/core/job.h"
 #include "rendezvous/etcd/etcd_client.h"
@@ -44,6 +45,11 @@ class Coordinator {
   // A node's key is gone: its lease expired or it left.
   void NodeGone(const std::string& node_id, absl::Time now);
   void Report(const std::string& node_id, const v1::AgentMessage& message, absl::Time now);
+  // `muster drain` (coordinator_drain.cc): preempts the live node named `node_id`, or else
+  // the one on `host`, as JobRegistry::Drain does; the node, or NotFound (no such node),
+  // InvalidArgument (several on `host`), FailedPrecondition (no round runs).
+  absl::StatusOr<NodeInfo> Drain(const std::string& node_id, const std::string& host,
+                                 const std::string& reason, absl::Time now);
   void Tick(absl::Time now);
   // The Job's next deadline, or the status's next write when sooner.
   std::optional<absl::Time> NextDeadline() const;

@@ -30,10 +30,16 @@ using grpc_internal::ToProto;
 class EtcdRendezvousClient::Impl {
  public:
   Impl(Options options, std::unique_ptr<EtcdClient> etcd)
-      : options_(std::move(options)), etcd_(std::move(etcd)) {}
+      : options_(std::move(options)), etcd_(std::move(etcd)) {
+    reply_route_->impl = this;
+  }
   // Runs on the loop thread (the agent owns the client): posted sinks after it are dropped.
   ~Impl() {
     *alive_ = false;
+    {
+      std::lock_guard<std::mutex> lock(reply_route_->mu);
+      reply_route_->impl = nullptr;  // stacks still being collected answer nothing
+    }
     Shutdown();
   }
 
@@ -217,6 +223,8 @@ class EtcdRendezvousClient::Impl {
         ApplyReport(rel.substr(3, rel.rfind('/') - 3), e.kv.value);
       } else if (rel == "events" && !e.deleted) {
         ApplyEvents(e.kv.value);
+      } else if (absl::StartsWith(rel, "requests/") && !e.deleted) {
+        ApplyRequest(std::string(rel.substr(9)), e.kv);
       }
     }
   }
@@ -234,6 +242,52 @@ class EtcdRendezvousClient::Impl {
     if (!batch.ParseFromString(value) || batch.coordinator() != leader_) return;
     for (const v1::EtcdEvents::Addressed& a : batch.events()) {
       if (a.node_id() == node_.node_id) Deliver(a.message());
+    }
+  }
+
+  // `muster drain` (for the coordinator) or `muster stacks` (for every agent): the answer
+  // goes under answers/ID/NODE_ID with the request's lease (etcd_requests.h).
+  void ApplyRequest(const std::string& id, const KeyValue& kv) {
+    v1::EtcdRequest request;
+    if (!request.ParseFromString(kv.value)) return;
+    const std::string key = absl::StrCat(prefix_, "answers/", id, "/", node_.node_id);
+    if (request.has_drain() && coordinator_) {
+      const v1::DrainRequest& d = request.drain();
+      absl::StatusOr<NodeInfo> drained =
+          coordinator_->Drain(d.node_id(), d.host(), d.reason(), absl::Now());
+      v1::EtcdAnswer answer;
+      if (drained.ok()) {
+        answer.set_node_id(drained->node_id);
+        answer.set_host(drained->host);
+      } else {
+        answer.mutable_error()->set_code(grpc_internal::ToWireCode(drained.status().code()));
+        answer.mutable_error()->set_message(std::string(drained.status().message()));
+      }
+      return PutAnswer(key, answer, kv.lease);
+    }
+    if (!request.has_stacks() || !options_.on_stacks_request) return;
+    auto reply = [route = reply_route_, key, lease = kv.lease,
+                  host = node_.host](std::vector<RankStack> ranks) {
+      v1::EtcdAnswer answer;
+      answer.set_host(host);
+      for (const RankStack& r : ranks) grpc_internal::ToProto(r, answer.add_ranks());
+      std::lock_guard<std::mutex> lock(route->mu);
+      if (Impl* impl = route->impl) {
+        impl->Enqueue([impl, key, answer, lease] { impl->PutAnswer(key, answer, lease); });
+      }
+    };
+    Post(
+        [handler = options_.on_stacks_request, reply,
+         timeout = absl::Milliseconds(request.stacks().timeout_ms())] { handler(timeout, reply); });
+  }
+
+  // One answer; the command that asked waits for it only so long: a failure is logged.
+  void PutAnswer(const std::string& key, const v1::EtcdAnswer& answer, int64_t lease) {
+    absl::StatusOr<int64_t> put =
+        PutWithin(*etcd_, key, answer.SerializeAsString(), lease, absl::Seconds(2));
+    if (!put.ok()) {
+      spdlog::warn("etcd rendezvous: cannot answer a request at {}: {}", key,
+                   std::string(put.status().message()));
     }
   }
 
@@ -408,6 +462,12 @@ class EtcdRendezvousClient::Impl {
   }
 
   const Options options_;
+  // Where a stacks reply goes (from the collector's thread): this Impl while it lives.
+  struct ReplyRoute {
+    std::mutex mu;
+    Impl* impl = nullptr;  // guarded by mu
+  };
+  const std::shared_ptr<ReplyRoute> reply_route_ = std::make_shared<ReplyRoute>();
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // read on the loop thread
   std::unique_ptr<EtcdClient> etcd_;
   NodeInfo node_;

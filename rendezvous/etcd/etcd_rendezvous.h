@@ -19,6 +19,7 @@
 #ifndef MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_
 #define MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ class EtcdRendezvousClient : public RendezvousClient {
     EventLoop* loop = nullptr;           // required
     absl::Duration join_timeout = absl::Seconds(600);
     EtcdSecurity security;  // TLS and user; a refusal of them fails the join at once
+    // A job-wide `muster stacks` (etcd_requests.h): called on the loop thread; the reply
+    // (from any thread) is put as this node's answer. Unset: such requests go unanswered.
+    std::function<void(absl::Duration timeout,
+                       std::function<void(std::vector<RankStack> ranks)> reply)>
+        on_stacks_request;
   };
   static absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> Create(const Options& options);
   ~EtcdRendezvousClient() override;

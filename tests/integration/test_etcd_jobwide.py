@@ -5,6 +5,7 @@ as with the gRPC rendezvous. The reports travel to the coordinator as keys, its 
 answers through the events key."""
 import json
 import os
+import pathlib
 import signal
 import subprocess
 
@@ -130,3 +131,68 @@ def test_a_rank_sleeping_before_all_reduce_is_named_and_the_job_restarts(etcd, t
     text = "".join(f.read_text() for f in files)
     assert all(f"--- rank {r} " in text for r in range(4)), text
 
+
+def muster_cli(etcd, command, run_id, *args):
+    return subprocess.run([str(MUSTER), command, "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                           etcd.endpoints, "--rdzv-id", run_id, *map(str, args)],
+                          capture_output=True, text=True, timeout=30, env=muster_env())
+
+
+def test_job_wide_stacks_then_drain_through_etcd(etcd, tmp_path):
+    """2 x 2 ranks, fixed size: `muster stacks --rdzv-backend etcd` lists all 4 ranks of both
+    nodes (each agent answers its request key); `muster drain --rdzv-backend etcd --node B`
+    reaches the coordinator: every rank saves the same step and every agent exits 143. An
+    unknown node is the coordinator's refusal (1), an unknown job etcd's (1), and every
+    request's keys go with the command's lease."""
+    ckpt, log, env = torch_env(tmp_path, SAVE_DELAY="1")
+    procs = start_in_order(etcd, "drain", 2, ["--nnodes", "2", PREEMPT], env)
+    try:
+        wait_steps(log, 4 * 2)
+        keys = node_keys(etcd, "drain")
+        r = muster_cli(etcd, "stacks", "drain", "--json")
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        print(f"job-wide stacks through etcd in {doc['elapsed_s']:.2f}s")
+        assert doc["elapsed_s"] < 2.5, doc["elapsed_s"]  # every node answered: no timeout
+        assert sorted(n["node_id"] for n in doc["nodes"]) == sorted(keys), doc["nodes"]
+        assert all("unavailable" not in n for n in doc["nodes"]), doc["nodes"]
+        assert sorted(r for g in doc["groups"] for r in g["ranks"]) == [0, 1, 2, 3], doc
+        assert [n["group_rank"] for n in doc["nodes"]] == [0, 1], doc["nodes"]
+        frames = {pathlib.Path(f["file"]).name for g in doc["groups"] for f in g["frames"]}
+        assert "preempt_worker.py" in frames, frames
+        text = muster_cli(etcd, "stacks", "drain")
+        assert text.returncode == 0 and "4 ranks on 2 nodes" in text.stdout, text
+
+        r = muster_cli(etcd, "drain", "drain", "--node", "nope")
+        assert r.returncode == 1 and "has no live node nope" in r.stderr, r.stderr
+        r = muster_cli(etcd, "drain", "no-such-job", "--node", "nope")
+        assert r.returncode == 1 and "no such job" in r.stderr, r.stderr
+        b = max(keys.items(), key=lambda kv: kv[1])[0]
+        r = muster_cli(etcd, "drain", "drain", "--node", b, "--reason", "maintenance")
+        assert r.returncode == 0, r.stderr
+        assert f"node {b}" in r.stdout and "maintenance" in r.stdout, r.stdout
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+    for rc, _, err in finish(procs):
+        assert rc == 143, err[-3000:]
+        assert "is being preempted (maintenance)" in err, err[-3000:]
+    saved = saved_steps(ckpt)
+    assert len(saved) == 4 and len(set(saved.values())) == 1, saved
+    assert not [k for k in etcd.keys("/muster/drain/") if "/requests/" in k or "/answers/" in k]
+
+
+def test_drain_and_stacks_through_etcd_bad_input_exit_2(etcd):
+    r = muster_cli(etcd, "drain", "x")
+    assert r.returncode == 2 and "--node/--host" in r.stderr, r.stderr
+    r = subprocess.run([str(MUSTER), "drain", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                        etcd.endpoints, "--node", "n"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--rdzv-id" in r.stderr, r.stderr
+    r = muster_cli(etcd, "stacks", "x", "--rdzv-conf", "nonsense=1")
+    assert r.returncode == 2 and "etcd_prefix" in r.stderr, r.stderr
+    r = subprocess.run([str(MUSTER), "stacks", "--rdzv-backend", "zookeeper", "--rdzv-endpoint",
+                        etcd.endpoints, "--rdzv-id", "x"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--rdzv-backend" in r.stderr, r.stderr

@@ -25,6 +25,8 @@
 
 namespace muster::v1 {
 class AgentMessage;
+class DrainRequest;
+class EtcdAnswer;
 class Join;
 }  // namespace muster::v1
 
@@ -50,6 +52,12 @@ class Coordinator {
   // InvalidArgument (several on `host`), FailedPrecondition (no round runs).
   absl::StatusOr<NodeInfo> Drain(const std::string& node_id, const std::string& host,
                                  const std::string& reason, absl::Time now);
+  // Drain's answer for the requests/ key's command (etcd_requests.h).
+  v1::EtcdAnswer AnswerDrain(const v1::DrainRequest& request, absl::Time now);
+  // This agent (the coordinator) leaves; when it was being preempted, its Job removes it
+  // now, as a preempted node (coordinator_drain.cc). Otherwise nothing: the next
+  // coordinator handles its loss.
+  void PreemptedSelfLeaves(const std::string& self_id, absl::Time now);
   void Tick(absl::Time now);
   // The Job's next deadline, or the status's next write when sooner.
   std::optional<absl::Time> NextDeadline() const;

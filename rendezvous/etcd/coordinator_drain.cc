@@ -1,8 +1,11 @@
 // Coordinator (coordinator.h): `muster drain` with the etcd backend (README "Preemption").
 // The command's request reaches the coordinator through the watch; the Job tells every
-// node (Job::Preempt), exactly as JobRegistry::Drain does for muster's own server.
+// node (Job::Preempt), exactly as JobRegistry::Drain does for muster's own server. Also a
+// preempted coordinator's own leaving.
 #include "absl/strings/str_cat.h"
+#include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
+#include "rendezvous/grpc/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -34,6 +37,26 @@ absl::StatusOr<NodeInfo> Coordinator::Drain(const std::string& node_id, const st
   spdlog::info("etcd rendezvous: draining node {} ({}): {}", drained.node_id, drained.host, reason);
   Publish(now, events);
   return drained;
+}
+
+v1::EtcdAnswer Coordinator::AnswerDrain(const v1::DrainRequest& request, absl::Time now) {
+  absl::StatusOr<NodeInfo> drained =
+      Drain(request.node_id(), request.host(), request.reason(), now);
+  v1::EtcdAnswer answer;
+  if (drained.ok()) {
+    answer.set_node_id(drained->node_id);
+    answer.set_host(drained->host);
+  } else {
+    answer.mutable_error()->set_code(grpc_internal::ToWireCode(drained.status().code()));
+    answer.mutable_error()->set_message(std::string(drained.status().message()));
+  }
+  return answer;
+}
+
+void Coordinator::PreemptedSelfLeaves(const std::string& self_id, absl::Time now) {
+  for (const Preemption& p : job_.preempting()) {
+    if (p.node_id == self_id) return NodeGone(self_id, now);
+  }
 }
 
 }  // namespace muster::rdzv::etcd

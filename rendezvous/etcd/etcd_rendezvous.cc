@@ -76,7 +76,23 @@ class EtcdRendezvousClient::Impl {
 
   void Leave(const std::string& why) {
     spdlog::info("etcd rendezvous: leaving ({})", why);
+    if (brain_.joinable()) LeaveAsCoordinator();
     Shutdown();
+  }
+
+  // A preempted coordinator tells its own Job that it goes before its key does: the Job
+  // knows of the preemption (a fixed-size job ends with 143), a next coordinator would not.
+  // Waits for the brain at most a lease TTL (the publish's own bound).
+  void LeaveAsCoordinator() {
+    auto done = std::make_shared<bool>(false);
+    Enqueue([this, done] {
+      if (coordinator_ && !failed_) coordinator_->PreemptedSelfLeaves(node_.node_id, absl::Now());
+      std::lock_guard<std::mutex> lock(mu_);
+      *done = true;
+      cv_.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, absl::ToChronoNanoseconds(ttl_), [&] { return *done || stopping_; });
   }
 
  private:
@@ -252,18 +268,7 @@ class EtcdRendezvousClient::Impl {
     if (!request.ParseFromString(kv.value)) return;
     const std::string key = absl::StrCat(prefix_, "answers/", id, "/", node_.node_id);
     if (request.has_drain() && coordinator_) {
-      const v1::DrainRequest& d = request.drain();
-      absl::StatusOr<NodeInfo> drained =
-          coordinator_->Drain(d.node_id(), d.host(), d.reason(), absl::Now());
-      v1::EtcdAnswer answer;
-      if (drained.ok()) {
-        answer.set_node_id(drained->node_id);
-        answer.set_host(drained->host);
-      } else {
-        answer.mutable_error()->set_code(grpc_internal::ToWireCode(drained.status().code()));
-        answer.mutable_error()->set_message(std::string(drained.status().message()));
-      }
-      return PutAnswer(key, answer, kv.lease);
+      return PutAnswer(key, coordinator_->AnswerDrain(request.drain(), absl::Now()), kv.lease);
     }
     if (!request.has_stacks() || !options_.on_stacks_request) return;
     auto reply = [route = reply_route_, key, lease = kv.lease,

@@ -87,21 +87,23 @@ def test_sigterm_to_one_agent_every_rank_saves_and_the_elastic_job_continues(etc
     print(f"all 4 ranks saved step {s}; the 2 ranks left resumed at {s + 1}")
 
 
-def test_sigterm_fixed_size_every_agent_exits_143_and_the_status_shows_preempting(etcd,
-                                                                                 tmp_path):
-    """2 x 2 ranks, fixed size: while the ranks save (SAVE_DELAY) the status read from etcd
-    says Preempting with the node and reason; every agent exits 143, all 4 saved one step."""
+def test_sigterm_to_the_coordinator_of_a_fixed_size_job_every_agent_exits_143(etcd, tmp_path):
+    """2 x 2 ranks, fixed size, SIGTERM to A, the coordinator itself: while the ranks save
+    (SAVE_DELAY) the status read from etcd says Preempting with A and the reason; A's Job
+    removes A as preempted before A's key goes, so B too exits 143 (not a wait for a
+    replacement under a next coordinator that never heard of the preemption)."""
     ckpt, log, env = torch_env(tmp_path, SAVE_DELAY="2")
     procs = start_in_order(etcd, "preempt-fixed", 2, ["--nnodes", "2", PREEMPT], env)
     wait_steps(log, 4 * 2)
-    b = max(node_keys(etcd, "preempt-fixed").items(), key=lambda kv: kv[1])[0]
-    procs[1].send_signal(signal.SIGTERM)
+    a = min(node_keys(etcd, "preempt-fixed").items(), key=lambda kv: kv[1])[0]
+    assert int(a.split(":")[-2]) == procs[0].pid  # host:pid:random; the oldest coordinates
+    procs[0].send_signal(signal.SIGTERM)
     doc = wait_for(lambda: (d := etcd_status(etcd, "preempt-fixed")) and
                    d["phase"] == "Preempting" and d, timeout=10, interval=0.1,
                    what="the status to say Preempting")
-    assert doc["preempting"][0]["node_id"] == b, doc["preempting"]
+    assert doc["preempting"][0]["node_id"] == a, doc["preempting"]
     assert doc["preempting"][0]["reason"] == "agent received SIGTERM", doc["preempting"]
-    for rc, _, err in finish(procs):
+    for rc, _, err in finish(procs, timeout=30):
         assert rc == 143, err[-3000:]
     saved = saved_steps(ckpt)
     assert len(saved) == 4 and len(set(saved.values())) == 1, saved

@@ -47,8 +47,8 @@ absl::StatusOr<rdzv::etcd::EtcdStatusQuery> EtcdStatusQueryFromFlags(const FlagV
       std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
       if (kv.first != "etcd_prefix" || !absl::StartsWith(kv.second, "/")) {
         return FlagError(conf->where, absl::StrCat("'", item,
-                                                   "': `muster status` takes only "
-                                                   "etcd_prefix=/path (the agents' prefix)"));
+                                                   "': takes only etcd_prefix=/path (the "
+                                                   "agents' prefix)"));
       }
       query.prefix = std::string(absl::StripSuffix(kv.second, "/"));
     }

@@ -38,12 +38,4 @@ std::optional<absl::Status> ApplyHangRdzvConfKey(const std::string& where, const
   return std::nullopt;
 }
 
-absl::Status CheckHangFlags(const Config& c) {
-  if (c.hang_timeout == absl::ZeroDuration() || !c.rdzv_etcd) return absl::OkStatus();
-  return FlagError(c.SourceOf("hang-timeout"),
-                   "--hang-timeout needs the job-wide rule of the gRPC rendezvous (the default "
-                   "--rdzv-backend c10d/static, or --standalone); the etcd backend does not carry "
-                   "it yet: leave --hang-timeout out, or use the default backend");
-}
-
 }  // namespace muster

@@ -23,10 +23,6 @@ absl::Status ApplyHangAction(const FlagValue& value, Config* config);
 std::optional<absl::Status> ApplyHangRdzvConfKey(const std::string& where, const std::string& key,
                                                  const std::string& value, Config* config);
 
-// InvalidArgument when --hang-timeout is set where the job-wide path does not exist (the
-// etcd backend); the message names the flag and the fix.
-absl::Status CheckHangFlags(const Config& config);
-
 }  // namespace muster
 
 #endif  // MUSTER_AGENT_HANG_FLAGS_H_

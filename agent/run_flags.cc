@@ -581,7 +581,6 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckTorchrunFlags(env, c));
   RETURN_IF_ERROR(CheckAcrossFlags(env, c));
-  RETURN_IF_ERROR(CheckHangFlags(c));
   WarnAboutMisspelledVariables(env, &c);
   return c;
 }

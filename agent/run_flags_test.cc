@@ -396,14 +396,16 @@ TEST(HangFlagsTest, TimeoutActionAndTheirRdzvConfKeys) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->hang_timeout, absl::Seconds(3));
   EXPECT_FALSE(c->hang_restart);
+  // The etcd backend carries the job-wide rule too (its coordinator runs the Job).
+  c = Parse({"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:2379",
+             "--hang-timeout", "5s", "x"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hang_timeout, absl::Seconds(5));
   for (auto [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--hang-timeout", "200ms", "x"}, "--hang-timeout: '200ms' is below 1s"},
            {{"--hang-timeout", "soon", "x"}, "--hang-timeout"},
            {{"--hang-action", "ignore", "x"}, "--hang-action: 'ignore' must be restart"},
-           {{"--rdzv-conf", "hang_action=x", "x"}, "hang_action"},
-           {{"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "e:2379",
-             "--hang-timeout", "5s", "x"},
-            "--hang-timeout needs the job-wide rule"}}) {
+           {{"--rdzv-conf", "hang_action=x", "x"}, "hang_action"}}) {
     absl::StatusOr<Config> bad = Parse(args);
     ASSERT_FALSE(bad.ok()) << says;
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);

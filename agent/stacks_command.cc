@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "agent/etcd_status_query.h"
 #include "agent/job_query.h"
 #include "agent/local_stacks.h"
 #include "agent/stack_report.h"
@@ -17,6 +18,7 @@
 #include "agent/subcommands.h"
 #include "base/exit_codes.h"
 #include "nlohmann/json.hpp"
+#include "rendezvous/etcd/etcd_requests.h"
 #include "rendezvous/grpc/stacks_client.h"
 
 namespace muster {
@@ -26,9 +28,9 @@ constexpr FlagSpec kStacksOwnFlags[] = {
     {.name = "rdzv-endpoint",
      .group = "Stacks",
      .default_text = "this node's agents",
-     .help = "HOST[:PORT] of the rendezvous server: every node of the job; without it, the "
-             "agents on this host answer for their own ranks (any rendezvous, --standalone "
-             "and --rdzv-backend etcd too)"},
+     .help = "HOST[:PORT] of the rendezvous server (with --rdzv-backend etcd: etcd's "
+             "members): every node of the job; without it, the agents on this host answer "
+             "for their own ranks (any rendezvous, --standalone too)"},
     {.name = "rdzv-id",
      .group = "Stacks",
      .default_text = "required with --rdzv-endpoint",
@@ -39,6 +41,15 @@ constexpr FlagSpec kStacksOwnFlags[] = {
      .group = "Stacks",
      .default_text = "off",
      .help = "print JSON (every rank's raw dump and threads) instead of the grouped text"},
+    {.name = "rdzv-backend",
+     .group = "Stacks",
+     .default_text = "c10d",
+     .help = "etcd (or etcd-v2): ask every agent of the job through etcd; --rdzv-endpoint "
+             "lists etcd's members"},
+    {.name = "rdzv-conf",
+     .group = "Stacks",
+     .default_text = "",
+     .help = "with etcd: etcd_prefix=/path, the agents' key prefix (default /muster)"},
     {.name = "collect-timeout",
      .group = "Stacks",
      .default_text = "1500ms",
@@ -54,6 +65,7 @@ constexpr Subcommand kStacks = {
     .name = "stacks",
     .usage =
         "Usage: muster stacks --rdzv-endpoint H[:P] --rdzv-id ID [--json]\n"
+        "       muster stacks --rdzv-backend etcd --rdzv-endpoint H:2379[,...] --rdzv-id ID\n"
         "       muster stacks [--rdzv-id ID] [--json]    (this host's agents only)\n"
         "The Python stack of every rank on every node, grouped by identical stack.\n",
     .flags = kStacksFlags,
@@ -117,6 +129,22 @@ int LocalStacks(const FlagValues& values, absl::Duration collect) {
   return PrintStacks(values, *jobs.begin(), nodes, absl::ToDoubleSeconds(absl::Now() - started));
 }
 
+// --rdzv-backend etcd: every agent answers through etcd (rendezvous/etcd/etcd_requests.h).
+int StacksWithEtcd(const FlagValues& values, absl::Duration collect) {
+  absl::StatusOr<rdzv::etcd::EtcdStatusQuery> q = EtcdStatusQueryFromFlags(values);
+  if (!q.ok()) return UsageError(kStacks, q.status().message());
+  absl::Time started = absl::Now();
+  absl::StatusOr<std::vector<rdzv::NodeStacks>> nodes = rdzv::etcd::StacksThroughEtcd(*q, collect);
+  double took = absl::ToDoubleSeconds(absl::Now() - started);
+  if (!nodes.ok()) {
+    std::fprintf(stderr, "muster stacks: cannot get the stacks of job %s through etcd %s: %s\n",
+                 q->run_id.c_str(), absl::StrJoin(q->endpoints, ",").c_str(),
+                 std::string(nodes.status().message()).c_str());
+    return absl::IsNotFound(nodes.status()) ? kUnknownJob : exit_code::kTransient;
+  }
+  return PrintStacks(values, q->run_id, *nodes, took);
+}
+
 }  // namespace
 
 int StacksCommand(const std::vector<std::string>& args,
@@ -130,7 +158,10 @@ int StacksCommand(const std::vector<std::string>& args,
     if (!d.ok()) return UsageError(kStacks, d.status().message());
     collect = *d;
   }
+  absl::StatusOr<bool> etcd = StatusFromEtcd(*values);
+  if (!etcd.ok()) return UsageError(kStacks, etcd.status().message());
   if (!values->Get("rdzv-endpoint")) return LocalStacks(*values, collect);
+  if (*etcd) return StacksWithEtcd(*values, collect);
   absl::StatusOr<rdzv::JobStatusQuery> query = JobQueryFromFlags(*values);
   if (!query.ok()) return UsageError(kStacks, query.status().message());
   if (query->run_id.empty()) {
@@ -146,11 +177,11 @@ int StacksCommand(const std::vector<std::string>& args,
                  query->run_id.c_str(), query->endpoint.c_str(),
                  std::string(nodes.status().message()).c_str());
     if (absl::IsUnimplemented(nodes.status())) {
-      // An etcd endpoint (--rdzv-backend etcd): no server there relays the request.
+      // An etcd endpoint without --rdzv-backend etcd: no server there relays the request.
       std::fprintf(stderr,
-                   "muster stacks: the endpoint serves no muster rendezvous; with "
-                   "--rdzv-backend etcd, a job-wide `muster stacks` is not supported yet: run "
-                   "`muster stacks` without --rdzv-endpoint on each node\n");
+                   "muster stacks: the endpoint serves no muster rendezvous; for a job of "
+                   "--rdzv-backend etcd, give --rdzv-backend etcd and etcd's members as "
+                   "--rdzv-endpoint\n");
       return exit_code::kUsage;
     }
     return nodes.status().code() == absl::StatusCode::kNotFound ? kUnknownJob

@@ -329,6 +329,7 @@ absl::Status WireEtcdRendezvous(const Config& config, AgentParts& parts) {
                                          .loop = parts.loop.get(),
                                          .join_timeout = config.join_timeout,
                                          .security = EtcdSecurityOf(config.etcd_access),
+                                         .on_stacks_request = StacksHandler(config, parts),
                                      }));
   return absl::OkStatus();
 }

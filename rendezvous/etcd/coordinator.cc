@@ -8,6 +8,7 @@
 #include "rendezvous/core/job_status.h"
 #include "rendezvous/etcd/etcd_status.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "spdlog/spdlog.h"
 
@@ -125,10 +126,27 @@ void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, 
     case v1::AgentMessage::kWorkerEnded:
       job_.WorkerEnded(node_id, m.worker_ended().round(), FromProto(m.worker_ended()), now);
       break;
+    case v1::AgentMessage::kPreempt:
+      PreemptNode(node_id, m.preempt().reason(), now, &events);
+      break;
+    case v1::AgentMessage::kStalled:
+      job_.NodeStalled(node_id, m.stalled().round(), FromProto(m.stalled()), now, &events);
+      break;
     default:
       return;  // Join and Leave travel as the node key itself
   }
   Publish(now, events);
+}
+
+void Coordinator::PreemptNode(const std::string& node_id, const std::string& reason, absl::Time now,
+                              std::vector<Event>* events) {
+  absl::Status st = job_.Preempt(node_id, reason, now, events);
+  if (st.ok()) {
+    spdlog::info("etcd rendezvous: node {} is being preempted: {}", node_id, reason);
+  } else {
+    spdlog::info("etcd rendezvous: preemption notice of node {} not passed on: {}", node_id,
+                 std::string(st.message()));
+  }
 }
 
 void Coordinator::Tick(absl::Time now) {

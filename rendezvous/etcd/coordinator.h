@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/core/job.h"
 #include "rendezvous/etcd/etcd_client.h"
@@ -25,6 +26,8 @@
 
 namespace muster::v1 {
 class AgentMessage;
+class DrainRequest;
+class EtcdAnswer;
 class Join;
 }  // namespace muster::v1
 
@@ -45,6 +48,17 @@ class Coordinator {
   // A node's key is gone: its lease expired or it left.
   void NodeGone(const std::string& node_id, absl::Time now);
   void Report(const std::string& node_id, const v1::AgentMessage& message, absl::Time now);
+  // `muster drain` (coordinator_drain.cc): preempts the live node named `node_id`, or else
+  // the one on `host`, as JobRegistry::Drain does; the node, or NotFound (no such node),
+  // InvalidArgument (several on `host`), FailedPrecondition (no round runs).
+  absl::StatusOr<NodeInfo> Drain(const std::string& node_id, const std::string& host,
+                                 const std::string& reason, absl::Time now);
+  // Drain's answer for the requests/ key's command (etcd_requests.h).
+  v1::EtcdAnswer AnswerDrain(const v1::DrainRequest& request, absl::Time now);
+  // This agent (the coordinator) leaves; when it was being preempted, its Job removes it
+  // now, as a preempted node (coordinator_drain.cc). Otherwise nothing: the next
+  // coordinator handles its loss.
+  void PreemptedSelfLeaves(const std::string& self_id, absl::Time now);
   void Tick(absl::Time now);
   // The Job's next deadline, or the status's next write or the job lease's keep-alive
   // when sooner.
@@ -56,6 +70,9 @@ class Coordinator {
   void Publish(absl::Time now, const std::vector<Event>& events,
                const std::vector<std::pair<std::string, absl::Status>>& refusals = {});
   void PersistState();
+  // A node's preemption notice (README "Preemption"): Job::Preempt, refusals logged.
+  void PreemptNode(const std::string& node_id, const std::string& reason, absl::Time now,
+                   std::vector<Event>* events);
   // Puts the status now when the phase or round changed or a second has passed since the
   // last write, else schedules it (status_due_).
   void WriteStatus(absl::Time now);

@@ -18,6 +18,7 @@
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
 #include "spdlog/spdlog.h"
 
@@ -29,10 +30,16 @@ using grpc_internal::ToProto;
 class EtcdRendezvousClient::Impl {
  public:
   Impl(Options options, std::unique_ptr<EtcdClient> etcd)
-      : options_(std::move(options)), etcd_(std::move(etcd)) {}
+      : options_(std::move(options)), etcd_(std::move(etcd)) {
+    reply_route_->impl = this;
+  }
   // Runs on the loop thread (the agent owns the client): posted sinks after it are dropped.
   ~Impl() {
     *alive_ = false;
+    {
+      std::lock_guard<std::mutex> lock(reply_route_->mu);
+      reply_route_->impl = nullptr;  // stacks still being collected answer nothing
+    }
     Shutdown();
   }
 
@@ -69,7 +76,23 @@ class EtcdRendezvousClient::Impl {
 
   void Leave(const std::string& why) {
     spdlog::info("etcd rendezvous: leaving ({})", why);
+    if (brain_.joinable()) LeaveAsCoordinator();
     Shutdown();
+  }
+
+  // A preempted coordinator tells its own Job that it goes before its key does: the Job
+  // knows of the preemption (a fixed-size job ends with 143), a next coordinator would not.
+  // Waits for the brain at most a lease TTL (the publish's own bound).
+  void LeaveAsCoordinator() {
+    auto done = std::make_shared<bool>(false);
+    Enqueue([this, done] {
+      if (coordinator_ && !failed_) coordinator_->PreemptedSelfLeaves(node_.node_id, absl::Now());
+      std::lock_guard<std::mutex> lock(mu_);
+      *done = true;
+      cv_.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, absl::ToChronoNanoseconds(ttl_), [&] { return *done || stopping_; });
   }
 
  private:
@@ -216,6 +239,8 @@ class EtcdRendezvousClient::Impl {
         ApplyReport(rel.substr(3, rel.rfind('/') - 3), e.kv.value);
       } else if (rel == "events" && !e.deleted) {
         ApplyEvents(e.kv.value);
+      } else if (absl::StartsWith(rel, "requests/") && !e.deleted) {
+        ApplyRequest(std::string(rel.substr(9)), e.kv);
       }
     }
   }
@@ -233,6 +258,41 @@ class EtcdRendezvousClient::Impl {
     if (!batch.ParseFromString(value) || batch.coordinator() != leader_) return;
     for (const v1::EtcdEvents::Addressed& a : batch.events()) {
       if (a.node_id() == node_.node_id) Deliver(a.message());
+    }
+  }
+
+  // `muster drain` (for the coordinator) or `muster stacks` (for every agent): the answer
+  // goes under answers/ID/NODE_ID with the request's lease (etcd_requests.h).
+  void ApplyRequest(const std::string& id, const KeyValue& kv) {
+    v1::EtcdRequest request;
+    if (!request.ParseFromString(kv.value)) return;
+    const std::string key = absl::StrCat(prefix_, "answers/", id, "/", node_.node_id);
+    if (request.has_drain() && coordinator_) {
+      return PutAnswer(key, coordinator_->AnswerDrain(request.drain(), absl::Now()), kv.lease);
+    }
+    if (!request.has_stacks() || !options_.on_stacks_request) return;
+    auto reply = [route = reply_route_, key, lease = kv.lease,
+                  host = node_.host](std::vector<RankStack> ranks) {
+      v1::EtcdAnswer answer;
+      answer.set_host(host);
+      for (const RankStack& r : ranks) grpc_internal::ToProto(r, answer.add_ranks());
+      std::lock_guard<std::mutex> lock(route->mu);
+      if (Impl* impl = route->impl) {
+        impl->Enqueue([impl, key, answer, lease] { impl->PutAnswer(key, answer, lease); });
+      }
+    };
+    Post(
+        [handler = options_.on_stacks_request, reply,
+         timeout = absl::Milliseconds(request.stacks().timeout_ms())] { handler(timeout, reply); });
+  }
+
+  // One answer; the command that asked waits for it only so long: a failure is logged.
+  void PutAnswer(const std::string& key, const v1::EtcdAnswer& answer, int64_t lease) {
+    absl::StatusOr<int64_t> put =
+        PutWithin(*etcd_, key, answer.SerializeAsString(), lease, absl::Seconds(2));
+    if (!put.ok()) {
+      spdlog::warn("etcd rendezvous: cannot answer a request at {}: {}", key,
+                   std::string(put.status().message()));
     }
   }
 
@@ -407,6 +467,12 @@ class EtcdRendezvousClient::Impl {
   }
 
   const Options options_;
+  // Where a stacks reply goes (from the collector's thread): this Impl while it lives.
+  struct ReplyRoute {
+    std::mutex mu;
+    Impl* impl = nullptr;  // guarded by mu
+  };
+  const std::shared_ptr<ReplyRoute> reply_route_ = std::make_shared<ReplyRoute>();
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // read on the loop thread
   std::unique_ptr<EtcdClient> etcd_;
   NodeInfo node_;
@@ -490,6 +556,18 @@ void EtcdRendezvousClient::ReportWorkerEnded(int round, const EndedWorker& worke
 
 void EtcdRendezvousClient::ReportStopped(int round, int store_port) {
   impl_->Stopped(round, store_port);
+}
+
+void EtcdRendezvousClient::ReportStalled(int round, const Stall& stall) {
+  v1::AgentMessage m;
+  grpc_internal::ToProto(round, stall, m.mutable_stalled());
+  impl_->Report(std::move(m));
+}
+
+void EtcdRendezvousClient::Preempt(const std::string& reason) {
+  v1::AgentMessage m;
+  m.mutable_preempt()->set_reason(reason);
+  impl_->Report(std::move(m));
 }
 
 void EtcdRendezvousClient::Leave(const std::string& why) { impl_->Leave(why); }

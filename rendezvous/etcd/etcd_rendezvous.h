@@ -19,6 +19,7 @@
 #ifndef MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_
 #define MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ class EtcdRendezvousClient : public RendezvousClient {
     EventLoop* loop = nullptr;           // required
     absl::Duration join_timeout = absl::Seconds(600);
     EtcdSecurity security;  // TLS and user; a refusal of them fails the join at once
+    // A job-wide `muster stacks` (etcd_requests.h): called on the loop thread; the reply
+    // (from any thread) is put as this node's answer. Unset: such requests go unanswered.
+    std::function<void(absl::Duration timeout,
+                       std::function<void(std::vector<RankStack> ranks)> reply)>
+        on_stacks_request;
   };
   static absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> Create(const Options& options);
   ~EtcdRendezvousClient() override;
@@ -50,9 +56,10 @@ class EtcdRendezvousClient : public RendezvousClient {
   void ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) override;
   void ReportWorkerEnded(int round, const EndedWorker& worker) override;
   void ReportStopped(int round, int store_port) override;
-  // Hang detection has no job-wide path here yet: `muster run` refuses --hang-timeout with
-  // the etcd backend (agent/hang_flags.h), so nothing is sent.
-  void ReportStalled(int, const Stall&) override {}
+  // Hang detection and preemption notices travel as reports to the coordinator, whose Job
+  // decides (a hang once every node stalled) and answers through the events key.
+  void ReportStalled(int round, const Stall& stall) override;
+  void Preempt(const std::string& reason) override;
   void Leave(const std::string& why) override;
 
   class Impl;

@@ -37,4 +37,17 @@ NodeStacks FromProto(const v1::NodeStacks& in) {
   return out;
 }
 
+void ToProto(int round, const Stall& in, v1::Stalled* out) {
+  out->set_round(round);
+  out->set_stalled(in.stalled);
+  out->set_restartable(in.restartable);
+  for (const RankStack& r : in.ranks) ToProto(r, out->add_ranks());
+}
+
+Stall FromProto(const v1::Stalled& in) {
+  Stall out{.stalled = in.stalled(), .restartable = in.restartable()};
+  for (const v1::RankStack& r : in.ranks()) out.ranks.push_back(FromProto(r));
+  return out;
+}
+
 }  // namespace muster::rdzv::grpc_internal

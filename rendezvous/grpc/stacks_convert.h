@@ -3,11 +3,13 @@
 #ifndef MUSTER_RENDEZVOUS_GRPC_STACKS_CONVERT_H_
 #define MUSTER_RENDEZVOUS_GRPC_STACKS_CONVERT_H_
 
+#include "rendezvous/core/hang.h"
 #include "rendezvous/core/stacks.h"
 
 namespace muster::v1 {
 class RankStack;
 class NodeStacks;
+class Stalled;
 }  // namespace muster::v1
 
 namespace muster::rdzv::grpc_internal {
@@ -17,6 +19,9 @@ RankStack FromProto(const v1::RankStack& in);
 // The node's identity (node_id, host, group_rank, unavailable) and its ranks.
 void ToProto(const NodeStacks& in, v1::NodeStacks* out);
 NodeStacks FromProto(const v1::NodeStacks& in);
+// A node's hang report (hang.h) of `round`.
+void ToProto(int round, const Stall& in, v1::Stalled* out);
+Stall FromProto(const v1::Stalled& in);
 
 }  // namespace muster::rdzv::grpc_internal
 

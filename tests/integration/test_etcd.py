@@ -375,8 +375,9 @@ def test_partitioned_agent_is_dropped_then_rejoins_without_split_brain(tmp_path)
 
 
 def test_stacks_of_an_etcd_job_node_by_node(etcd, tmp_path):
-    """Issue 17: no server relays `muster stacks` with etcd: the endpoint form says so
-    (exit 2); without --rdzv-endpoint each node's agents answer for their ranks."""
+    """Issue 17: an etcd endpoint without --rdzv-backend etcd serves no muster rendezvous:
+    the endpoint form says to name the backend (exit 2); without --rdzv-endpoint each
+    node's agents answer for their ranks (test_etcd_jobwide.py asks the whole job)."""
     out, release = tmp_path / "out.jsonl", tmp_path / "release"
     procs = start_agents(etcd, "stacks", 1, "1", out, hold_world="2", RELEASE=release)
     try:
@@ -385,7 +386,7 @@ def test_stacks_of_an_etcd_job_node_by_node(etcd, tmp_path):
                             "--rdzv-id", "stacks"], capture_output=True, text=True, timeout=30,
                            env=muster_env())
         assert r.returncode == 2, (r.returncode, r.stderr)
-        assert "--rdzv-backend etcd, a job-wide `muster stacks` is not supported yet" in r.stderr
+        assert "give --rdzv-backend etcd and etcd's members" in r.stderr, r.stderr
         r = subprocess.run([str(MUSTER), "stacks", "--rdzv-id", "stacks", "--json"],
                            capture_output=True, text=True, timeout=30, env=muster_env())
         assert r.returncode == 0, r.stderr

@@ -1,0 +1,62 @@
+// Coordinator (coordinator.h): `muster drain` with the etcd backend (README "Preemption").
+// The command's request reaches the coordinator through the watch; the Job tells every
+// node (Job::Preempt), exactly as JobRegistry::Drain does for muster's own server. Also a
+// preempted coordinator's own leaving.
+#include "absl/strings/str_cat.h"
+#include "muster/v1/etcd.pb.h"
+#include "rendezvous/etcd/coordinator.h"
+#include "rendezvous/grpc/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv::etcd {
+
+absl::StatusOr<NodeInfo> Coordinator::Drain(const std::string& node_id, const std::string& host,
+                                            const std::string& reason, absl::Time now) {
+  const std::string& run_id = job_.spec().run_id;
+  NodeInfo drained;
+  int matches = 0;
+  for (const NodeInfo& n : job_.Nodes()) {
+    if ((!node_id.empty() && n.node_id == node_id) || (node_id.empty() && n.host == host)) {
+      drained = n;
+      ++matches;
+    }
+  }
+  if (matches == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("job ", run_id, " has no live node ",
+                     node_id.empty() ? absl::StrCat("on host ", host) : node_id,
+                     "; `muster status` lists its nodes"));
+  }
+  if (matches > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("several nodes of job ", run_id, " run on host ", host,
+                     "; name one with --node ID (`muster status` lists their ids)"));
+  }
+  std::vector<Event> events;
+  if (absl::Status st = job_.Preempt(drained.node_id, reason, now, &events); !st.ok()) return st;
+  spdlog::info("etcd rendezvous: draining node {} ({}): {}", drained.node_id, drained.host, reason);
+  Publish(now, events);
+  return drained;
+}
+
+v1::EtcdAnswer Coordinator::AnswerDrain(const v1::DrainRequest& request, absl::Time now) {
+  absl::StatusOr<NodeInfo> drained =
+      Drain(request.node_id(), request.host(), request.reason(), now);
+  v1::EtcdAnswer answer;
+  if (drained.ok()) {
+    answer.set_node_id(drained->node_id);
+    answer.set_host(drained->host);
+  } else {
+    answer.mutable_error()->set_code(grpc_internal::ToWireCode(drained.status().code()));
+    answer.mutable_error()->set_message(std::string(drained.status().message()));
+  }
+  return answer;
+}
+
+void Coordinator::PreemptedSelfLeaves(const std::string& self_id, absl::Time now) {
+  for (const Preemption& p : job_.preempting()) {
+    if (p.node_id == self_id) return NodeGone(self_id, now);
+  }
+}
+
+}  // namespace muster::rdzv::etcd

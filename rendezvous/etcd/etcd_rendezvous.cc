@@ -67,6 +67,22 @@ class EtcdRendezvousClient::Impl {
     });
   }
 
+  // The done chunk only, with "HOST:PATH" of every file the chunks name (no data).
+  void ReportTraces(std::vector<TraceChunk> chunks) {
+    Enqueue([this, chunks = std::move(chunks)] {
+      v1::AgentMessage m;
+      v1::TraceChunk* done = m.mutable_traces();
+      for (const TraceChunk& c : chunks) {
+        if (c.offset == 0 && !c.file.empty())
+          done->add_paths(absl::StrCat(node_.host, ":", chunks.back().dir, "/", c.file));
+      }
+      done->set_round(chunks.back().round);
+      done->set_done(true);
+      done->set_note(chunks.back().note);
+      SendReport(m);
+    });
+  }
+
   void Leave(const std::string& why) {
     spdlog::info("etcd rendezvous: leaving ({})", why);
     Shutdown();
@@ -490,6 +506,12 @@ void EtcdRendezvousClient::ReportWorkerEnded(int round, const EndedWorker& worke
 
 void EtcdRendezvousClient::ReportStopped(int round, int store_port) {
   impl_->Stopped(round, store_port);
+}
+
+bool EtcdRendezvousClient::UploadTraces(const std::vector<TraceChunk>& chunks) {
+  if (chunks.empty()) return false;
+  impl_->ReportTraces(chunks);
+  return true;
 }
 
 void EtcdRendezvousClient::Leave(const std::string& why) { impl_->Leave(why); }

@@ -53,6 +53,9 @@ class EtcdRendezvousClient : public RendezvousClient {
   // Hang detection has no job-wide path here yet: `muster run` refuses --hang-timeout with
   // the etcd backend (agent/hang_flags.h), so nothing is sent.
   void ReportStalled(int, const Stall&) override {}
+  // Flight recorder dumps (README "Collective traces"): etcd values are too small to carry
+  // them; the job is told where each file stays (HOST:PATH) instead.
+  bool UploadTraces(const std::vector<TraceChunk>& chunks) override;
   void Leave(const std::string& why) override;
 
   class Impl;

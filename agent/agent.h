@@ -99,6 +99,8 @@ class Agent {
   bool done() const { return phase_ == Phase::kSucceeded || phase_ == Phase::kFailed; }
   // Rewrites --status-file and the health service's state for the current phase.
   void Publish();
+  // The job's hang (README "Hangs") while the round it ended is the last: its failure.
+  const rdzv::Failure* HangShown() const;
   void Teardown();
   void ReleaseDebugDirIfHeld();
 

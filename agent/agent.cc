@@ -91,6 +91,8 @@ absl::Status Agent::Setup() {
   status_file_ = std::make_unique<StatusFile>(config_.status_file);
   RETURN_IF_ERROR(loop_->Add(parts_.signal_fd.get(), EPOLLIN, [this](uint32_t) { OnSignalFd(); }));
   RETURN_IF_ERROR(PrepareRunDir());
+  if (parts_.hosted_rendezvous)
+    parts_.hosted_rendezvous->KeepTracesIn(run_dir_.path + "/traces", hostname_);
   RETURN_IF_ERROR(WatchPreemptFile());
   if (config_.debug) {
     RETURN_IF_ERROR(CheckDebugPort(config_));
@@ -247,6 +249,8 @@ void Agent::OnWorkersStopped() {
       phase_ = Phase::kAtBarrier;  // the job's word decides what follows
       return;
     case Phase::kRestarting:
+      // The dumps go before the stop report: the next round may follow it at once.
+      UploadTraces(/*even_without_files=*/false);
       return ReportStopped();
     default:
       return;  // a stop that found nothing running
@@ -281,6 +285,8 @@ void Agent::OnRendezvousEvent(const rdzv::Event& e) {
       return OnFinished(e.outcome);
     case rdzv::Event::Kind::kPreempt:
       return OnPreemptNotice(e);
+    case rdzv::Event::Kind::kTraces:
+      return OnTracesStored(e.traces);
   }
 }
 
@@ -430,7 +436,7 @@ void Agent::ExitAfterStop(ExitPlan plan, int sig) {
 }
 
 void Agent::Finish() {
-  if (done()) return;
+  if (done() || HoldFinishForTraces()) return;
   const int code = exit_plan_ ? exit_plan_->code : exit_code::kTransient;
   phase_ = code == 0 ? Phase::kSucceeded : Phase::kFailed;
   Publish();

@@ -99,6 +99,8 @@ class Agent {
   bool done() const { return phase_ == Phase::kSucceeded || phase_ == Phase::kFailed; }
   // Rewrites --status-file and the health service's state for the current phase.
   void Publish();
+  // The job's hang (README "Hangs") while the round it ended is the last: its failure.
+  const rdzv::Failure* HangShown() const;
   void Teardown();
   void ReleaseDebugDirIfHeld();
 
@@ -127,6 +129,24 @@ class Agent {
   // kStopWorkers / kFinished while the workers checkpoint: true when held back.
   bool HoldWhilePreempting(const rdzv::Event& e);
 
+  // Flight recorder dumps of every node (agent_traces.cc, README "Collective traces").
+  struct TraceState {
+    int round = 0;          // the round whose dumps were sent
+    bool sent = false;      // the backend takes them (the job answers)
+    bool complete = false;  // every node of the round still connected has answered
+    bool over = false;      // the exit no longer waits
+    EventLoop::TimerId timer = 0;
+    std::string line;  // "flight recorder traces of 2 nodes (4 files) in HOST:DIR/"
+  };
+  // After the workers of a round that did not succeed stopped: sends their dump files (or,
+  // with `even_without_files`, that there are none). Once per round.
+  void UploadTraces(bool even_without_files);
+  // Finish() of a failed job: sends this node's dumps and holds the exit (true) until every
+  // node's are stored or kTracesWait passed; the summary then names where they are.
+  bool HoldFinishForTraces();
+  void EndTracesWait(bool finish);
+  void OnTracesStored(const rdzv::TracesSummary& t);
+
   Config config_;
   AgentParts parts_;
   // Shorthands for parts_ members.
@@ -154,6 +174,7 @@ class Agent {
   std::unique_ptr<HangWatch> hang_;       // with --hang-timeout
   std::optional<PreemptState> preempt_;   // the last preemption notice's
   std::unique_ptr<PreemptFileWatch> preempt_watch_;  // --preempt-file
+  TraceState traces_;
 };
 
 }  // namespace muster

@@ -61,6 +61,17 @@ void Agent::LogRestart(const rdzv::Assignment& a) {
   events_->Write("restart_decided", fields);
 }
 
+const rdzv::Failure* Agent::HangShown() const {
+  if (phase_ == Phase::kRunning) return nullptr;  // a new round runs: the hang is history
+  const rdzv::Failure* f = nullptr;
+  if (outcome_ && outcome_->root_cause) {
+    f = &*outcome_->root_cause;
+  } else if (last_stop_ && last_stop_->failure) {
+    f = &*last_stop_->failure;
+  }
+  return f != nullptr && f->what == "hung" ? f : nullptr;
+}
+
 void Agent::Publish() {
   const char* phase = PublishedPhase(phase_);
   if (parts_.health) parts_.health->Report(phase);
@@ -96,6 +107,9 @@ void Agent::Publish() {
   if (preempt_ && (phase_ == Phase::kPreempting || phase_ == Phase::kPreempted)) {
     doc["preempting"] = {
         {"host", preempt_->host}, {"reason", preempt_->reason}, {"self", preempt_->self}};
+  }
+  if (const rdzv::Failure* hang = HangShown()) {  // as `muster status`' conditions say
+    doc["hung"] = {{"reason", "Hung"}, {"message", hang->message}, {"rank", hang->rank}};
   }
   if (outcome_) {
     doc["exit_code"] = outcome_->exit_code;

@@ -1,18 +1,25 @@
 // `muster serve`: the rendezvous server on its own, for elastic jobs whose server must
 // outlive every worker pod. Serves until SIGTERM/SIGINT, then exits 0.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "agent/rendezvous_flags.h"
 #include "agent/subcommand.h"
 #include "agent/subcommands.h"
 #include "base/duration.h"
 #include "base/endpoint.h"
+#include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "base/wire_values.h"
 #include "metrics/metrics_server.h"
 #include "metrics/server_metrics.h"
 #include "rendezvous/grpc/server.h"
@@ -40,6 +47,10 @@ constexpr FlagSpec kServeFlags[] = {
      .group = "Serve",
      .default_text = "none",
      .help = "Prometheus metrics here (HTTP /metrics, on --host's address)"},
+    {.name = "log-dir",
+     .group = "Serve",
+     .default_text = "none",
+     .help = "keep the agents' flight recorder dumps of failed rounds in DIR/traces/RUN_ID/"},
     {.name = "token-file",
      .group = "Security",
      .default_text = "MUSTER_TOKEN",
@@ -95,6 +106,25 @@ absl::StatusOr<rdzv::RendezvousServer::Options> ServeOptions(const FlagValues& v
   return options;
 }
 
+// --log-dir: the agents' flight recorder dumps go to DIR/traces/<run id>/ (README
+// "Collective traces"); DIR must exist or be creatable now, not at the first failure.
+absl::Status KeepTraces(const std::string& dir, rdzv::RendezvousServer* server) {
+  const std::string root = dir + "/traces";
+  for (const std::string& d : {dir, root}) {
+    // EEXIST: kept from an earlier run, which is fine; anything else is the user's to fix.
+    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InvalidArgumentError(absl::StrCat("--log-dir ", dir, ": cannot create ", d, ": ",
+                                                     std::strerror(errno),
+                                                     "; give a writable directory"));
+    }
+  }
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return ErrnoStatus("gethostname", errno);
+  server->KeepTracesIn(root, /*per_job=*/true, WireHostname(host));
+  spdlog::info("flight recorder traces of failed rounds go to {}/RUN_ID/", root);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int ServeCommand(const std::vector<std::string>& args,
@@ -137,6 +167,11 @@ int ServeCommand(const std::vector<std::string>& args,
     return code;
   }
   if (metered) metered->SetCounts([s = server->get()] { return s->Counts(); });
+  if (auto dir = values->Get("log-dir")) {
+    if (absl::Status st = KeepTraces(dir->text, server->get()); !st.ok()) {
+      return UsageError(kServe, st.message());
+    }
+  }
   std::printf("muster serve: listening on %s\n", JoinHostPort(host, (*server)->port()).c_str());
   std::fflush(stdout);
   int sig = 0;

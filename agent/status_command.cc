@@ -107,6 +107,41 @@ void AddPreempting(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   }
 }
 
+// Flight recorder dumps the server collected, by round (README "Collective traces").
+void AddTraces(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
+  for (const rdzv::TraceRound& r : s.traces) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const rdzv::TraceNode& n : r.nodes) {
+      nodes.push_back({{"node_id", n.node_id},
+                       {"host", n.host},
+                       {"files", n.files},
+                       {"bytes", n.bytes},
+                       {"note", n.note}});
+    }
+    j["traces"].push_back({{"round", r.round}, {"location", r.location}, {"nodes", nodes}});
+  }
+}
+
+// "flight recorder traces of round 1: 2 nodes (4 files) in HOST:DIR/", then each node's.
+void PrintTraces(const nlohmann::json& j) {
+  for (const auto& r : j.value("traces", nlohmann::json::array())) {
+    size_t files = 0;
+    for (const auto& n : r["nodes"]) files += n["files"].size();
+    if (files == 0) continue;
+    std::string where = r["location"].get<std::string>();
+    where = where.empty() ? "left on their nodes" : "in " + where;  // etcd: not collected
+    std::printf("flight recorder traces of round %d: %zu node%s (%zu file%s) %s\n",
+                r["round"].get<int>(), r["nodes"].size(), r["nodes"].size() == 1 ? "" : "s", files,
+                files == 1 ? "" : "s", where.c_str());
+    for (const auto& n : r["nodes"]) {
+      std::string names = absl::StrJoin(n["files"].get<std::vector<std::string>>(), " ");
+      std::string note = n["note"].get<std::string>();
+      std::printf("       %s: %s%s%s\n", n["host"].get<std::string>().c_str(), names.c_str(),
+                  note.empty() ? "" : "; ", note.c_str());
+    }
+  }
+}
+
 nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
   nlohmann::json j = {{"run_id", s.run_id},
                       {"phase", rdzv::JobPhaseName(s.phase)},
@@ -122,6 +157,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                       {"history", nlohmann::json::array()}};
   AddTiming(s, j);
   AddPreempting(s, j);
+  AddTraces(s, j);
   for (const rdzv::Condition& c : s.conditions) {
     j["conditions"].push_back({{"type", c.type},
                                {"status", c.status ? "True" : "False"},
@@ -300,6 +336,7 @@ void PrintTable(const nlohmann::json& j, bool color) {
     std::printf("outcome: exit %d: %s\n", j["outcome"]["exit_code"].get<int>(),
                 j["outcome"]["reason"].get<std::string>().c_str());
   }
+  PrintTraces(j);
   PrintRootCauseStderr(j);
 }
 

@@ -99,6 +99,9 @@ class HostedGrpcRendezvous : public HostedRendezvous {
   bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) override {
     return server_->WaitForAgentsToLeave(except_node_id, timeout);
   }
+  void KeepTracesIn(const std::string& dir, const std::string& host) override {
+    server_->KeepTracesIn(dir, /*per_job=*/false, host);
+  }
 
  private:
   std::unique_ptr<rdzv::RendezvousServer> server_;

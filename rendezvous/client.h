@@ -48,6 +48,10 @@ class RendezvousClient {
   // This node is being preempted (README "Preemption"): the job tells every node (kPreempt,
   // this one included) before anything is stopped. A backend without notices ignores it.
   virtual void Preempt(const std::string& /*reason*/) {}
+  // Flight recorder dumps of a round that failed (README "Collective traces"): `chunks` in
+  // order, the last one `done`. The job answers every node of the round with kTraces. A
+  // backend that keeps no traces ignores it (the agent then waits for no answer).
+  virtual bool UploadTraces(const std::vector<TraceChunk>& /*chunks*/) { return false; }
   // The agent is leaving on purpose (a signal): the job treats it as a lost node.
   virtual void Leave(const std::string& why) = 0;
 };

@@ -26,7 +26,7 @@
 //
 // The definitions are split by concept: job.cc (membership, deadlines), job_round.cc
 // (rounds, outcome), job_workers.cc (the status of nodes and workers), job_preempt.cc
-// (preemption notices).
+// (preemption notices), job_traces.cc (flight recorder dumps collected).
 //
 // Not thread-safe: the owner serialises calls (rendezvous/registry's JobRegistry holds a
 // mutex).
@@ -139,6 +139,18 @@ class Job {
   // node (job_preempt.cc).
   absl::Status Preempt(const std::string& node_id, const std::string& reason, absl::Time now,
                        std::vector<Event>* out);
+  // The server stored `node_id`'s flight recorder dumps of `round` under `location`
+  // ("HOST:DIR/"; README "Collective traces"), or none (`stored.files` empty; `error` says
+  // why the server refused them). An empty `location`: nothing was collected (etcd) and
+  // `stored.files` are "HOST:PATH"s left on the node. The node hears what is stored so far
+  // (kTraces); every node of the round still connected hears it once all have reported
+  // (O(nodes) events per round). Idempotent per node and round; the last kMaxTraceRounds
+  // rounds are kept for the status (job_traces.cc).
+  void TracesStored(const std::string& node_id, int round, const std::string& location,
+                    TraceNode stored, const std::string& error, absl::Time now,
+                    std::vector<Event>* out);
+  const std::vector<TraceRound>& traces() const { return traces_; }
+  static constexpr size_t kMaxTraceRounds = 16;
   // The nodes of the running round that announced their preemption (empty otherwise).
   const std::vector<Preemption>& preempting() const { return preempting_; }
   // Fires due deadlines: progress, last call, join timeout, stop timeout.
@@ -224,6 +236,7 @@ class Job {
   std::optional<Outcome> outcome_;
   Conditions conditions_;
   std::vector<Preemption> preempting_;  // this round's; cleared when a round starts
+  std::vector<TraceRound> traces_;      // by round, the last kMaxTraceRounds
 };
 
 }  // namespace muster::rdzv

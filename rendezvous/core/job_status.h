@@ -54,6 +54,7 @@ struct JobStatusSnapshot {
   std::vector<Condition> conditions;   // Created, Running, Restarting, Succeeded, Failed
   std::vector<WorkerStatus> workers;   // current (or last) round, by rank
   std::vector<Preemption> preempting;  // nodes of the running round being preempted
+  std::vector<TraceRound> traces;      // flight recorder dumps collected, by round
 };
 
 // One job of the server's list (JobStatus.List): its status' header, no nodes or workers.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/core/traces.h"
 
 namespace muster::rdzv {
 
@@ -164,6 +165,8 @@ struct Event {
     // `text`: why; a node of the job is being preempted (`preempted_node`, README
     // "Preemption"): deliver the notice to the local workers, let them exit on their own
     kPreempt,
+    // `traces`: flight recorder dumps of a failed round stored on the server (traces.h)
+    kTraces,
   };
   Kind kind = Kind::kProgress;
   std::string node_id;  // recipient
@@ -174,6 +177,7 @@ struct Event {
   bool counted = false;            // kStopWorkers: the restart consumes the budget
   std::string preempted_node;      // kPreempt: the node id being preempted
   std::string preempted_host;      // kPreempt: its host, for people
+  TracesSummary traces;            // kTraces
 };
 
 // A node of the running round that announced its preemption (Job::Preempt).

@@ -132,6 +132,12 @@ void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, 
     case v1::AgentMessage::kStalled:
       job_.NodeStalled(node_id, m.stalled().round(), FromProto(m.stalled()), now, &events);
       break;
+    case v1::AgentMessage::kTraces:  // no data through etcd: where each file stays (HOST:PATH)
+      job_.TracesStored(node_id, m.traces().round(), "",
+                        TraceNode{.files = {m.traces().paths().begin(), m.traces().paths().end()},
+                                  .note = m.traces().note()},
+                        "", now, &events);
+      break;
     default:
       return;  // Join and Leave travel as the node key itself
   }

@@ -74,6 +74,22 @@ class EtcdRendezvousClient::Impl {
     });
   }
 
+  // The done chunk only, with "HOST:PATH" of every file the chunks name (no data).
+  void ReportTraces(std::vector<TraceChunk> chunks) {
+    Enqueue([this, chunks = std::move(chunks)] {
+      v1::AgentMessage m;
+      v1::TraceChunk* done = m.mutable_traces();
+      for (const TraceChunk& c : chunks) {
+        if (c.offset == 0 && !c.file.empty())
+          done->add_paths(absl::StrCat(node_.host, ":", chunks.back().dir, "/", c.file));
+      }
+      done->set_round(chunks.back().round);
+      done->set_done(true);
+      done->set_note(chunks.back().note);
+      SendReport(m);
+    });
+  }
+
   void Leave(const std::string& why) {
     spdlog::info("etcd rendezvous: leaving ({})", why);
     if (brain_.joinable()) LeaveAsCoordinator();
@@ -568,6 +584,12 @@ void EtcdRendezvousClient::Preempt(const std::string& reason) {
   v1::AgentMessage m;
   m.mutable_preempt()->set_reason(reason);
   impl_->Report(std::move(m));
+}
+
+bool EtcdRendezvousClient::UploadTraces(const std::vector<TraceChunk>& chunks) {
+  if (chunks.empty()) return false;
+  impl_->ReportTraces(chunks);
+  return true;
 }
 
 void EtcdRendezvousClient::Leave(const std::string& why) { impl_->Leave(why); }

@@ -60,6 +60,9 @@ class EtcdRendezvousClient : public RendezvousClient {
   // decides (a hang once every node stalled) and answers through the events key.
   void ReportStalled(int round, const Stall& stall) override;
   void Preempt(const std::string& reason) override;
+  // Flight recorder dumps (README "Collective traces"): etcd values are too small to carry
+  // them; the job is told where each file stays (HOST:PATH) instead.
+  bool UploadTraces(const std::vector<TraceChunk>& chunks) override;
   void Leave(const std::string& why) override;
 
   class Impl;

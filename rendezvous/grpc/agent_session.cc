@@ -12,6 +12,7 @@
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/grpc/traces_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::grpc_internal {
@@ -172,6 +173,9 @@ class AgentSession : public SessionReactor,
       }
       case v1::AgentMessage::kPreempt:
         registry_->Preempt(node_id_, msg.preempt().reason());
+        break;
+      case v1::AgentMessage::kTraces:
+        registry_->StoreTraces(node_id_, FromProto(msg.traces()));
         break;
       case v1::AgentMessage::kLeave:
         ReportLost(absl::StrCat("left: ", msg.leave().why()));

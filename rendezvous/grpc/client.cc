@@ -19,6 +19,7 @@
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/grpc/traces_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
@@ -465,6 +466,15 @@ void GrpcRendezvousClient::Preempt(const std::string& reason) {
   v1::AgentMessage msg;
   msg.mutable_preempt()->set_reason(reason);
   impl_->Send(std::move(msg));
+}
+
+bool GrpcRendezvousClient::UploadTraces(const std::vector<TraceChunk>& chunks) {
+  for (const TraceChunk& chunk : chunks) {
+    v1::AgentMessage msg;
+    grpc_internal::ToProto(chunk, msg.mutable_traces());
+    impl_->Send(std::move(msg));
+  }
+  return true;
 }
 
 void GrpcRendezvousClient::Leave(const std::string& why) { impl_->Leave(why); }

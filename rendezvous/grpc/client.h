@@ -62,6 +62,7 @@ class GrpcRendezvousClient : public RendezvousClient {
   void ReportStopped(int round, int store_port) override;
   void ReportStalled(int round, const Stall& stall) override;
   void Preempt(const std::string& reason) override;
+  bool UploadTraces(const std::vector<TraceChunk>& chunks) override;
   void Leave(const std::string& why) override;
 
   // True once the stream to the server has ended (after Leave, Finished, a refusal or a

@@ -1,6 +1,7 @@
 #include "rendezvous/grpc/proto_convert.h"
 
 #include "muster/v1/rendezvous.pb.h"
+#include "rendezvous/grpc/traces_convert.h"
 
 namespace muster::rdzv::grpc_internal {
 namespace {
@@ -271,6 +272,9 @@ void ToProto(const Event& event, v1::ServerMessage* out) {
       notice->set_reason(event.text);
       break;
     }
+    case Event::Kind::kTraces:
+      ToProto(event.traces, out->mutable_traces_stored());
+      break;
   }
 }
 
@@ -302,6 +306,10 @@ bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* o
       out->preempted_node = in.preempt_notice().node_id();
       out->preempted_host = in.preempt_notice().host();
       out->text = in.preempt_notice().reason();
+      return true;
+    case v1::ServerMessage::kTracesStored:
+      out->kind = Event::Kind::kTraces;
+      out->traces = FromProto(in.traces_stored());
       return true;
     default:
       return false;
@@ -374,6 +382,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_reason(pre.reason);
     p->set_since_unix_ms(UnixMs(pre.since));
   }
+  for (const TraceRound& r : s.traces) ToProto(r, out->add_traces());
 }
 
 JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
@@ -393,6 +402,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
                                       .reason = p.reason(),
                                       .since = FromUnixMs(p.since_unix_ms())});
   }
+  for (const v1::TraceRound& r : in.traces()) s.traces.push_back(FromProto(r));
   for (const v1::NodeStatus& p : in.nodes()) {
     NodeStatus n;
     n.node_id = p.node_id();

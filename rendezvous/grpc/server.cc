@@ -26,6 +26,7 @@
 #include "rendezvous/grpc/status_convert.h"
 #include "rendezvous/grpc/tcp_keepalive.h"
 #include "rendezvous/registry/job_registry.h"
+#include "rendezvous/registry/trace_store.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
@@ -178,6 +179,10 @@ class RendezvousServer::Impl {
 
   RegistryCounts Counts() const { return registry_.Counts(); }
 
+  void KeepTracesIn(const std::string& root, bool per_job, const std::string& host) {
+    registry_.SetTraceStore(std::make_shared<TraceStore>(root, per_job, host));
+  }
+
   void Shutdown() {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     if (server_ == nullptr) return;
@@ -217,6 +222,11 @@ void RendezvousServer::AdoptConnection(int fd, const std::string& peer) {
 void RendezvousServer::Shutdown() { impl_->Shutdown(); }
 
 RegistryCounts RendezvousServer::Counts() const { return impl_->Counts(); }
+
+void RendezvousServer::KeepTracesIn(const std::string& root, bool per_job,
+                                    const std::string& host) {
+  impl_->KeepTracesIn(root, per_job, host);
+}
 
 bool RendezvousServer::WaitForAgentsToLeave(const std::string& except_node_id,
                                             absl::Duration timeout) {

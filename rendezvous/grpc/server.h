@@ -63,6 +63,10 @@ class RendezvousServer {
   // a hosting agent calls it before exiting, so the others receive the outcome instead of
   // losing the server. Returns whether they all left in time.
   bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout);
+  // Flight recorder dumps the agents send after a failed round (README "Collective traces")
+  // are written under `root` (per_job: one folder per run id below it); `host` names this
+  // machine in the locations the agents are told. Without a call none are kept.
+  void KeepTracesIn(const std::string& root, bool per_job, const std::string& host);
   // Jobs by phase and nodes by state (the server's metrics); thread-safe.
   RegistryCounts Counts() const;
 

@@ -32,6 +32,8 @@
 
 namespace muster::rdzv {
 
+class TraceStore;  // trace_store.h
+
 // One agent's connection as the registry sees it.
 class NodeStream {
  public:
@@ -114,6 +116,12 @@ class JobRegistry {
   // node, FailedPrecondition when no round runs. Returns the node drained.
   absl::StatusOr<NodeInfo> Drain(const std::string& run_id, const std::string& node_id,
                                  const std::string& host, const std::string& reason);
+  // Flight recorder dumps (README "Collective traces", job_registry_traces.cc): stores a
+  // chunk the node sent through the trace store, and once its upload of the round is done
+  // tells the job (Job::TracesStored). Without a store the node hears why none are kept.
+  void StoreTraces(const std::string& node_id, const TraceChunk& chunk);
+  // Before the first Join: where dumps are written (null: nowhere).
+  void SetTraceStore(std::shared_ptr<TraceStore> store);
   // The node's stream closed, failed, or it left: dead at once; its route is dropped.
   void NodeLost(const std::string& node_id, const std::string& why);
 
@@ -184,6 +192,7 @@ class JobRegistry {
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by node id: live streams
   std::vector<std::weak_ptr<StatusWatcher>> watchers_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<RegistryObserver> observer_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<TraceStore> trace_store_ ABSL_GUARDED_BY(mu_);
   std::thread timer_;
 };
 

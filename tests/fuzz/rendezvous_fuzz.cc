@@ -293,6 +293,7 @@ class Session {
         break;
       case Event::Kind::kProgress:
       case Event::Kind::kPreempt:  // workers checkpoint; the job's next word follows
+      case Event::Kind::kTraces:   // where the dumps are; nothing to answer
         msg.mutable_heartbeat();
         break;
     }

@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import time
 import zlib
@@ -397,3 +398,25 @@ def test_stacks_of_an_etcd_job_node_by_node(etcd, tmp_path):
         release.touch()
     for code, _, err in finish(procs):
         assert code == 0, err[-3000:]
+
+
+def test_flight_recorder_dumps_are_listed_where_they_stay(etcd, tmp_path, torch2_python):
+    """README "Collective traces": etcd carries no dump data; every agent's last line lists
+    each node's files as HOST:PATH (real torch 2.x gloo dumps, rank 3 fails)."""
+    worker = REPO / "tests" / "integration" / "scripts" / "fr_dump_worker.py"
+    env = muster_env(PYTHON_EXEC=torch2_python, FAIL_RANK="3")
+    procs = [subprocess.Popen(
+        [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
+         "--rdzv-id", "frdump", "--rdzv-conf", FAST, "--nnodes", "2", "--nproc-per-node", "2",
+         "--log-dir", str(tmp_path / f"logs{i}"), str(worker)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
+    for code, _, err in finish(procs):
+        assert code == 1, err[-3000:]
+        last = err.strip().splitlines()[-1]
+        assert "flight recorder traces of 2 nodes (4 files) left on their nodes: " in last, last
+        listed = last.split("left on their nodes: ", 1)[1].split(", ")
+        assert sorted(p.rsplit("/", 1)[1] for p in listed) == \
+            [f"flight_recorder_rank_{r}" for r in range(4)], listed
+        for p in listed:
+            host, path = p.split(":", 1)
+            assert host == socket.gethostname() and os.path.exists(path), p

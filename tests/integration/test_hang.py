@@ -80,16 +80,22 @@ def test_busy_rank_is_not_a_hang_then_hang_action_fail_ends_the_job_with_the_cul
         common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test", "--nnodes", "2",
                   "--nproc-per-node", "2", "--max-restarts", "3", "--hang-timeout",
                   f"{TIMEOUT_S}s", "--hang-action", "fail", SCRIPT]
-        procs = [subprocess.Popen([str(MUSTER), "run", *map(str, common)],
+        procs = [subprocess.Popen([str(MUSTER), "run", "--status-file",
+                                   str(tmp_path / f"status{i}.json"), *map(str, common)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   env=job_env(marks, "spin,sleep", spin_s=3 * TIMEOUT_S))
-                 for _ in range(2)]
+                 for i in range(2)]
         results = [(p.wait(90), p.stderr.read()) for p in procs]
         assert (marks / "spun-0").exists()  # rank 3 did spin to the end
         for rc, err in results:
             assert rc == 1, err[-3000:]
             assert CULPRIT in err
             assert "spin_before_all_reduce" not in err, err[-3000:]
+        # Each agent's --status-file says Hung with the line, as `muster status` does.
+        for i in range(2):
+            doc = json.loads((tmp_path / f"status{i}.json").read_text())
+            assert doc["phase"] == "Failed" and doc["hung"]["reason"] == "Hung", doc
+            assert doc["hung"]["message"].startswith(CULPRIT) and doc["hung"]["rank"] == 3
         s = status_json(port)
         assert s["phase"] == "Failed" and s["restarts_used"] == 0 and not s["history"]
         failed = next(c for c in s["conditions"] if c["type"] == "Failed")
@@ -103,12 +109,15 @@ def test_busy_rank_is_not_a_hang_then_hang_action_fail_ends_the_job_with_the_cul
         assert "Hung" in table and CULPRIT in table, table
 
 
-def test_one_node_without_a_server_names_the_sleeper(tmp_path):
-    """One agent (the in-process rendezvous), 2 workers: rank 1 sleeps, rank 0 waits."""
+def test_one_node_without_a_server_names_the_sleeper(tmp_path, any_torch):
+    """One agent (the in-process rendezvous), 2 workers: rank 1 sleeps, rank 0 waits; with
+    torch 1.13 and torch 2.x workers."""
     marks = tmp_path / "marks"
+    env = job_env(marks, "sleep", stall_rank=1)
+    env["PYTHON_EXEC"] = any_torch
     r = run_muster(["--nproc-per-node", "2", "--hang-timeout", f"{TIMEOUT_S}s",
                     "--hang-action", "fail", "--log-dir", tmp_path / "logs", SCRIPT],
-                   env=job_env(marks, "sleep", stall_rank=1), timeout=60)
+                   env=env, timeout=60)
     assert r.returncode == 1, r.stderr[-3000:]
     assert ("rank 1 is not in the collective the others wait in: sleep_before_all_reduce <- "
             "hang_worker.py:") in r.stderr, r.stderr[-3000:]

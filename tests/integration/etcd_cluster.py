@@ -85,9 +85,12 @@ class EtcdCluster:
         """The plain ports of an https cluster made with http_too."""
         return ",".join(f"{self.host}:{p}" for p in self.http_ports)
 
-    def ctl(self, *args, timeout=10):
+    def ctl(self, *args, timeout=15):
+        # A loaded machine (CI's xdist workers, chaos) can hold a write or `auth disable` for
+        # seconds: the command's own deadline stays under the subprocess timeout.
         env = dict(os.environ, ETCDCTL_API="3")
-        return subprocess.run([*self.wrap, ETCDCTL, "--dial-timeout=1s", "--command-timeout=2s",
+        return subprocess.run([*self.wrap, ETCDCTL, "--dial-timeout=1s",
+                               f"--command-timeout={max(2, timeout - 5)}s",
                                "--endpoints",
                                ",".join(f"{self.scheme}://{self.host}:{p}"
                                         for p in self.client_ports), *self.ctl_args, *args],

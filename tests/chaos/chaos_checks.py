@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from chaos_common import NPROC, read_json_lines, read_text, wall
+from chaos_etcd import LEASE_TTL, PREFIX
 
 
 def check_outcome(chaos, final):
@@ -55,6 +56,7 @@ def check_early_end(chaos, final):
         if inc.ended_at is None:
             chaos.violate(f"agent {inc.name} still running 90 s after the job ended")
         elif inc.rc != code and not (inc.rc == 137 and inc.killed_at) and inc.rc != 138 and \
+                not (inc.rc == 143 and inc.termed_at) and \
                 not (inc.rc == 2 and "already finished" in read_text(inc.proc.err_path)):
             chaos.violate(f"agent {inc.name} exited {inc.rc}; the job's outcome is {code} "
                           f"(DESIGN §4.4: the same code on every node)")
@@ -192,11 +194,25 @@ def account_agent_kill(chaos, k, history, explained):
     inc, t = k["inc"], k["t"]
     events = agent_events(inc)
     pod = chaos.pods[k["pod"]].name
-    what = f"SIGKILL of agent {inc.name} at {t - chaos.t0:.2f}s"
+    what = f"{signal.Signals(k.get('sig', signal.SIGKILL)).name} of agent {inc.name} at " \
+           f"{t - chaos.t0:.2f}s"
     rnd = round_at(round_starts(inc, events), t)
     named = [j for j, h in enumerate(history) if re.search(
-        rf"\bnode {pod} \(.*\) lost", h["reason"]) and h["round"] >= rnd and
+        rf"\bnode {pod} \(.*\) (lost|preempted)", h["reason"]) and h["round"] >= rnd and
         t - 0.5 <= h["t"] <= t + 10]
+    if not named and chaos.etcd is not None:
+        # The etcd backend: the next coordinator records its predecessor's loss as "node
+        # lost: the coordinator" (its own state does not know which node that was).
+        named = [j for j, h in enumerate(history) if j not in explained and
+                 h["reason"].startswith("node lost: the coordinator") and
+                 h["round"] >= rnd and t - 0.5 <= h["t"] <= t + 10]
+    if not named and chaos.etcd is not None:
+        named = [j for j, h in enumerate(history) if peer_failure(chaos, h, [k])]
+        if named:
+            explained.add(named[0])
+            k["how"] = f"its peers' collectives failed first: history #{named[0]}: " \
+                       f"{history[named[0]]['reason'][:80]}"
+            return
     if named:
         explained.add(named[0])
         k["how"] = f"history #{named[0]}: {history[named[0]]['reason'][:80]}"
@@ -215,6 +231,17 @@ def account_agent_kill(chaos, k, history, explained):
                   f"of {pod}")
 
 
+def peer_failure(chaos, h, kills):
+    """etcd mode (--restart-policy OnFailure): a counted exit 1 of a worker whose peer was
+    killed (its collective raised; the agent's loss is seen a lease TTL later) or whose
+    pod's link was down, within 10 s after the chaos event."""
+    f = h.get("failure")
+    if chaos.etcd is None or not f or f.get("code") != 1:
+        return False
+    return any(k["t"] - 0.5 <= h["t"] <= k["t"] + 10 for k in kills) or any(
+        o["down"] - 0.5 <= h["t"] <= (o["up"] or h["t"]) + 10 for o in chaos.outages)
+
+
 def check_history_explained(chaos, history, explained):
     """The other direction: nothing restarted the job that the chaos did not cause."""
     for j, h in enumerate(history):
@@ -223,6 +250,8 @@ def check_history_explained(chaos, history, explained):
         reason = h["reason"]
         m = re.search(r"\bnode (pod\d+)\b", reason)
         pod = m.group(1) if m else None
+        if peer_failure(chaos, h, chaos.kills):
+            continue
         if h.get("failure") or h["counted"]:
             chaos.violate(f"history #{j} (round {h['round']}, counted {h['counted']}) is a failure "
                           f"the chaos did not cause: {reason}")
@@ -231,7 +260,15 @@ def check_history_explained(chaos, history, explained):
                        (inc.k > 0 or h["t"] < chaos.chaos_start)
                        for incs in chaos.incs.values() for inc in incs):
                 chaos.violate(f"history #{j}: {pod} joined but was never restarted: {reason}")
-        elif pod and " lost" in reason:
+        elif chaos.etcd is not None and reason.startswith("node lost: the coordinator"):
+            near = [o for o in chaos.outages if o["down"] - 0.5 <= h["t"] <=
+                    (o["up"] or h["t"]) + 10] + \
+                   [k for k in chaos.kills if k["kind"] == "agent" and
+                    k["t"] - 0.5 <= h["t"] <= k["t"] + 10]
+            if not near:
+                chaos.violate(f"history #{j}: the coordinator was lost with no agent kill or "
+                              f"outage before it: {reason}")
+        elif pod and (" lost" in reason or " preempted" in reason):
             near = [o for o in chaos.outages if chaos.pods[o["pod"]].name == pod and
                     o["down"] - 0.5 <= h["t"] <= (o["up"] or h["t"]) + 10] + \
                    [k for k in chaos.kills if k["kind"] == "agent" and
@@ -267,3 +304,39 @@ def check_pods_empty(chaos):
         if r.stdout.split():
             chaos.violate(f"{chaos.pods[i].name}: processes left in the pod: {r.stdout.split()}")
 
+
+
+def check_round_overlap(chaos):
+    """No split brain: two rounds never train at once. A round (its store's token) runs
+    from its first worker's "round" record to its last worker's last record; every round
+    has a rank 0, so two rounds whose spans overlap ran at once on a rank."""
+    spans = {}
+    for r in chaos.rows:
+        token = chaos.worker_token.get(r["id"])
+        if token is None or r["ev"] == "start":
+            continue
+        lo, hi = spans.get(token, (r["t"], r["t"]))
+        spans[token] = (min(lo, r["t"]), max(hi, r["t"]))
+    ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
+    for (a, (_, a_end)), (b, (b_start, _)) in zip(ordered, ordered[1:]):
+        if b_start < a_end:
+            chaos.violate(f"rounds {a[:8]} and {b[:8]} ran at once: {b[:8]} began at "
+                          f"{b_start - chaos.t0:.2f}s, {a[:8]} ran until "
+                          f"{a_end - chaos.t0:.2f}s (two rounds on the same ranks)")
+
+
+def check_etcd_keys_gone(chaos):
+    """etcd mode: every key of the job goes with its agents' leases; a lease TTL + 1 s after
+    the last agent ended none is left under the job's prefix."""
+    last = max(chaos.current(i).agent_dead_at or chaos.current(i).ended_at
+               for i in range(len(NPROC)))
+    deadline = last + LEASE_TTL + 1.0
+    while True:
+        keys = chaos.etcd.keys(PREFIX)
+        if not keys or time.time() >= deadline:
+            break
+        time.sleep(0.2)
+    if keys:
+        chaos.violate(f"etcd still holds {len(keys)} key(s) of the job {time.time() - last:.1f} s "
+                      f"after the last agent ended (lease TTL {LEASE_TTL:.0f} s): "
+                      f"{sorted(keys)[:8]}")

@@ -32,18 +32,36 @@ AGENT_GRACE = 1.0                  # s a process of a pod may outlive the pod's 
 WRAP = '"$@"; rc=$?; sleep 2; exit $rc'
 # Event kinds and their weights in the random schedule.
 KINDS = (("worker_sigkill", 3), ("worker_sigterm", 2), ("agent_sigkill", 2), ("link_down", 2))
+# The etcd mode's (chaos_etcd.py): agents killed include the one that coordinates (the
+# oldest node key), an agent is told to stop (SIGTERM: it leaves the job), and one etcd
+# member at a time is SIGKILLed (the leader half of the time) and started again.
+ETCD_KINDS = (("worker_sigkill", 3), ("worker_sigterm", 1), ("agent_sigkill", 1),
+              ("coordinator_sigkill", 2), ("agent_sigterm", 1), ("etcd_member_kill", 2),
+              ("link_down", 1))
+MODES = ("grpc", "etcd")           # MUSTER_CHAOS_RDZV: the rendezvous backends to run
+
+
+def chaos_modes():
+    raw = os.environ.get("MUSTER_CHAOS_RDZV", ",".join(MODES))
+    modes = [m.strip() for m in raw.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        raise pytest.UsageError(f"MUSTER_CHAOS_RDZV={raw!r}: give grpc, etcd or both "
+                                f"(comma-separated; default grpc,etcd)")
+    return modes
 
 
 def chaos_seconds():
+    """The whole chaos window; split evenly between the modes that run (chaos_modes)."""
     raw = os.environ.get("MUSTER_CHAOS_SECONDS", "120")
     try:
         value = float(raw)
     except ValueError:
         value = -1
-    if value < 10:
+    if value < 10 * len(chaos_modes()):
         raise pytest.UsageError(f"MUSTER_CHAOS_SECONDS={raw!r}: give the chaos window in "
-                                f"seconds, at least 10 (CI uses 120)")
-    return value
+                                f"seconds, at least 10 per mode of MUSTER_CHAOS_RDZV (CI uses "
+                                f"120: 60 s each for grpc and etcd)")
+    return value / len(chaos_modes())
 
 
 def chaos_gap():

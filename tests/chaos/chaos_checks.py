@@ -188,6 +188,17 @@ def account_worker_kill(chaos, k, history, explained):
                   f"{ex['t'] - chaos.t0:.2f}s, is not in the restart history")
 
 
+def loss_seen_by(chaos, t):
+    """The latest time the loss of an agent killed at t is seen: 10 s later with muster's
+    own rendezvous; with etcd, a lease TTL later, but each leader change meanwhile gives
+    every lease its full TTL again (etcd's lessor on promotion), so it can be later."""
+    end = t + 10
+    for k in sorted(chaos.etcd_kills, key=lambda k: k["t"]):
+        if k["leader"] and t - 1 <= k["t"] <= end:
+            end = max(end, k["t"] + LEASE_TTL + 10)
+    return end
+
+
 def account_agent_kill(chaos, k, history, explained):
     """Finds the history entry that records the SIGKILLed agent's node as lost (adds it to
     `explained`), or the reason it has none; a kill nothing accounts for is a violation."""
@@ -197,15 +208,16 @@ def account_agent_kill(chaos, k, history, explained):
     what = f"{signal.Signals(k.get('sig', signal.SIGKILL)).name} of agent {inc.name} at " \
            f"{t - chaos.t0:.2f}s"
     rnd = round_at(round_starts(inc, events), t)
+    seen_by = loss_seen_by(chaos, t)
     named = [j for j, h in enumerate(history) if re.search(
         rf"\bnode {pod} \(.*\) (lost|preempted)", h["reason"]) and h["round"] >= rnd and
-        t - 0.5 <= h["t"] <= t + 10]
+        t - 0.5 <= h["t"] <= seen_by]
     if not named and chaos.etcd is not None:
         # The etcd backend: the next coordinator records its predecessor's loss as "node
         # lost: the coordinator" (its own state does not know which node that was).
         named = [j for j, h in enumerate(history) if j not in explained and
                  h["reason"].startswith("node lost: the coordinator") and
-                 h["round"] >= rnd and t - 0.5 <= h["t"] <= t + 10]
+                 h["round"] >= rnd and t - 0.5 <= h["t"] <= seen_by]
     if not named and chaos.etcd is not None:
         named = [j for j, h in enumerate(history) if peer_failure(chaos, h, [k])]
         if named:
@@ -226,6 +238,14 @@ def account_agent_kill(chaos, k, history, explained):
     ending = [j for j, h in enumerate(history) if h["round"] == rnd and h["t"] <= t + 1.0]
     if ending:
         k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
+        return
+    # etcd: the loss is seen when the lease ends; a round that began stopping for another
+    # reason before that records no loss (Job::RemoveNode while stopping).
+    ending = [j for j, h in enumerate(history) if chaos.etcd is not None and
+              h["round"] == rnd and h["t"] <= seen_by]
+    if ending:
+        k["how"] = f"its round {rnd} began stopping before its lease ended: history " \
+                   f"#{ending[0]}"
         return
     chaos.violate(f"{what}: its workers were running, but the history records no loss "
                   f"of {pod}")
@@ -264,7 +284,7 @@ def check_history_explained(chaos, history, explained):
             near = [o for o in chaos.outages if o["down"] - 0.5 <= h["t"] <=
                     (o["up"] or h["t"]) + 10] + \
                    [k for k in chaos.kills if k["kind"] == "agent" and
-                    k["t"] - 0.5 <= h["t"] <= k["t"] + 10]
+                    k["t"] - 0.5 <= h["t"] <= loss_seen_by(chaos, k["t"])]
             if not near:
                 chaos.violate(f"history #{j}: the coordinator was lost with no agent kill or "
                               f"outage before it: {reason}")
@@ -272,7 +292,8 @@ def check_history_explained(chaos, history, explained):
             near = [o for o in chaos.outages if chaos.pods[o["pod"]].name == pod and
                     o["down"] - 0.5 <= h["t"] <= (o["up"] or h["t"]) + 10] + \
                    [k for k in chaos.kills if k["kind"] == "agent" and
-                    chaos.pods[k["pod"]].name == pod and k["t"] - 0.5 <= h["t"] <= k["t"] + 10]
+                    chaos.pods[k["pod"]].name == pod and
+                    k["t"] - 0.5 <= h["t"] <= loss_seen_by(chaos, k["t"])]
             if not near:
                 chaos.violate(f"history #{j}: {pod} was lost with no chaos event on it: {reason}")
         else:

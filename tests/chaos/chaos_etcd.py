@@ -18,7 +18,7 @@ PREFIX = f"/muster/{RUN_ID}/"
 # `muster status` decodes a status value that the driver puts back under this prefix (the
 # value is the coordinator's protobuf; the status command is what reads it).
 REPLAY_PREFIX = "/chaos-replay"
-LEASE_TTL = 3.0                    # heartbeat_interval x heartbeat_misses of chaos_common.CONF
+LEASE_TTL = 4.0                    # heartbeat_interval x heartbeat_misses of ETCD_CONF
 MEMBER_DOWN = (1.0, 4.0)           # s a killed etcd member stays down before its restart
 
 
@@ -46,6 +46,9 @@ class ChaosEtcd:
         """SIGKILLs one member (the leader half of the time) when all three run; returns
         (index, was_leader) or None when one is already down (never a majority at once)."""
         if self.down is not None:
+            return None
+        # The member started last must have rejoined: one still catching up counts as down.
+        if self.cluster.ctl("endpoint", "health").returncode != 0:
             return None
         leader = self.cluster.leader(alive_only=True)
         if leader is not None and rng.random() < 0.5:

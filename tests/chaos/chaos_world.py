@@ -12,7 +12,7 @@ import threading
 import time
 
 from chaos_checks import node_id
-from chaos_common import (AGENT_GRACE, CONF, ENDPOINT, ETCD_KINDS, KINDS, MAX_DISRUPTED, MUSTER,
+from chaos_common import (AGENT_GRACE, CONF, ENDPOINT, ETCD_CONF, ETCD_GAP, ETCD_KINDS, KINDS, MAX_DISRUPTED, MUSTER,
                           NPROC, RDZV, RUN_ID, TRAIN, WORLD, WRAP, chaos_gap, is_worker,
                           muster_env, pid_alive, read_json_lines, read_text, scan_proc,
                           worker_env)
@@ -72,7 +72,7 @@ class Chaos:
         self.counts = {k: 0 for k, _ in self.kinds}
         self.counts.update(dns_delay=0, skipped=0, agent_restart=0)
         if mode == "etcd":
-            self.counts.update(etcd_leader_kill=0)
+            self.counts.update(etcd_member_kill=0, etcd_leader_kill=0, coordinator_killed=0)
         self.server = None
         self.watch = None
         self.watch_done = False  # ends the etcd mode's status poller
@@ -131,7 +131,7 @@ class Chaos:
                     "--restart-policy", "OnFailure"]
         args = ["sh", "-c", WRAP, "sh", MUSTER, "run", "--nnodes", f"2:{len(NPROC)}",
                 "--nproc-per-node", NPROC[i], *rdzv, "--rdzv-id", RUN_ID,
-                "--max-restarts", 100000, "--rdzv-conf", CONF, "--shutdown-timeout", "5s",
+                "--max-restarts", 100000, "--rdzv-conf", ETCD_CONF if self.etcd else CONF, "--shutdown-timeout", "5s",
                 "--event-log", events, "--status-file", self.root / f"{pod.name}.{k}.status.json",
                 TRAIN]
         if dns_delay:
@@ -445,6 +445,8 @@ class Chaos:
             inc.termed_at = t
         self.kills.append({"kind": "agent", "pod": i, "inc": inc, "t": t, "sig": int(sig),
                            "coordinator": coordinating})
+        self.counts["coordinator_killed"] = self.counts.get("coordinator_killed", 0) + \
+            coordinating
         self.log(f"{sig.name} agent {inc.name}" + (" (it coordinates)" if coordinating else ""),
                  t)
 
@@ -466,7 +468,7 @@ class Chaos:
         killed = self.etcd.kill_member(self.rng)
         if killed is None:
             self.counts["skipped"] += 1
-            self.log("skip etcd_member_kill: a member is down already")
+            self.log("skip etcd_member_kill: a member is down or not healthy yet")
             return
         i, leader = killed
         self.counts["etcd_member_kill"] += 1
@@ -558,6 +560,10 @@ class Chaos:
         end = start + self.seconds
         for t, kind, pick in self.schedule(start + self.rng.uniform(1, 4), end):
             self.at(t, lambda k=kind, p=pick: self.fire(k, p), "event")
+        t = start + self.rng.uniform(*ETCD_GAP)
+        while self.etcd is not None and t < end:
+            self.at(t, lambda: self.fire("etcd_member_kill", 0), "event")
+            t += self.rng.uniform(*ETCD_GAP)
         self.log(f"chaos for {self.seconds:.0f} s")
         self.tick_until(end)
         if self.job_over:

@@ -108,5 +108,5 @@ def test_chaos(tmp_path, mode):
     if mode == "grpc":
         assert chaos.counts["agent_sigkill"] > 0 or seconds < 60
     else:
-        assert chaos.counts["coordinator_sigkill"] > 0 or seconds < 60
+        assert chaos.counts["coordinator_killed"] > 0 or seconds < 60
         assert chaos.counts["etcd_member_kill"] > 0 or seconds < 60

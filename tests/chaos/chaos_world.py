@@ -12,10 +12,10 @@ import threading
 import time
 
 from chaos_checks import node_id
-from chaos_common import (AGENT_GRACE, CONF, ENDPOINT, ETCD_CONF, ETCD_GAP, ETCD_KINDS, KINDS, MAX_DISRUPTED, MUSTER,
-                          NPROC, RDZV, RUN_ID, TRAIN, WORLD, WRAP, chaos_gap, is_worker,
-                          muster_env, pid_alive, read_json_lines, read_text, scan_proc,
-                          worker_env)
+from chaos_common import (AGENT_GRACE, CONF, ENDPOINT, ETCD_CONF, ETCD_GAP, ETCD_KINDS, KINDS,
+                          MAX_DISRUPTED, MUSTER, NPROC, RDZV, RUN_ID, TRAIN, WORLD, WRAP,
+                          chaos_gap, is_worker, muster_env, pid_alive, read_json_lines,
+                          read_text, scan_proc, worker_env)
 from chaos_etcd import MEMBER_DOWN, ChaosEtcd
 
 
@@ -497,11 +497,11 @@ class Chaos:
         event whose kind stands more than once)."""
         events = []
         while t < end:
-            kind = self.rng.choices([k for k, _ in KINDS], [w for _, w in KINDS])[0]
+            kind = self.rng.choices([k for k, _ in self.kinds], [w for _, w in self.kinds])[0]
             events.append([t, kind, self.rng.randrange(1 << 16)])
             t += self.rng.uniform(*self.gap)
-        if len(events) >= len(KINDS):
-            for kind, _ in KINDS:
+        if len(events) >= len(self.kinds):
+            for kind, _ in self.kinds:
                 kinds = [e[1] for e in events]
                 if kind in kinds:
                     continue

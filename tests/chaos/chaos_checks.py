@@ -79,6 +79,7 @@ def check_rounds(chaos, final):
     restarts = [tok["restart"] for _, tok in ordered]
     if restarts != sorted(restarts):
         chaos.violate(f"TORCHELASTIC_RESTART_COUNT went backwards between rounds: {restarts}")
+    check_restart_counts(chaos, final)
     if final and final["phase"] == "Succeeded" and restarts and \
             restarts[-1] != final["restarts_used"]:
         chaos.violate(f"the last round ran with TORCHELASTIC_RESTART_COUNT {restarts[-1]}, the "
@@ -98,6 +99,29 @@ def check_rounds(chaos, final):
         chaos.violate("no worker ever probed an earlier round's key: the stale-key check "
                       "did not run")
     return checked
+
+
+def check_restart_counts(chaos, final):
+    """The job-wide restart count never goes back (also across a coordinator change): in
+    the order the rounds' workers started (their first record, written before torch is
+    imported, so rounds too short to train count as well), in `muster status` over time,
+    and at the end it is the number of counted entries of the history."""
+    first = {}
+    for r in chaos.rows:
+        if r["ev"] == "start" and (r["master"] not in first or r["t"] < first[r["master"]][0]):
+            first[r["master"]] = (r["t"], r["restart"])
+    seen = [c for _, c in sorted(first.values())]
+    if seen != sorted(seen):
+        chaos.violate(f"TORCHELASTIC_RESTART_COUNT went backwards between rounds (workers' "
+                      f"start, in order): {seen}")
+    used = [d["restarts_used"] for _, d in chaos.status_docs]
+    if used != sorted(used):
+        chaos.violate(f"`muster status` restarts_used went backwards: {used}")
+    if final and final.get("history") is not None:
+        counted = sum(1 for h in final["history"] if h["counted"])
+        if counted != final["restarts_used"]:
+            chaos.violate(f"the history has {counted} counted entries, the job says "
+                          f"{final['restarts_used']} restarts used")
 
 
 def node_id(inc):

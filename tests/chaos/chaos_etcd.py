@@ -138,7 +138,8 @@ class ChaosEtcd:
                 return self.decode_status(base64.b64decode(kvs[0].get("value", "")))
         # Newest first, the last one with an outcome: an agent restarted after the job ended
         # finds no key of it and starts a new job under the same id (README "etcd backend").
-        docs = [self.decode_status(v) for v in reversed([v for v in self.status_values() if v][-5:])]
+        values = [v for v in self.status_values() if v][-5:]
+        docs = [self.decode_status(v) for v in reversed(values)]
         docs = [d for d in docs if d]
         ended = [d for d in docs if d["phase"] in ("Succeeded", "Failed")]
         return (ended or docs or [None])[0]

@@ -18,7 +18,7 @@ PREFIX = f"/muster/{RUN_ID}/"
 # `muster status` decodes a status value that the driver puts back under this prefix (the
 # value is the coordinator's protobuf; the status command is what reads it).
 REPLAY_PREFIX = "/chaos-replay"
-LEASE_TTL = 4.0                    # heartbeat_interval x heartbeat_misses of ETCD_CONF
+LEASE_TTL = 5.0                    # heartbeat_interval x heartbeat_misses of ETCD_CONF
 MEMBER_DOWN = (1.0, 4.0)           # s a killed etcd member stays down before its restart
 
 

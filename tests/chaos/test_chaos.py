@@ -21,7 +21,7 @@ The etcd mode (issue 16, chaos_etcd.py) runs the same job with `--rdzv-backend e
 against a 3-member etcd in pod4 instead, and adds SIGKILL of the agent that coordinates
 (the oldest node key), SIGTERM of an agent (it leaves the job: exit 143) and SIGKILL of one
 etcd member (the leader half of the time), started again 1-4 s later; its agents run with
-`--restart-policy OnFailure` and a lease TTL of 4 s (README "etcd backend", its limits: a
+`--restart-policy OnFailure` and a lease TTL of 5 s (README "etcd backend", its limits: a
 killed agent's peers fail with exit 1 before its lease ends). Same invariants,
 plus: the coordinator's death is a lost node (the history says "the coordinator", a
 kill or outage explains it), no agent exits 138 but one cut off by its link, an etcd

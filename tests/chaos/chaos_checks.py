@@ -371,17 +371,24 @@ def check_round_overlap(chaos):
 
 
 def check_etcd_keys_gone(chaos):
-    """etcd mode: every key of the job goes with its agents' leases; a lease TTL + 1 s after
-    the last agent ended none is left under the job's prefix."""
+    """etcd mode (README "etcd backend"): the agents' keys go with their leases, a lease TTL
+    + 1 s after the last agent ended none is left; the job's two keys (job, status) live
+    with the job lease, 3 TTLs, which no one keeps alive any more: each must have a lease
+    with at most that left."""
     last = max(chaos.current(i).agent_dead_at or chaos.current(i).ended_at
                for i in range(len(NPROC)))
     deadline = last + LEASE_TTL + 1.0
+    job_keys = {PREFIX + "job", PREFIX + "status"}
     while True:
-        keys = chaos.etcd.keys(PREFIX)
+        keys = [k for k in chaos.etcd.keys(PREFIX) if k not in job_keys]
         if not keys or time.time() >= deadline:
             break
         time.sleep(0.2)
     if keys:
-        chaos.violate(f"etcd still holds {len(keys)} key(s) of the job {time.time() - last:.1f} s "
-                      f"after the last agent ended (lease TTL {LEASE_TTL:.0f} s): "
-                      f"{sorted(keys)[:8]}")
+        chaos.violate(f"etcd still holds {len(keys)} agent key(s) of the job "
+                      f"{time.time() - last:.1f} s after the last agent ended (lease TTL "
+                      f"{LEASE_TTL:.0f} s): {sorted(keys)[:8]}")
+    for key, left in chaos.etcd.lease_left(PREFIX).items():
+        if key not in job_keys or not 0 <= left <= 3 * LEASE_TTL:
+            chaos.violate(f"etcd key {key} after the end: its lease has {left} s left "
+                          f"(-1: none); expected a job key with at most 3 x {LEASE_TTL:.0f} s")

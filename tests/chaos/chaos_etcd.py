@@ -71,6 +71,20 @@ class ChaosEtcd:
     def keys(self, prefix=PREFIX):
         return self.cluster.keys(prefix)
 
+    def lease_left(self, prefix=PREFIX):
+        """{key: seconds its lease has left (-1: no lease)} of the keys under `prefix`."""
+        r = self.cluster.ctl("get", "--prefix", prefix, "--keys-only", "-w", "json")
+        assert r.returncode == 0, r.stderr
+        out = {}
+        for kv in json.loads(r.stdout).get("kvs") or []:
+            key, lease = base64.b64decode(kv["key"]).decode(), kv.get("lease", 0)
+            ttl = -1
+            if lease:
+                t = self.cluster.ctl("lease", "timetolive", format(lease, "x"), "-w", "json")
+                ttl = json.loads(t.stdout).get("ttl", -1) if t.returncode == 0 else -1
+            out[key] = ttl
+        return out
+
     def coordinator_node(self):
         """The node id of the agent that coordinates: the oldest node key (the lowest create
         revision), None when none is there or etcd does not answer."""

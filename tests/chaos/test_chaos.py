@@ -25,8 +25,8 @@ etcd member (the leader half of the time), started again 1-4 s later; its agents
 killed agent's peers fail with exit 1 before its lease ends). Same invariants,
 plus: the coordinator's death is a lost node (the history says "the coordinator", a
 kill or outage explains it), no agent exits 138 but one cut off by its link, an etcd
-member's death restarts nothing, and no key of the job is left in etcd a lease TTL + 1 s
-after the last agent ended.
+member's death restarts nothing, no agent key is left in etcd a lease TTL + 1 s after the
+last agent ended, and the job's two keys are on the job lease (at most 3 TTLs left).
 """
 import signal
 import subprocess

@@ -208,6 +208,17 @@ def account_worker_kill(chaos, k, history, explained):
     if ending:
         k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
         return
+    # etcd: the round's coordinator was already dead (killed before this kill, its lease not
+    # yet over): no one took the report, and the takeover ended the round uncounted.
+    takeover = [j for j, h in enumerate(history) if chaos.etcd is not None and
+                h["round"] == rnd and h["reason"].startswith("node lost: the coordinator") and
+                h["t"] >= t - 0.5 and any(a["kind"] == "agent" and a["t"] <= t and
+                                          h["t"] <= loss_seen_by(chaos, a["t"])
+                                          for a in chaos.kills)]
+    if takeover:
+        k["how"] = f"its round {rnd} had lost its coordinator; the takeover ended it: " \
+                   f"history #{takeover[0]}"
+        return
     chaos.violate(f"{what}: exit {ex['code']} in round {rnd}, seen by the agent at "
                   f"{ex['t'] - chaos.t0:.2f}s, is not in the restart history")
 

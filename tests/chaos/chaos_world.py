@@ -131,7 +131,8 @@ class Chaos:
                     "--restart-policy", "OnFailure"]
         args = ["sh", "-c", WRAP, "sh", MUSTER, "run", "--nnodes", f"2:{len(NPROC)}",
                 "--nproc-per-node", NPROC[i], *rdzv, "--rdzv-id", RUN_ID,
-                "--max-restarts", 100000, "--rdzv-conf", ETCD_CONF if self.etcd else CONF, "--shutdown-timeout", "5s",
+                "--max-restarts", 100000, "--rdzv-conf", ETCD_CONF if self.etcd else CONF,
+                "--shutdown-timeout", "5s",
                 "--event-log", events, "--status-file", self.root / f"{pod.name}.{k}.status.json",
                 TRAIN]
         if dns_delay:

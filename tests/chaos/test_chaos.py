@@ -97,13 +97,15 @@ def test_chaos(tmp_path, mode):
     kills = "\n".join(f"  {k['t'] - chaos.t0:8.2f}s {k['kind']} kill on {k['inc'].name}: "
                       f"{k.get('how', '-')}" for k in chaos.kills)
     steps = max((r["step"] for r in chaos.rows if r["ev"] == "done"), default=None)
-    summary = (f"{mode} mode, seed {seed}: {seconds:.0f} s of chaos, {time.monotonic() - t_start:.0f} s in all; "
+    summary = (f"{mode} mode, seed {seed}: {seconds:.0f} s of chaos, "
+               f"{time.monotonic() - t_start:.0f} s in all; "
                f"events {chaos.counts}; {len(chaos.tokens)} rounds seen by workers, "
                f"{len(history)} history entries, {final and final['restarts_used']} restarts "
                f"used; {checked} earlier-round keys probed; final step {steps}")
     print(f"\n{summary}\nkills and how the history accounts for them:\n{kills}")
     assert not chaos.violations, (
-        f"chaos invariants broken (replay: {replay}):\n" + "\n".join(f"  {t - chaos.t0:8.2f}s {v}" for t, v in chaos.violations)
+        f"chaos invariants broken (replay: {replay}):\n" +
+        "\n".join(f"  {t - chaos.t0:8.2f}s {v}" for t, v in chaos.violations)
         + f"\n{summary}\ntimeline:\n{chaos.timeline_text()}\nkills:\n{kills}\n"
         + chaos.agent_logs())
     assert chaos.counts["worker_sigkill"] + chaos.counts["worker_sigterm"] > 0 or seconds < 60

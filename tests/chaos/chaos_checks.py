@@ -203,8 +203,11 @@ def account_worker_kill(chaos, k, history, explained):
     rnd = round_at(round_starts(inc, events), started[0] if started else t)
     # The entry that ended the victim's round came first: the report was too late to
     # count (the job ignores failures of a round it is already stopping).
+    # etcd: a peer's exit 1 may reach the coordinator first, later (a leader change slows
+    # every write): up to a lease TTL.
+    late = LEASE_TTL if chaos.etcd is not None else 1.0
     ending = [j for j, h in enumerate(history) if h["round"] == rnd and
-              h["t"] <= ex["t"] + 1.0]
+              h["t"] <= ex["t"] + late]
     if ending:
         k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
         return

@@ -22,7 +22,7 @@ echo "== (t=${SECONDS}s) integration tests (pytest, real torch $(/usr/bin/python
 # In parallel (pytest-xdist), then the `serial` tests alone: scripts/integration.sh.
 MUSTER_BUILD_DIR="$PWD/build" scripts/integration.sh "$@"
 if [[ ${MUSTER_CHAOS_SECONDS:-120} != 0 ]]; then
-  echo "== (t=${SECONDS}s) chaos (tests/chaos, ${MUSTER_CHAOS_SECONDS:-120}s; MUSTER_CHAOS_SECONDS=0 skips)"
+  echo "== (t=${SECONDS}s) chaos (tests/chaos, ${MUSTER_CHAOS_SECONDS:-120}s split between the grpc and etcd modes; MUSTER_CHAOS_SECONDS=0 skips)"
   MUSTER_BUILD_DIR="$PWD/build" MUSTER_CHAOS_SECONDS=${MUSTER_CHAOS_SECONDS:-120} \
     /usr/bin/python3 -m pytest -q -ra -p no:cacheprovider tests/chaos
 fi

@@ -238,9 +238,12 @@ absl::Status EtcdClient::RevokeLease(int64_t lease) {
   });
 }
 
-absl::StatusOr<absl::Duration> EtcdClient::KeepAliveOnce(int64_t lease) {
+absl::StatusOr<absl::Duration> EtcdClient::KeepAliveOnce(int64_t lease, absl::Duration per_member) {
   pb::LeaseKeepAliveResponse response;
   absl::Status s = impl_->Unary<pb::Lease>([&](pb::Lease::Stub& stub, grpc::ClientContext& c) {
+    if (per_member < absl::InfiniteDuration()) {
+      c.set_deadline(std::min(c.deadline(), absl::ToChronoTime(absl::Now() + per_member)));
+    }
     auto stream = stub.LeaseKeepAlive(&c);
     pb::LeaseKeepAliveRequest request;
     request.set_id(lease);

@@ -57,8 +57,11 @@ class EtcdClient {
   // A lease of `ttl` (whole seconds, rounded up); its id.
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
   absl::Status RevokeLease(int64_t lease);
-  // One keep-alive of `lease`: its remaining TTL; NotFound once it has expired.
-  absl::StatusOr<absl::Duration> KeepAliveOnce(int64_t lease);
+  // One keep-alive of `lease`: its remaining TTL; NotFound once it has expired. Each member
+  // gets at most `per_member` (and the call timeout): one that hangs (no leader yet, just
+  // restarted) must leave time to try the next before the lease runs out.
+  absl::StatusOr<absl::Duration> KeepAliveOnce(
+      int64_t lease, absl::Duration per_member = absl::InfiniteDuration());
   // Puts `key` (with `lease` unless 0); the store's revision after it.
   absl::StatusOr<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0);
   // Puts every (key, value) pair, with `lease` unless 0, in transactions of at most

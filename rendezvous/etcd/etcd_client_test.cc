@@ -240,6 +240,33 @@ TEST_F(EtcdClientTest, FailsOverFromADeadMember) {
   EXPECT_EQ(events[0].kv.value, "1");
 }
 
+TEST_F(EtcdClientTest, KeepAliveLeavesAHungMemberAfterPerMember) {
+  // The first member listed accepts connections and never answers (listening, never
+  // accepting): as a member with no leader yet, the call hangs there until its deadline.
+  // A keep-alive must reach the live member while the lease still runs: per_member bounds
+  // the wait (without it, the 5 s call timeout: the lease is gone by then, NotFound).
+  int hung = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(hung, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(hung, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(hung, 16), 0);
+  ASSERT_EQ(getsockname(hung, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  auto etcd =
+      EtcdClient::Create({.endpoints = {absl::StrCat("127.0.0.1:", ntohs(a.sin_port)), Endpoint()},
+                          .call_timeout = absl::Seconds(5)});
+  ASSERT_TRUE(etcd.ok());
+  absl::StatusOr<int64_t> lease = etcd_->GrantLease(absl::Seconds(5));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<absl::Duration> left = (*etcd)->KeepAliveOnce(*lease, absl::Milliseconds(500));
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  close(hung);
+}
+
 TEST_F(EtcdClientTest, NoMemberIsUnavailable) {
   auto etcd = EtcdClient::Create({.endpoints = {absl::StrCat("127.0.0.1:", FreePort())}});
   ASSERT_TRUE(etcd.ok());

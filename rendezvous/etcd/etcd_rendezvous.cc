@@ -401,7 +401,11 @@ class EtcdRendezvousClient::Impl {
     absl::Duration pause = ttl_ / 3;
     while (Pause(pause)) {
       const absl::Time sent = absl::Now();
-      absl::StatusOr<absl::Duration> left = etcd_->KeepAliveOnce(lease_);
+      // A quarter TTL per member: a member that hangs (no leader yet after the leader's
+      // death, or just restarted) used to hold the 2 s call timeout, then the next one as
+      // long, past the lease deadline (the chaos test's etcd mode: exit 138, "none
+      // answered in time", while two members had a leader).
+      absl::StatusOr<absl::Duration> left = etcd_->KeepAliveOnce(lease_, ttl_ / 4);
       if (left.ok()) {
         SetLeaseDeadline(sent + std::min(*left, ttl_) - StopMargin());
         pause = ttl_ / 3;

@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from chaos_common import NPROC, read_json_lines, read_text, wall
+from chaos_etcd import LEASE_TTL, PREFIX
 
 
 def check_outcome(chaos, final):
@@ -55,6 +56,7 @@ def check_early_end(chaos, final):
         if inc.ended_at is None:
             chaos.violate(f"agent {inc.name} still running 90 s after the job ended")
         elif inc.rc != code and not (inc.rc == 137 and inc.killed_at) and inc.rc != 138 and \
+                not (inc.rc == 143 and inc.termed_at) and \
                 not (inc.rc == 2 and "already finished" in read_text(inc.proc.err_path)):
             chaos.violate(f"agent {inc.name} exited {inc.rc}; the job's outcome is {code} "
                           f"(DESIGN §4.4: the same code on every node)")
@@ -77,6 +79,7 @@ def check_rounds(chaos, final):
     restarts = [tok["restart"] for _, tok in ordered]
     if restarts != sorted(restarts):
         chaos.violate(f"TORCHELASTIC_RESTART_COUNT went backwards between rounds: {restarts}")
+    check_restart_counts(chaos, final)
     if final and final["phase"] == "Succeeded" and restarts and \
             restarts[-1] != final["restarts_used"]:
         chaos.violate(f"the last round ran with TORCHELASTIC_RESTART_COUNT {restarts[-1]}, the "
@@ -96,6 +99,29 @@ def check_rounds(chaos, final):
         chaos.violate("no worker ever probed an earlier round's key: the stale-key check "
                       "did not run")
     return checked
+
+
+def check_restart_counts(chaos, final):
+    """The job-wide restart count never goes back (also across a coordinator change): in
+    the order the rounds' workers started (their first record, written before torch is
+    imported, so rounds too short to train count as well), in `muster status` over time,
+    and at the end it is the number of counted entries of the history."""
+    first = {}
+    for r in chaos.rows:
+        if r["ev"] == "start" and (r["master"] not in first or r["t"] < first[r["master"]][0]):
+            first[r["master"]] = (r["t"], r["restart"])
+    seen = [c for _, c in sorted(first.values())]
+    if seen != sorted(seen):
+        chaos.violate(f"TORCHELASTIC_RESTART_COUNT went backwards between rounds (workers' "
+                      f"start, in order): {seen}")
+    used = [d["restarts_used"] for _, d in chaos.status_docs]
+    if used != sorted(used):
+        chaos.violate(f"`muster status` restarts_used went backwards: {used}")
+    if final and final.get("history") is not None:
+        counted = sum(1 for h in final["history"] if h["counted"])
+        if counted != final["restarts_used"]:
+            chaos.violate(f"the history has {counted} counted entries, the job says "
+                          f"{final['restarts_used']} restarts used")
 
 
 def node_id(inc):
@@ -177,13 +203,38 @@ def account_worker_kill(chaos, k, history, explained):
     rnd = round_at(round_starts(inc, events), started[0] if started else t)
     # The entry that ended the victim's round came first: the report was too late to
     # count (the job ignores failures of a round it is already stopping).
+    # etcd: a peer's exit 1 may reach the coordinator first, later (a leader change slows
+    # every write): up to a lease TTL.
+    late = LEASE_TTL if chaos.etcd is not None else 1.0
     ending = [j for j, h in enumerate(history) if h["round"] == rnd and
-              h["t"] <= ex["t"] + 1.0]
+              h["t"] <= ex["t"] + late]
     if ending:
         k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
         return
+    # etcd: the round's coordinator was already dead (killed before this kill, its lease not
+    # yet over): no one took the report, and the takeover ended the round uncounted.
+    takeover = [j for j, h in enumerate(history) if chaos.etcd is not None and
+                h["round"] == rnd and h["reason"].startswith("node lost: the coordinator") and
+                h["t"] >= t - 0.5 and any(a["kind"] == "agent" and a["t"] <= t and
+                                          h["t"] <= loss_seen_by(chaos, a["t"])
+                                          for a in chaos.kills)]
+    if takeover:
+        k["how"] = f"its round {rnd} had lost its coordinator; the takeover ended it: " \
+                   f"history #{takeover[0]}"
+        return
     chaos.violate(f"{what}: exit {ex['code']} in round {rnd}, seen by the agent at "
                   f"{ex['t'] - chaos.t0:.2f}s, is not in the restart history")
+
+
+def loss_seen_by(chaos, t):
+    """The latest time the loss of an agent killed at t is seen: 10 s later with muster's
+    own rendezvous; with etcd, a lease TTL later, but each leader change meanwhile gives
+    every lease its full TTL again (etcd's lessor on promotion), so it can be later."""
+    end = t + 10
+    for k in sorted(chaos.etcd_kills, key=lambda k: k["t"]):
+        if k["leader"] and t - 1 <= k["t"] <= end:
+            end = max(end, k["t"] + LEASE_TTL + 10)
+    return end
 
 
 def account_agent_kill(chaos, k, history, explained):
@@ -192,11 +243,26 @@ def account_agent_kill(chaos, k, history, explained):
     inc, t = k["inc"], k["t"]
     events = agent_events(inc)
     pod = chaos.pods[k["pod"]].name
-    what = f"SIGKILL of agent {inc.name} at {t - chaos.t0:.2f}s"
+    what = f"{signal.Signals(k.get('sig', signal.SIGKILL)).name} of agent {inc.name} at " \
+           f"{t - chaos.t0:.2f}s"
     rnd = round_at(round_starts(inc, events), t)
+    seen_by = loss_seen_by(chaos, t)
     named = [j for j, h in enumerate(history) if re.search(
-        rf"\bnode {pod} \(.*\) lost", h["reason"]) and h["round"] >= rnd and
-        t - 0.5 <= h["t"] <= t + 10]
+        rf"\bnode {pod} \(.*\) (lost|preempted)", h["reason"]) and h["round"] >= rnd and
+        t - 0.5 <= h["t"] <= seen_by]
+    if not named and chaos.etcd is not None:
+        # The etcd backend: the next coordinator records its predecessor's loss as "node
+        # lost: the coordinator" (its own state does not know which node that was).
+        named = [j for j, h in enumerate(history) if j not in explained and
+                 h["reason"].startswith("node lost: the coordinator") and
+                 h["round"] >= rnd and t - 0.5 <= h["t"] <= seen_by]
+    if not named and chaos.etcd is not None:
+        named = [j for j, h in enumerate(history) if peer_failure(chaos, h, [k])]
+        if named:
+            explained.add(named[0])
+            k["how"] = f"its peers' collectives failed first: history #{named[0]}: " \
+                       f"{history[named[0]]['reason'][:80]}"
+            return
     if named:
         explained.add(named[0])
         k["how"] = f"history #{named[0]}: {history[named[0]]['reason'][:80]}"
@@ -211,8 +277,27 @@ def account_agent_kill(chaos, k, history, explained):
     if ending:
         k["how"] = f"its round {rnd} was already ending: history #{ending[0]}"
         return
+    # etcd: the loss is seen when the lease ends; a round that began stopping for another
+    # reason before that records no loss (Job::RemoveNode while stopping).
+    ending = [j for j, h in enumerate(history) if chaos.etcd is not None and
+              h["round"] == rnd and h["t"] <= seen_by]
+    if ending:
+        k["how"] = f"its round {rnd} began stopping before its lease ended: history " \
+                   f"#{ending[0]}"
+        return
     chaos.violate(f"{what}: its workers were running, but the history records no loss "
                   f"of {pod}")
+
+
+def peer_failure(chaos, h, kills):
+    """etcd mode (--restart-policy OnFailure): a counted exit 1 of a worker whose peer was
+    killed (its collective raised; the agent's loss is seen a lease TTL later) or whose
+    pod's link was down, within 10 s after the chaos event."""
+    f = h.get("failure")
+    if chaos.etcd is None or not f or f.get("code") != 1:
+        return False
+    return any(k["t"] - 0.5 <= h["t"] <= k["t"] + 10 for k in kills) or any(
+        o["down"] - 0.5 <= h["t"] <= (o["up"] or h["t"]) + 10 for o in chaos.outages)
 
 
 def check_history_explained(chaos, history, explained):
@@ -223,6 +308,8 @@ def check_history_explained(chaos, history, explained):
         reason = h["reason"]
         m = re.search(r"\bnode (pod\d+)\b", reason)
         pod = m.group(1) if m else None
+        if peer_failure(chaos, h, chaos.kills):
+            continue
         if h.get("failure") or h["counted"]:
             chaos.violate(f"history #{j} (round {h['round']}, counted {h['counted']}) is a failure "
                           f"the chaos did not cause: {reason}")
@@ -231,11 +318,20 @@ def check_history_explained(chaos, history, explained):
                        (inc.k > 0 or h["t"] < chaos.chaos_start)
                        for incs in chaos.incs.values() for inc in incs):
                 chaos.violate(f"history #{j}: {pod} joined but was never restarted: {reason}")
-        elif pod and " lost" in reason:
+        elif chaos.etcd is not None and reason.startswith("node lost: the coordinator"):
+            near = [o for o in chaos.outages if o["down"] - 0.5 <= h["t"] <=
+                    (o["up"] or h["t"]) + 10] + \
+                   [k for k in chaos.kills if k["kind"] == "agent" and
+                    k["t"] - 0.5 <= h["t"] <= loss_seen_by(chaos, k["t"])]
+            if not near:
+                chaos.violate(f"history #{j}: the coordinator was lost with no agent kill or "
+                              f"outage before it: {reason}")
+        elif pod and (" lost" in reason or " preempted" in reason):
             near = [o for o in chaos.outages if chaos.pods[o["pod"]].name == pod and
                     o["down"] - 0.5 <= h["t"] <= (o["up"] or h["t"]) + 10] + \
                    [k for k in chaos.kills if k["kind"] == "agent" and
-                    chaos.pods[k["pod"]].name == pod and k["t"] - 0.5 <= h["t"] <= k["t"] + 10]
+                    chaos.pods[k["pod"]].name == pod and
+                    k["t"] - 0.5 <= h["t"] <= loss_seen_by(chaos, k["t"])]
             if not near:
                 chaos.violate(f"history #{j}: {pod} was lost with no chaos event on it: {reason}")
         else:
@@ -267,3 +363,46 @@ def check_pods_empty(chaos):
         if r.stdout.split():
             chaos.violate(f"{chaos.pods[i].name}: processes left in the pod: {r.stdout.split()}")
 
+
+
+def check_round_overlap(chaos):
+    """No split brain: two rounds never train at once. A round (its store's token) runs
+    from its first worker's "round" record to its last worker's last record; every round
+    has a rank 0, so two rounds whose spans overlap ran at once on a rank."""
+    spans = {}
+    for r in chaos.rows:
+        token = chaos.worker_token.get(r["id"])
+        if token is None or r["ev"] == "start":
+            continue
+        lo, hi = spans.get(token, (r["t"], r["t"]))
+        spans[token] = (min(lo, r["t"]), max(hi, r["t"]))
+    ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
+    for (a, (_, a_end)), (b, (b_start, _)) in zip(ordered, ordered[1:]):
+        if b_start < a_end:
+            chaos.violate(f"rounds {a[:8]} and {b[:8]} ran at once: {b[:8]} began at "
+                          f"{b_start - chaos.t0:.2f}s, {a[:8]} ran until "
+                          f"{a_end - chaos.t0:.2f}s (two rounds on the same ranks)")
+
+
+def check_etcd_keys_gone(chaos):
+    """etcd mode (README "etcd backend"): the agents' keys go with their leases, a lease TTL
+    + 1 s after the last agent ended none is left; the job's two keys (job, status) live
+    with the job lease, 3 TTLs, which no one keeps alive any more: each must have a lease
+    with at most that left."""
+    last = max(chaos.current(i).agent_dead_at or chaos.current(i).ended_at
+               for i in range(len(NPROC)))
+    deadline = last + LEASE_TTL + 1.0
+    job_keys = {PREFIX + "job", PREFIX + "status"}
+    while True:
+        keys = [k for k in chaos.etcd.keys(PREFIX) if k not in job_keys]
+        if not keys or time.time() >= deadline:
+            break
+        time.sleep(0.2)
+    if keys:
+        chaos.violate(f"etcd still holds {len(keys)} agent key(s) of the job "
+                      f"{time.time() - last:.1f} s after the last agent ended (lease TTL "
+                      f"{LEASE_TTL:.0f} s): {sorted(keys)[:8]}")
+    for key, left in chaos.etcd.lease_left(PREFIX).items():
+        if key not in job_keys or not 0 <= left <= 3 * LEASE_TTL:
+            chaos.violate(f"etcd key {key} after the end: its lease has {left} s left "
+                          f"(-1: none); expected a job key with at most 3 x {LEASE_TTL:.0f} s")

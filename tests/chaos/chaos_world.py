@@ -11,10 +11,12 @@ import subprocess
 import threading
 import time
 
-from chaos_common import (AGENT_GRACE, CONF, ENDPOINT, KINDS, MAX_DISRUPTED, MUSTER, NPROC,
-                          RDZV, RUN_ID, TRAIN, WORLD, WRAP, chaos_gap, is_worker, muster_env,
-                          pid_alive, read_json_lines, read_text, scan_proc, worker_env)
-
+from chaos_checks import node_id
+from chaos_common import (AGENT_GRACE, CONF, ENDPOINT, ETCD_CONF, ETCD_GAP, ETCD_KINDS, KINDS,
+                          MAX_DISRUPTED, MUSTER, NPROC, RDZV, RUN_ID, TRAIN, WORLD, WRAP,
+                          chaos_gap, is_worker, muster_env, pid_alive, read_json_lines,
+                          read_text, scan_proc, worker_env)
+from chaos_etcd import MEMBER_DOWN, ChaosEtcd
 
 
 def agent_pids(inc, live):
@@ -36,6 +38,7 @@ class Incarnation:
         self.ns = self.wrapper = self.agent = None
         self.agent_dead_at = self.ended_at = self.killed_at = None
         self.rc = None
+        self.termed_at = None    # when the driver sent the agent SIGTERM (etcd mode)
 
     @property
     def name(self):
@@ -43,8 +46,11 @@ class Incarnation:
 
 
 class Chaos:
-    def __init__(self, pods, root, seed, seconds):
+    def __init__(self, pods, root, seed, seconds, mode="grpc"):
         self.pods, self.root, self.seed, self.seconds = pods, root, seed, seconds
+        self.mode = mode         # "grpc": `muster serve` in pod RDZV; "etcd": etcd there
+        self.kinds = ETCD_KINDS if mode == "etcd" else KINDS
+        self.etcd = None         # chaos_etcd.ChaosEtcd in the etcd mode
         self.gap = chaos_gap()
         self.rng = random.Random(seed)
         self.t0 = time.time()
@@ -53,6 +59,7 @@ class Chaos:
         self.incs = {i: [] for i in range(len(NPROC))}
         self.kills = []          # dicts: kind, pod, inc, t, and for workers inner/rank/sig
         self.outages = []        # dicts: pod, down, up
+        self.etcd_kills = []     # dicts: member, leader, t, up (etcd mode)
         self.actions = []        # heap of (t, seq, fn)
         self.seq = 0
         self.finishing = False
@@ -62,10 +69,14 @@ class Chaos:
         self.worker_token = {}   # worker id (pids repeat across a pod's agents) -> round token
         self.chaos_start = None
         self.status_docs = []    # (t, doc) from `muster status --watch --json`
-        self.counts = {k: 0 for k, _ in KINDS}
+        self.counts = {k: 0 for k, _ in self.kinds}
         self.counts.update(dns_delay=0, skipped=0, agent_restart=0)
+        if mode == "etcd":
+            self.counts.update(etcd_member_kill=0, etcd_leader_kill=0, coordinator_killed=0)
         self.server = None
         self.watch = None
+        self.watch_done = False  # ends the etcd mode's status poller
+        self.watch_thread = None
         self.job_over = None     # the job's status when it ended before the stop file
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -97,6 +108,10 @@ class Chaos:
 
     def start_server(self):
         pod = self.pods[RDZV]
+        if self.mode == "etcd":
+            self.etcd = ChaosEtcd(pod)
+            self.log(f"etcd: 3 members in {pod.name} ({self.etcd.endpoints})")
+            return
         self.server = pod.run([MUSTER, "serve", "--port", "29400", "--rdzv-id", RUN_ID,
                                "--heartbeat-interval", "1s", "--heartbeat-misses", "3"],
                               env=muster_env())
@@ -105,9 +120,19 @@ class Chaos:
         pod = self.pods[i]
         k = len(self.incs[i])
         events = self.root / f"{pod.name}.{k}.events.jsonl"
+        rdzv = ["--rdzv-endpoint", ENDPOINT]
+        if self.etcd is not None:
+            # By name, as ENDPOINT: the withheld DNS entry delays the etcd client too.
+            rdzv = ["--rdzv-backend", "etcd", "--rdzv-endpoint", ",".join(
+                f"pod{RDZV}:{p}" for p in self.etcd.cluster.client_ports),
+                    # A killed agent is seen lost only after its lease TTL, when its peers'
+                    # collectives have long failed (exit 1, fatal under ExitCode): torchrun's
+                    # policy, so that the job goes on (chaos_checks.peer_failure).
+                    "--restart-policy", "OnFailure"]
         args = ["sh", "-c", WRAP, "sh", MUSTER, "run", "--nnodes", f"2:{len(NPROC)}",
-                "--nproc-per-node", NPROC[i], "--rdzv-endpoint", ENDPOINT, "--rdzv-id", RUN_ID,
-                "--max-restarts", 100000, "--rdzv-conf", CONF, "--shutdown-timeout", "5s",
+                "--nproc-per-node", NPROC[i], *rdzv, "--rdzv-id", RUN_ID,
+                "--max-restarts", 100000, "--rdzv-conf", ETCD_CONF if self.etcd else CONF,
+                "--shutdown-timeout", "5s",
                 "--event-log", events, "--status-file", self.root / f"{pod.name}.{k}.status.json",
                 TRAIN]
         if dns_delay:
@@ -163,7 +188,7 @@ class Chaos:
                 inc.agent_dead_at = now
             last = read_text(inc.proc.err_path).strip().splitlines()[-1:] or [""]
             self.log(f"agent {inc.name} exited {rc}: {last[0][-300:]}")
-            if not self.finishing and rc not in (137, 138):
+            if not self.finishing and rc not in (137, 138) and not (inc.termed_at and rc == 143):
                 doc = self.status()
                 if doc and doc["phase"] in ("Failed", "Succeeded"):
                     # The job ended: no more chaos, no restarts; check_early_end judges it.
@@ -184,6 +209,12 @@ class Chaos:
         if inc.killed_at is not None:
             if rc != 137:
                 self.violate(f"agent {inc.name} was SIGKILLed but its pod exited {rc}")
+            return
+        if inc.termed_at is not None:
+            # README "Preemption notice": the node leaves the job and exits 143.
+            if rc != 143:
+                self.violate(f"agent {inc.name} was sent SIGTERM but its pod exited {rc}, not "
+                             f"143; stderr tail:\n{read_text(inc.proc.err_path)[-1500:]}")
             return
         cut = [o for o in self.outages if o["pod"] == inc.pod.index and
                o["down"] >= inc.started - 1 and o["down"] <= inc.ended_at]
@@ -290,30 +321,41 @@ class Chaos:
                 "--json", *extra]
 
     def status(self):
+        if self.etcd is not None:
+            # The status key goes with the last coordinator's lease: read its history.
+            return self.etcd.last_status()
         r = subprocess.run(self.status_cmd(), capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
             return None
         return json.loads(r.stdout)
 
     def start_watch(self):
+        last = [None]
+
+        def sink(doc):
+            self.status_docs.append((time.time(), doc))
+            summary = (doc["phase"], doc["round"], doc["restarts_used"],
+                       tuple(sorted(n["host"] for n in doc["nodes"]
+                                    if n.get("group_rank", -1) >= 0)))
+            if summary != last[0]:
+                last[0] = summary
+                self.log(f"job: {doc['phase']}, round {doc['round']}, restarts "
+                         f"{doc['restarts_used']}, in the round: {', '.join(summary[3])}")
+
+        if self.etcd is not None:
+            self.watch_thread = threading.Thread(
+                target=self.etcd.watch_status, args=(sink, lambda: self.watch_done), daemon=True)
+            self.watch_thread.start()
+            return
         self.watch = subprocess.Popen(self.status_cmd("--watch"), stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True)
 
         def reader():
-            last = None
             for line in self.watch.stdout:
                 try:
-                    doc = json.loads(line)
+                    sink(json.loads(line))
                 except ValueError:
                     continue
-                self.status_docs.append((time.time(), doc))
-                summary = (doc["phase"], doc["round"], doc["restarts_used"],
-                           tuple(sorted(n["host"] for n in doc["nodes"]
-                                        if n.get("group_rank", -1) >= 0)))
-                if summary != last:
-                    last = summary
-                    self.log(f"job: {doc['phase']}, round {doc['round']}, restarts "
-                             f"{doc['restarts_used']}, in the round: {', '.join(summary[3])}")
 
         threading.Thread(target=reader, daemon=True).start()
 
@@ -322,7 +364,7 @@ class Chaos:
         inc = self.current(i)
         if inc is None or inc.ended_at is not None:
             return True
-        if inc.agent_dead_at is not None or inc.killed_at is not None:
+        if inc.agent_dead_at is not None or inc.killed_at or inc.termed_at:
             return True
         if any(o["pod"] == i and o["up"] is None for o in self.outages):
             return True
@@ -366,19 +408,20 @@ class Chaos:
             self.counts["skipped"] += 1
             self.log(f"skip {kind}: no worker running anywhere")
             return
+        if kind == "etcd_member_kill":
+            self.fire_etcd()
+            return
         busy = sum(self.disrupted(i) for i in range(len(NPROC)))
+        if kind == "coordinator_sigkill":
+            order = self.coordinator_first(order)
         for i in order:
             if self.disrupted(i) or busy + 1 > MAX_DISRUPTED:
                 continue
             inc = self.current(i)
-            if kind == "agent_sigkill":
+            if kind in ("agent_sigkill", "coordinator_sigkill", "agent_sigterm"):
                 if inc.agent is None:
                     continue
-                t = time.time()
-                os.kill(inc.agent, signal.SIGKILL)
-                inc.killed_at = t
-                self.kills.append({"kind": "agent", "pod": i, "inc": inc, "t": t})
-                self.log(f"SIGKILL agent {inc.name}", t)
+                self.signal_agent(kind, i, inc)
             else:
                 down = self.rng.uniform(2.0, 5.0)
                 self.pods[i].link_down()
@@ -392,6 +435,57 @@ class Chaos:
         self.log(f"skip {kind}: {busy} pods already disrupted (at most {MAX_DISRUPTED})")
         self.retry_first(kind, pick)
 
+    def signal_agent(self, kind, i, inc):
+        sig = signal.SIGTERM if kind == "agent_sigterm" else signal.SIGKILL
+        coordinating = self.etcd is not None and node_id(inc) == self.etcd.coordinator_node()
+        t = time.time()
+        os.kill(inc.agent, sig)
+        if sig == signal.SIGKILL:
+            inc.killed_at = t
+        else:
+            inc.termed_at = t
+        self.kills.append({"kind": "agent", "pod": i, "inc": inc, "t": t, "sig": int(sig),
+                           "coordinator": coordinating})
+        self.counts["coordinator_killed"] = self.counts.get("coordinator_killed", 0) + \
+            coordinating
+        self.log(f"{sig.name} agent {inc.name}" + (" (it coordinates)" if coordinating else ""),
+                 t)
+
+    def coordinator_first(self, order):
+        """[the pod whose agent coordinates] (the oldest node key in etcd), or [] when no
+        pod's current agent has that key (the event is then skipped)."""
+        coord = self.etcd.coordinator_node()
+        for i in order:
+            inc = self.current(i)
+            if coord is not None and inc is not None and node_id(inc) == coord:
+                return [i]
+        self.log(f"coordinator_sigkill: no current agent has the oldest node key ({coord})")
+        return []
+
+    def fire_etcd(self):
+        """SIGKILLs one etcd member and starts it again MEMBER_DOWN s later (one at a time:
+        the cluster keeps its majority)."""
+        t = time.time()
+        killed = self.etcd.kill_member(self.rng)
+        if killed is None:
+            self.counts["skipped"] += 1
+            self.log("skip etcd_member_kill: a member is down or not healthy yet")
+            return
+        i, leader = killed
+        self.counts["etcd_member_kill"] += 1
+        self.counts["etcd_leader_kill"] += leader
+        self.etcd_kills.append({"member": i, "leader": leader, "t": t, "up": None})
+        down = self.rng.uniform(*MEMBER_DOWN)
+        self.log(f"SIGKILL etcd member m{i}" + (" (the leader)" if leader else "") +
+                 f", restarted in {down:.1f} s", t)
+
+        def restart(k=self.etcd_kills[-1]):
+            self.etcd.restart_member()
+            k["up"] = time.time()
+            self.log(f"etcd member m{k['member']} started again")
+
+        self.at(t + down, restart, "repair")
+
     def retry_first(self, kind, pick):
         """A kind that has not fired yet is tried again 1 s later while the chaos lasts, so
         that every run of 60 s or more kills an agent (the test asserts that it did)."""
@@ -404,11 +498,11 @@ class Chaos:
         event whose kind stands more than once)."""
         events = []
         while t < end:
-            kind = self.rng.choices([k for k, _ in KINDS], [w for _, w in KINDS])[0]
+            kind = self.rng.choices([k for k, _ in self.kinds], [w for _, w in self.kinds])[0]
             events.append([t, kind, self.rng.randrange(1 << 16)])
             t += self.rng.uniform(*self.gap)
-        if len(events) >= len(KINDS):
-            for kind, _ in KINDS:
+        if len(events) >= len(self.kinds):
+            for kind, _ in self.kinds:
                 kinds = [e[1] for e in events]
                 if kind in kinds:
                     continue
@@ -467,6 +561,10 @@ class Chaos:
         end = start + self.seconds
         for t, kind, pick in self.schedule(start + self.rng.uniform(1, 4), end):
             self.at(t, lambda k=kind, p=pick: self.fire(k, p), "event")
+        t = start + self.rng.uniform(*ETCD_GAP)
+        while self.etcd is not None and t < end:
+            self.at(t, lambda: self.fire("etcd_member_kill", 0), "event")
+            t += self.rng.uniform(*ETCD_GAP)
         self.log(f"chaos for {self.seconds:.0f} s")
         self.tick_until(end)
         if self.job_over:

@@ -148,4 +148,13 @@ absl::Status FinishEtcdSecurity(const std::map<std::string, std::string>& env, C
   return ReadEtcdPassword(env, c);
 }
 
+rdzv::etcd::EtcdSecurity EtcdSecurityOf(const EtcdAccess& a) {
+  return {.tls = a.tls,
+          .ca_pem = a.ca_pem,
+          .cert_pem = a.cert_pem,
+          .key_pem = a.key_pem,
+          .username = a.username,
+          .password = a.password};
+}
+
 }  // namespace muster

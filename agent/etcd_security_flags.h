@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "agent/config.h"
+#include "rendezvous/etcd/etcd_security.h"
 
 namespace muster {
 
@@ -24,6 +25,9 @@ std::optional<absl::Status> ApplyEtcdSecurityKey(const std::string& where, const
 // need protocol=https, cert and key come together, a user needs a password (password_file,
 // else MUSTER_ETCD_PASSWORD); reads the files into config->etcd_access.
 absl::Status FinishEtcdSecurity(const std::map<std::string, std::string>& env, Config* config);
+
+// The etcd client's view of the finished keys (PEM texts and the password, no paths).
+rdzv::etcd::EtcdSecurity EtcdSecurityOf(const EtcdAccess& access);
 
 }  // namespace muster
 

@@ -1,5 +1,6 @@
 #include "agent/etcd_status_query.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/etcd_security_flags.h"
 #include "agent/flag_parsers.h"
 #include "agent/job_query.h"
 #include "agent/rendezvous_flags.h"
@@ -15,6 +17,35 @@
 #include "base/status_macros.h"
 
 namespace muster {
+
+namespace {
+
+// --rdzv-conf for a command that reads a job from etcd: the agents' etcd_prefix and the
+// same TLS and user keys as `muster run` (etcd_security_flags.h), checked the same way.
+absl::StatusOr<rdzv::etcd::EtcdSecurity> ApplyEtcdConf(
+    const FlagValue& conf, const std::map<std::string, std::string>& env, std::string* prefix) {
+  Config c;
+  c.rdzv_etcd = true;
+  for (absl::string_view item : absl::StrSplit(conf.text, ',', absl::SkipWhitespace())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.first == "etcd_prefix" && absl::StartsWith(kv.second, "/")) {
+      *prefix = std::string(absl::StripSuffix(kv.second, "/"));
+      continue;
+    }
+    std::optional<absl::Status> applied = ApplyEtcdSecurityKey(conf.where, kv.first, kv.second, &c);
+    if (!applied) {
+      return FlagError(conf.where, absl::StrCat("'", item,
+                                                "': takes only etcd_prefix=/path (the agents' "
+                                                "prefix) and etcd's protocol, cacert, cert, key, "
+                                                "username, password_file (as the agents have)"));
+    }
+    RETURN_IF_ERROR(*applied);
+  }
+  RETURN_IF_ERROR(FinishEtcdSecurity(env, &c));
+  return EtcdSecurityOf(c.etcd_access);
+}
+
+}  // namespace
 
 absl::StatusOr<bool> StatusFromEtcd(const FlagValues& values) {
   std::optional<FlagValue> backend = values.Get("rdzv-backend");
@@ -43,15 +74,7 @@ absl::StatusOr<rdzv::etcd::EtcdStatusQuery> EtcdStatusQueryFromFlags(const FlagV
   }
   ASSIGN_OR_RETURN(query.run_id, ParseRunId(*id));
   if (std::optional<FlagValue> conf = values.Get("rdzv-conf")) {
-    for (absl::string_view item : absl::StrSplit(conf->text, ',', absl::SkipWhitespace())) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-      if (kv.first != "etcd_prefix" || !absl::StartsWith(kv.second, "/")) {
-        return FlagError(conf->where, absl::StrCat("'", item,
-                                                   "': takes only etcd_prefix=/path (the "
-                                                   "agents' prefix)"));
-      }
-      query.prefix = std::string(absl::StripSuffix(kv.second, "/"));
-    }
+    ASSIGN_OR_RETURN(query.security, ApplyEtcdConf(*conf, values.env(), &query.prefix));
   }
   if (std::optional<FlagValue> t = values.Get("timeout")) {
     ASSIGN_OR_RETURN(query.timeout, PositiveDuration(*t));

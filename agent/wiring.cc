@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/etcd_security_flags.h"
 #include "agent/listen_address.h"
 #include "agent/local_stacks.h"
 #include "agent/metered_parts.h"
@@ -311,15 +312,6 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
     FlushConsoleLog(absl::Seconds(1));
     _exit(code);
   });
-}
-
-rdzv::etcd::EtcdSecurity EtcdSecurityOf(const EtcdAccess& a) {
-  return {.tls = a.tls,
-          .ca_pem = a.ca_pem,
-          .cert_pem = a.cert_pem,
-          .key_pem = a.key_pem,
-          .username = a.username,
-          .password = a.password};
 }
 
 // --rdzv-backend etcd: no agent serves the rendezvous; each serves its own store. Without

@@ -17,6 +17,7 @@
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/etcd/etcd_reports.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
@@ -74,20 +75,9 @@ class EtcdRendezvousClient::Impl {
     });
   }
 
-  // The done chunk only, with "HOST:PATH" of every file the chunks name (no data).
+  // Where each dump stays (HOST:PATH), not its data (etcd_reports.h).
   void ReportTraces(std::vector<TraceChunk> chunks) {
-    Enqueue([this, chunks = std::move(chunks)] {
-      v1::AgentMessage m;
-      v1::TraceChunk* done = m.mutable_traces();
-      for (const TraceChunk& c : chunks) {
-        if (c.offset == 0 && !c.file.empty())
-          done->add_paths(absl::StrCat(node_.host, ":", chunks.back().dir, "/", c.file));
-      }
-      done->set_round(chunks.back().round);
-      done->set_done(true);
-      done->set_note(chunks.back().note);
-      SendReport(m);
-    });
+    Enqueue([this, chunks = std::move(chunks)] { SendReport(TracesReport(node_.host, chunks)); });
   }
 
   void Leave(const std::string& why) {

@@ -103,8 +103,9 @@ absl::StatusOr<Answers> Ask(EtcdClient& etcd, const EtcdStatusQuery& q,
 }
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> ClientFor(const EtcdStatusQuery& q) {
-  return EtcdClient::Create(
-      {.endpoints = q.endpoints, .call_timeout = std::min(q.timeout, absl::Seconds(2))});
+  return EtcdClient::Create({.endpoints = q.endpoints,
+                             .call_timeout = std::min(q.timeout, absl::Seconds(2)),
+                             .security = q.security});
 }
 
 // The job's node keys: NodeInfo by node id. NotFound when there is none.

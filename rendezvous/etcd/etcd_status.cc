@@ -20,8 +20,8 @@ std::string EtcdStatusValue(const JobStatusSnapshot& status) {
 }
 
 absl::StatusOr<JobStatusSnapshot> ReadEtcdJobStatus(const EtcdStatusQuery& query) {
-  absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
-      EtcdClient::Create({.endpoints = query.endpoints, .call_timeout = query.timeout});
+  absl::StatusOr<std::unique_ptr<EtcdClient>> etcd = EtcdClient::Create(
+      {.endpoints = query.endpoints, .call_timeout = query.timeout, .security = query.security});
   if (!etcd.ok()) return etcd.status();
   const std::string key = absl::StrCat(query.prefix, "/", query.run_id, "/status");
   absl::StatusOr<RangeResult> got = (*etcd)->Get(key);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/core/job_status.h"
+#include "rendezvous/etcd/etcd_security.h"
 
 namespace muster::rdzv::etcd {
 
@@ -20,6 +21,7 @@ struct EtcdStatusQuery {
   std::string prefix = "/muster";
   std::string run_id;
   absl::Duration timeout = absl::Seconds(10);  // per member
+  EtcdSecurity security;  // --rdzv-conf protocol, cacert, cert, key, username, password_file
 };
 
 // The job's status; NotFound when etcd has none (no such job, or one whose job lease

@@ -315,6 +315,11 @@ def overlaps(intervals):
     return bad
 
 
+# Serial: the fence leaves the cut-off node min(TTL/10, 500 ms) before etcd drops its key to
+# stop its workers (README "etcd backend"); on a machine at load 15 (the parallel stage)
+# their SIGTERM handlers ran later than the survivors' new round started, and the overlap
+# check failed once. The assertion stays strict; the timing it measures needs an idle CPU.
+@pytest.mark.serial
 def test_partitioned_agent_is_dropped_then_rejoins_without_split_brain(tmp_path):
     # Last call 100 ms: the survivors' round forms as soon as they can, so that an agent cut
     # off that stopped its workers late would overlap with it.

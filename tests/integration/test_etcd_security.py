@@ -3,6 +3,7 @@ and real torch workers: TLS with certificates made here with openssl (server cer
 for 127.0.0.1/localhost, client certificates for --client-cert-auth), an etcd user with a
 role on the job's prefix (its password from a file, never logged), and every key of a
 finished job gone within the lease TTL, after a success and after a failure."""
+import json
 import os
 import subprocess
 import time
@@ -130,6 +131,20 @@ def test_mutual_tls_and_password_job_succeeds_token_renewed_password_never_logge
     assert {r["sum"] for r in rows} == {10.0}
     assert set(secure_etcd.keys("/secure/auth/")), "the job's keys are under etcd_prefix"
     assert not secure_etcd.keys("/muster/")
+    # `muster status` reads the job over the same TLS, as the same user (the agents' keys
+    # without the rendezvous tuning): on main it took etcd_prefix only, and could not connect.
+    status_conf = ",".join(kv for kv in auth_conf(pki, tmp_path).split(",")
+                           if kv.split("=")[0] not in dict(x.split("=") for x in FAST.split(",")))
+    r = subprocess.run([str(MUSTER), "status", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                        secure_etcd.endpoints, "--rdzv-id", "auth", "--rdzv-conf", status_conf,
+                        "--json"], capture_output=True, text=True, timeout=30, env=muster_env())
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["phase"] == "Running" and PASSWORD not in r.stdout + r.stderr
+    r = subprocess.run([str(MUSTER), "status", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                        secure_etcd.endpoints, "--rdzv-id", "auth", "--rdzv-conf",
+                        status_conf.replace("password_file=", "password=")],
+                       capture_output=True, text=True, timeout=30, env=muster_env())
+    assert r.returncode == 2 and "password_file" in r.stderr, r.stderr
     # Turning auth off and on drops every token etcd gave: the agents' calls from now on
     # (keep-alives, the workers' reports) need a new one.
     for args in (["auth", "disable"], ["auth", "enable"]):

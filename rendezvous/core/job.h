@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/core/conditions.h"
 #include "rendezvous/core/hang.h"
@@ -139,6 +140,10 @@ class Job {
   // node (job_preempt.cc).
   absl::Status Preempt(const std::string& node_id, const std::string& reason, absl::Time now,
                        std::vector<Event>* out);
+  // The live node `muster drain` names: by `node_id`, else the one node on `host`.
+  // NotFound when none matches, InvalidArgument when several nodes run on `host`; both
+  // messages name the fix (job_preempt.cc).
+  absl::StatusOr<NodeInfo> NodeToDrain(const std::string& node_id, const std::string& host) const;
   // The server stored `node_id`'s flight recorder dumps of `round` under `location`
   // ("HOST:DIR/"; README "Collective traces"), or none (`stored.files` empty; `error` says
   // why the server refused them). An empty `location`: nothing was collected (etcd) and

@@ -42,4 +42,28 @@ const Preemption* Job::PreemptionOf(const std::string& node_id) const {
   return nullptr;
 }
 
+absl::StatusOr<NodeInfo> Job::NodeToDrain(const std::string& node_id,
+                                          const std::string& host) const {
+  NodeInfo drained;
+  int matches = 0;
+  for (const NodeInfo& n : Nodes()) {
+    if ((!node_id.empty() && n.node_id == node_id) || (node_id.empty() && n.host == host)) {
+      drained = n;
+      ++matches;
+    }
+  }
+  if (matches == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("job ", spec_.run_id, " has no live node ",
+                     node_id.empty() ? absl::StrCat("on host ", host) : node_id,
+                     "; `muster status` lists its nodes"));
+  }
+  if (matches > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("several nodes of job ", spec_.run_id, " run on host ", host,
+                     "; name one with --node ID (`muster status` lists their ids)"));
+  }
+  return drained;
+}
+
 }  // namespace muster::rdzv

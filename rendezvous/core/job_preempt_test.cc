@@ -44,6 +44,28 @@ TEST(JobPreemptTest, EveryNodeHearsTheNoticeNamingThePreemptedNode) {
   EXPECT_EQ(s.preempting[0].reason, "agent received SIGTERM");
 }
 
+// `muster drain --node ID | --host H` (both backends' drains call it).
+TEST(JobPreemptTest, NodeToDrainByIdOrTheOneNodeOnAHost) {
+  JobHarness h(Spec(2, 3));
+  RunTwoNodes(h);
+  absl::StatusOr<NodeInfo> by_id = h.job().NodeToDrain("2", "");
+  ASSERT_TRUE(by_id.ok()) << by_id.status();
+  EXPECT_EQ(by_id->host, "host-2");
+  absl::StatusOr<NodeInfo> by_host = h.job().NodeToDrain("", "host-1");
+  ASSERT_TRUE(by_host.ok()) << by_host.status();
+  EXPECT_EQ(by_host->node_id, "1");
+  absl::StatusOr<NodeInfo> none = h.job().NodeToDrain("9", "");
+  EXPECT_TRUE(absl::IsNotFound(none.status()));
+  EXPECT_NE(none.status().message().find("has no live node 9"), std::string::npos);
+  // A second node on host-1: the host no longer names one node.
+  NodeInfo twin{.node_id = "3", .host = "host-1", .address = "10.0.0.3", .local_world_size = 2};
+  std::vector<Event> out;
+  ASSERT_TRUE(h.job().Join(twin, h.spec(), h.now(), &out).ok());
+  absl::StatusOr<NodeInfo> several = h.job().NodeToDrain("", "host-1");
+  EXPECT_TRUE(absl::IsInvalidArgument(several.status())) << several.status();
+  EXPECT_NE(several.status().message().find("--node ID"), std::string::npos);
+}
+
 TEST(JobPreemptTest, FixedSizeJobEndsWith143WhenThePreemptedNodeLeaves) {
   JobHarness h(Spec(2, 2, /*restarts=*/3));
   RunTwoNodes(h);

@@ -2,7 +2,7 @@
 // The command's request reaches the coordinator through the watch; the Job tells every
 // node (Job::Preempt), exactly as JobRegistry::Drain does for muster's own server. Also a
 // preempted coordinator's own leaving.
-#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/grpc/status_convert.h"
@@ -12,26 +12,7 @@ namespace muster::rdzv::etcd {
 
 absl::StatusOr<NodeInfo> Coordinator::Drain(const std::string& node_id, const std::string& host,
                                             const std::string& reason, absl::Time now) {
-  const std::string& run_id = job_.spec().run_id;
-  NodeInfo drained;
-  int matches = 0;
-  for (const NodeInfo& n : job_.Nodes()) {
-    if ((!node_id.empty() && n.node_id == node_id) || (node_id.empty() && n.host == host)) {
-      drained = n;
-      ++matches;
-    }
-  }
-  if (matches == 0) {
-    return absl::NotFoundError(
-        absl::StrCat("job ", run_id, " has no live node ",
-                     node_id.empty() ? absl::StrCat("on host ", host) : node_id,
-                     "; `muster status` lists its nodes"));
-  }
-  if (matches > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("several nodes of job ", run_id, " run on host ", host,
-                     "; name one with --node ID (`muster status` lists their ids)"));
-  }
+  ASSIGN_OR_RETURN(NodeInfo drained, job_.NodeToDrain(node_id, host));
   std::vector<Event> events;
   if (absl::Status st = job_.Preempt(drained.node_id, reason, now, &events); !st.ok()) return st;
   spdlog::info("etcd rendezvous: draining node {} ({}): {}", drained.node_id, drained.host, reason);

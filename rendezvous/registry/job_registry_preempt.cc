@@ -1,6 +1,7 @@
 // JobRegistry (job_registry.h): preemption notices (README "Preemption"), from the node
 // itself (its agent got SIGTERM or a spot notice) or from `muster drain`.
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "rendezvous/registry/job_registry.h"
 #include "spdlog/spdlog.h"
 
@@ -30,24 +31,7 @@ absl::StatusOr<NodeInfo> JobRegistry::Drain(const std::string& run_id, const std
       return absl::NotFoundError(absl::StrCat("no job ", run_id, " on this server"));
     }
     Job& job = entry->second.job;
-    int matches = 0;
-    for (const NodeInfo& n : job.Nodes()) {
-      if ((!node_id.empty() && n.node_id == node_id) || (node_id.empty() && n.host == host)) {
-        drained = n;
-        ++matches;
-      }
-    }
-    if (matches == 0) {
-      return absl::NotFoundError(
-          absl::StrCat("job ", run_id, " has no live node ",
-                       node_id.empty() ? absl::StrCat("on host ", host) : node_id,
-                       "; `muster status` lists its nodes"));
-    }
-    if (matches > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("several nodes of job ", run_id, " run on host ", host,
-                       "; name one with --node ID (`muster status` lists their ids)"));
-    }
+    ASSIGN_OR_RETURN(drained, job.NodeToDrain(node_id, host));
     std::vector<Event> events;
     if (absl::Status st = job.Preempt(drained.node_id, reason, absl::Now(), &events); !st.ok()) {
       return st;

@@ -37,15 +37,6 @@ constexpr FlagSpec kDrainOwnFlags[] = {
      .group = "Drain",
      .default_text = "drained by muster drain",
      .help = "what the workers read in their MUSTER_PREEMPTED file"},
-    {.name = "rdzv-backend",
-     .group = "Drain",
-     .default_text = "c10d",
-     .help = "etcd (or etcd-v2): the job's coordinator hears it through etcd; "
-             "--rdzv-endpoint lists etcd's members"},
-    {.name = "rdzv-conf",
-     .group = "Drain",
-     .default_text = "",
-     .help = "with etcd: etcd_prefix=/path, the agents' key prefix (default /muster)"},
 };
 // --timeout, --token-file, --tls-ca: the same list `muster status` and `muster stacks` take.
 constexpr auto kDrainFlags = WithJobQueryFlags(kDrainOwnFlags);

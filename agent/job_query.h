@@ -21,6 +21,16 @@ namespace muster {
 // WithJobQueryFlags(its own flags), so that a new connection or security flag reaches
 // every command that talks to the server.
 inline constexpr FlagSpec kJobQueryFlags[] = {
+    {.name = "rdzv-backend",
+     .group = "Connection",
+     .default_text = "c10d",
+     .help = "etcd (or etcd-v2): reach the job through etcd; --rdzv-endpoint lists etcd's "
+             "members and --rdzv-id is required"},
+    {.name = "rdzv-conf",
+     .group = "Connection",
+     .default_text = "",
+     .help = "with etcd: etcd_prefix=/path (the agents' key prefix, default /muster) and the "
+             "agents' TLS and user keys: protocol, cacert, cert, key, username, password_file"},
     {.name = "timeout",
      .group = "Connection",
      .default_text = "10s",

@@ -45,15 +45,6 @@ constexpr FlagSpec kStatusOwnFlags[] = {
      .group = "Status",
      .default_text = "off",
      .help = "follow the job: print each change until it ends"},
-    {.name = "rdzv-backend",
-     .group = "Status",
-     .default_text = "c10d",
-     .help = "etcd (or etcd-v2): read the job from etcd; --rdzv-endpoint lists its members "
-             "and --rdzv-id is required"},
-    {.name = "rdzv-conf",
-     .group = "Status",
-     .default_text = "",
-     .help = "with etcd: etcd_prefix=/path, the agents' key prefix (default /muster)"},
 };
 constexpr auto kStatusFlags = WithJobQueryFlags(kStatusOwnFlags);
 

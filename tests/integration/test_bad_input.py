@@ -106,7 +106,7 @@ def test_status_and_stacks_take_the_same_connection_flags():
         return blocks
 
     status, stacks, drain = sections("status"), sections("stacks"), sections("drain")
-    for title, flags in (("Connection", ("--timeout V",)),
+    for title, flags in (("Connection", ("--rdzv-backend V", "--rdzv-conf V", "--timeout V")),
                          ("Security", ("--token-file V", "--tls-ca V"))):
         assert title in status and status[title] == stacks.get(title), (status, stacks)
         assert status[title] == drain.get(title), (status, drain)

@@ -15,7 +15,7 @@ from conftest import MUSTER, REPO, muster_env, needs_torch, wait_for
 from etcd_cluster import ETCD, EtcdCluster
 from test_etcd import FAST, node_keys
 from test_hang import CULPRIT, TIMEOUT_S, job_env
-from test_preempt import assert_resumed, saved_steps, steps_by_attempt, torch_env, wait_steps
+from test_preempt import assert_elastic_sigterm_outcome, saved_steps, torch_env, wait_steps
 
 pytestmark = [needs_torch,
               pytest.mark.skipif(not os.path.exists(ETCD),
@@ -76,15 +76,7 @@ def test_sigterm_to_one_agent_every_rank_saves_and_the_elastic_job_continues(etc
                            ["--nnodes", "1:2", "--preempt-grace", "15s", PREEMPT], env)
     wait_steps(log, 4 * 3)
     procs[1].send_signal(signal.SIGTERM)
-    (rc_a, out_a, err_a), (rc_b, out_b, err_b) = finish(procs)
-    assert rc_b == 143, err_b[-3000:]
-    assert "this node is being preempted (agent received SIGTERM)" in err_b, err_b[-3000:]
-    assert rc_a == 0, err_a[-3000:]
-    assert "is being preempted (agent received SIGTERM)" in err_a, err_a[-3000:]
-    by = steps_by_attempt(log)
-    assert set(by) == {(0, 4), (0, 2)}, dict(by)
-    s = assert_resumed(ckpt, by[(0, 4)], by[(0, 2)], ranks_before=4, ranks_after=2)
-    print(f"all 4 ranks saved step {s}; the 2 ranks left resumed at {s + 1}")
+    assert_elastic_sigterm_outcome(finish(procs), log, ckpt)
 
 
 def test_sigterm_to_the_coordinator_of_a_fixed_size_job_every_agent_exits_143(etcd, tmp_path):

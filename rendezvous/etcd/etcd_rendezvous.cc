@@ -1,6 +1,7 @@
 #include "rendezvous/etcd/etcd_rendezvous.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/etcd_reports.h"
+#include "rendezvous/etcd/lease_keeper.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
@@ -113,23 +115,19 @@ class EtcdRendezvousClient::Impl {
   void RunBrain() {
     for (;;) {
       std::deque<std::function<void()>> tasks;
-      absl::Time lease_deadline;
       {
         std::unique_lock<std::mutex> lock(mu_);
         std::optional<absl::Time> due = coordinator_ ? coordinator_->NextDeadline() : std::nullopt;
-        if (!due || lease_deadline_ < *due) due = lease_deadline_;
         auto ready = [&] { return stopping_ || !tasks_.empty(); };
-        if (*due != absl::InfiniteFuture()) {
+        if (due && *due != absl::InfiniteFuture()) {
           cv_.wait_until(lock, absl::ToChronoTime(*due), ready);
         } else {
           cv_.wait(lock, ready);
         }
         if (stopping_) return;
         tasks.swap(tasks_);
-        lease_deadline = lease_deadline_;
       }
       for (auto& task : tasks) task();
-      if (absl::Now() >= lease_deadline) LeaseLost();
       if (coordinator_) {
         std::optional<absl::Time> due = coordinator_->NextDeadline();
         if (due && absl::Now() >= *due) coordinator_->Tick(absl::Now());
@@ -163,8 +161,8 @@ class EtcdRendezvousClient::Impl {
       lease = etcd_->GrantLease(ttl_);
     }
     lease_ = *lease;
-    SetLeaseDeadline(granted + ttl_ - StopMargin());
-    keeper_ = std::thread([this] { RunKeeper(); });
+    keeper_ = std::make_unique<LeaseKeeper>(etcd_.get(), lease_, ttl_, granted,
+                                            [this](const absl::Status& lost) { Fail(lost); });
     if (!PutSelf()) return;
     absl::StatusOr<RangeResult> all = etcd_->RangePrefix(prefix_ + "nodes/");
     if (!all.ok()) return Fail(absl::UnavailableError(all.status().message()));
@@ -382,62 +380,6 @@ class EtcdRendezvousClient::Impl {
     }
   }
 
-  // Keeps the lease alive every third of its TTL (every 200 ms after a failure). Each
-  // answer moves the lease's deadline to when etcd can at the earliest let it expire (the
-  // keep-alive's send time + the TTL it reports) less StopMargin; the brain fails the
-  // agent at that deadline, so an agent cut off from etcd stops its workers before etcd
-  // drops its key and the others start a round without it (no two rounds at once).
-  void RunKeeper() {
-    absl::Duration pause = ttl_ / 3;
-    while (Pause(pause)) {
-      const absl::Time sent = absl::Now();
-      // A quarter TTL per member: a member that hangs (no leader yet after the leader's
-      // death, or just restarted) used to hold the 2 s call timeout, then the next one as
-      // long, past the lease deadline (the chaos test's etcd mode: exit 138, "none
-      // answered in time", while two members had a leader).
-      absl::StatusOr<absl::Duration> left = etcd_->KeepAliveOnce(lease_, ttl_ / 4);
-      if (left.ok()) {
-        SetLeaseDeadline(sent + std::min(*left, ttl_) - StopMargin());
-        pause = ttl_ / 3;
-        continue;
-      }
-      if (absl::IsNotFound(left.status())) {
-        absl::Status lost = absl::UnavailableError(
-            absl::StrCat("etcd lease lost (", left.status().message(), "): dropped from the job"));
-        return Enqueue([this, lost] { Fail(lost); });
-      }
-      spdlog::warn("etcd rendezvous: lease keep-alive failed ({}); retrying",
-                   std::string(left.status().message()));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        last_keepalive_error_ = std::string(left.status().message());
-      }
-      pause = std::min(ttl_ / 3, absl::Milliseconds(200));
-    }
-  }
-
-  // How long before etcd may drop the lease the agent gives up: time to stop its workers.
-  absl::Duration StopMargin() const { return std::min(ttl_ / 10, absl::Milliseconds(500)); }
-
-  void SetLeaseDeadline(absl::Time deadline) {
-    std::lock_guard<std::mutex> lock(mu_);
-    lease_deadline_ = deadline;
-    cv_.notify_all();
-  }
-
-  void LeaseLost() {
-    std::string last;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      lease_deadline_ = absl::InfiniteFuture();  // once: the brain waits for tasks again
-      last = last_keepalive_error_.empty() ? "none answered in time" : last_keepalive_error_;
-    }
-    lease_lost_ = true;
-    Fail(absl::UnavailableError(absl::StrCat(
-        "etcd lease lost (no member renewed it within its TTL of ", absl::FormatDuration(ttl_),
-        "; last error: ", last, "): dropped from the job")));
-  }
-
   // ---- the way out ----
 
   void Post(std::function<void()> fn) {
@@ -447,8 +389,7 @@ class EtcdRendezvousClient::Impl {
   }
 
   void Fail(const absl::Status& error) {
-    if (failed_) return;
-    failed_ = true;
+    if (failed_.exchange(true)) return;  // the brain's thread or the lease keeper's
     spdlog::error("etcd rendezvous: {}", std::string(error.message()));
     Post([sink = errors_, error] { sink(error); });
   }
@@ -463,12 +404,14 @@ class EtcdRendezvousClient::Impl {
       cv_.notify_all();
     }
     if (watch) watch->Cancel();
-    for (std::thread* t : {&brain_, &watcher_, &keeper_}) {
+    for (std::thread* t : {&brain_, &watcher_}) {
       if (t->joinable()) t->join();
     }
+    const bool lease_lost = keeper_ && keeper_->lost();
+    keeper_.reset();
     // The agent's keys go now, not a TTL later: its leaving is seen at once. (Not a lease
     // that could not be kept: etcd is out of reach, and the revoke would only wait.)
-    if (lease_ != 0 && !lease_lost_) {
+    if (lease_ != 0 && !lease_lost) {
       // Not fatal: the lease expires by itself one TTL later.
       absl::Status revoked = etcd_->RevokeLease(lease_);
       if (!revoked.ok())
@@ -498,9 +441,6 @@ class EtcdRendezvousClient::Impl {
   std::deque<std::function<void()>> tasks_;  // guarded by mu_
   bool stopping_ = false;                    // guarded by mu_
   std::shared_ptr<EtcdWatch> watch_;         // guarded by mu_
-  // When etcd may let the lease expire at the earliest: past it, this agent is out.
-  absl::Time lease_deadline_ = absl::InfiniteFuture();  // guarded by mu_
-  std::string last_keepalive_error_;                    // guarded by mu_
 
   // The brain thread's own.
   std::map<std::string, NodeKey> nodes_;
@@ -511,13 +451,12 @@ class EtcdRendezvousClient::Impl {
   bool stop_delivered_ = false;               // the agent was told to stop this round's workers
   bool handover_ = false;                     // after stopping, be ready for the new coordinator
   bool finished_ = false;
-  bool failed_ = false;
-  bool lease_lost_ = false;  // LeaseLost: read by Shutdown after the brain thread ended
+  std::atomic<bool> failed_{false};  // also set by the lease keeper's threads
   int report_seq_ = 0;
 
   std::thread brain_;
   std::thread watcher_;
-  std::thread keeper_;
+  std::unique_ptr<LeaseKeeper> keeper_;  // from the join on; reset by Shutdown
 };
 
 absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> EtcdRendezvousClient::Create(

@@ -1,0 +1,89 @@
+#include "rendezvous/etcd/lease_keeper.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv::etcd {
+
+LeaseKeeper::LeaseKeeper(EtcdClient* etcd, int64_t lease, absl::Duration ttl, absl::Time granted,
+                         LostFn lost)
+    : etcd_(etcd),
+      lease_(lease),
+      ttl_(ttl),
+      on_lost_(std::move(lost)),
+      deadline_(granted + ttl - StopMargin(ttl)) {
+  keep_alive_ = std::thread([this] { RunKeepAlive(); });
+  fence_ = std::thread([this] { RunFence(); });
+}
+
+LeaseKeeper::~LeaseKeeper() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  keep_alive_.join();
+  fence_.join();
+}
+
+bool LeaseKeeper::Pause(absl::Duration d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [&] { return stopping_; });
+}
+
+void LeaseKeeper::RunKeepAlive() {
+  absl::Duration pause = ttl_ / 3;
+  while (!lost() && Pause(pause)) {
+    const absl::Time sent = absl::Now();
+    // A quarter TTL per member: a member that hangs (no leader yet after the leader's
+    // death, or just restarted) used to hold the 2 s call timeout, then the next one as
+    // long, past the lease deadline (the chaos test's etcd mode: exit 138, "none
+    // answered in time", while two members had a leader).
+    absl::StatusOr<absl::Duration> left = etcd_->KeepAliveOnce(lease_, ttl_ / 4);
+    if (left.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      deadline_ = std::max(deadline_, sent + std::min(*left, ttl_) - StopMargin(ttl_));
+      cv_.notify_all();
+      pause = ttl_ / 3;
+      continue;
+    }
+    if (absl::IsNotFound(left.status())) {
+      return Lose(absl::UnavailableError(
+          absl::StrCat("etcd lease lost (", left.status().message(), "): dropped from the job")));
+    }
+    spdlog::warn("etcd rendezvous: lease keep-alive failed ({}); retrying",
+                 std::string(left.status().message()));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_error_ = std::string(left.status().message());
+    }
+    pause = std::min(ttl_ / 3, absl::Milliseconds(200));
+  }
+}
+
+void LeaseKeeper::RunFence() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    const absl::Time deadline = deadline_;
+    // Woken by a renewal (a later deadline), by the stop, or at the deadline itself.
+    cv_.wait_until(lock, absl::ToChronoTime(deadline),
+                   [&] { return stopping_ || deadline_ != deadline; });
+    if (stopping_) return;
+    if (deadline_ == deadline && absl::Now() >= deadline) break;
+  }
+  const std::string last = last_error_.empty() ? "none answered in time" : last_error_;
+  lock.unlock();
+  Lose(absl::UnavailableError(
+      absl::StrCat("etcd lease lost (no member renewed it within its TTL of ",
+                   absl::FormatDuration(ttl_), "; last error: ", last, "): dropped from the job")));
+}
+
+void LeaseKeeper::Lose(const absl::Status& why) {
+  if (lost_.exchange(true)) return;
+  on_lost_(why);
+}
+
+}  // namespace muster::rdzv::etcd

@@ -1,0 +1,74 @@
+// LeaseKeeper: keeps an agent's etcd lease alive and fences the agent (README "etcd
+// backend", liveness and partitions). A keep-alive goes every third of the TTL (every
+// 200 ms after a failure); each answer moves the fence deadline to when etcd could let the
+// lease expire at the earliest (the keep-alive's send time + the TTL it reports) less
+// StopMargin. Past that deadline without an answer the agent is out: `lost` is called once,
+// and the agent stops its workers before etcd drops its key and the others form a round
+// without it (no two rounds at once).
+//
+// The deadline has a thread of its own: a caller busy in a slow etcd call (a coordinator
+// renewing the job's lease through a member that does not answer, up to the call timeout)
+// must not fence late. `lost` runs on either of the keeper's threads.
+#ifndef MUSTER_RENDEZVOUS_ETCD_LEASE_KEEPER_H_
+#define MUSTER_RENDEZVOUS_ETCD_LEASE_KEEPER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "rendezvous/etcd/etcd_client.h"
+
+namespace muster::rdzv::etcd {
+
+class LeaseKeeper {
+ public:
+  using LostFn = std::function<void(const absl::Status&)>;
+
+  // How long before etcd may drop the lease the agent gives up: time to stop its workers.
+  static absl::Duration StopMargin(absl::Duration ttl) {
+    return std::min(ttl / 10, absl::Milliseconds(500));
+  }
+
+  // Keeps `lease` (granted with `ttl` at or after `granted`) alive through `etcd`, which must
+  // outlive the keeper.
+  LeaseKeeper(EtcdClient* etcd, int64_t lease, absl::Duration ttl, absl::Time granted, LostFn lost);
+  // Stops both threads (at most one keep-alive call later).
+  ~LeaseKeeper();
+
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  // True once `lost` was called: etcd drops (or dropped) the lease, revoking it is moot.
+  bool lost() const { return lost_.load(); }
+
+ private:
+  void RunKeepAlive();
+  void RunFence();
+  // Waits up to `d` unless the keeper stops; false when it stops.
+  bool Pause(absl::Duration d);
+  void Lose(const absl::Status& why);
+
+  EtcdClient* const etcd_;
+  const int64_t lease_;
+  const absl::Duration ttl_;
+  const LostFn on_lost_;
+  std::atomic<bool> lost_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;   // guarded by mu_
+  absl::Time deadline_;     // guarded by mu_
+  std::string last_error_;  // guarded by mu_
+  std::thread keep_alive_;
+  std::thread fence_;
+};
+
+}  // namespace muster::rdzv::etcd
+
+#endif  // MUSTER_RENDEZVOUS_ETCD_LEASE_KEEPER_H_

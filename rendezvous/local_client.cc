@@ -1,5 +1,7 @@
 #include "rendezvous/local_client.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace muster::rdzv {
 
 LocalRendezvous::~LocalRendezvous() {
@@ -9,6 +11,7 @@ LocalRendezvous::~LocalRendezvous() {
 void LocalRendezvous::Start(const NodeInfo& node, const JobSpec& spec, EventSink events,
                             ErrorSink errors) {
   node_id_ = node.node_id;
+  host_ = node.host;
   events_ = std::move(events);
   job_.emplace(spec, EventLoop::Now());
   std::vector<Event> out;
@@ -56,6 +59,24 @@ void LocalRendezvous::Preempt(const std::string& reason) {
   std::vector<Event> out;
   (void)job_->Preempt(node_id_, reason, EventLoop::Now(), &out);  // between rounds: nothing to do
   Deliver(std::move(out));
+}
+
+bool LocalRendezvous::UploadTraces(const std::vector<TraceChunk>& chunks) {
+  if (chunks.empty() || !chunks.back().done) return false;
+  const TraceChunk& done = chunks.back();
+  // The files as they are on disk: the agent's note on what an upload would truncate or
+  // skip does not apply to them.
+  TraceNode stored{.node_id = node_id_, .host = host_};
+  for (const TraceChunk& c : chunks) {
+    if (c.done) continue;
+    if (stored.files.empty() || stored.files.back() != c.file) stored.files.push_back(c.file);
+    stored.bytes += static_cast<int64_t>(c.data.size());
+  }
+  std::vector<Event> out;
+  job_->TracesStored(node_id_, done.round, absl::StrCat(host_, ":", done.dir, "/"),
+                     std::move(stored), /*error=*/"", EventLoop::Now(), &out);
+  Deliver(std::move(out));
+  return true;
 }
 
 void LocalRendezvous::Leave(const std::string& why) {

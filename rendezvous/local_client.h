@@ -30,6 +30,8 @@ class LocalRendezvous : public RendezvousClient {
   void ReportStopped(int round, int store_port) override;
   void ReportStalled(int round, const Stall& stall) override;
   void Preempt(const std::string& reason) override;
+  // One node: its dumps already are in one place, its attempt folder; none is copied.
+  bool UploadTraces(const std::vector<TraceChunk>& chunks) override;
   void Leave(const std::string& why) override;
 
   const Job* job() const { return job_ ? &*job_ : nullptr; }
@@ -39,6 +41,7 @@ class LocalRendezvous : public RendezvousClient {
 
   EventLoop* loop_;
   std::string node_id_;
+  std::string host_;
   std::optional<Job> job_;
   EventSink events_;
   EventLoop::TimerId timer_ = 0;

@@ -17,6 +17,8 @@
 #        cause must list the dump file, and the file must exist.
 #     3. `muster stacks` (this node's agents, no --rdzv-endpoint) while the rank is blocked
 #        in torch.cuda.synchronize() behind a spin: the stack must show synchronize.
+#     2b. the serving agent's stored copy of the dumps (<run dir>/traces/round1/NODE/) is
+#        byte-identical to each listed dump.
 #   Without CUDA the steps run CPU stand-ins (gloo, time.sleep) and say so loudly: the
 #   plumbing is checked, the GPU facts are not. Everything goes to OUTDIR (summary.txt, one
 #   log per step); the exit code is the number of failed steps.
@@ -144,6 +146,22 @@ torch.cuda.nccl.version() if torch.cuda.is_available() else None)'"
       for f in $listed; do [ -s "$f" ] || ok=1; done
     fi
     verdict flight_recorder $(( rc == 0 || ok != 0 )) "muster run exit $rc (non-zero expected)"
+    # The serving agent's copy (README "Flight recorder": every node's dumps, one place):
+    # "flight recorder traces of 1 node (N files) in HOST:DIR/" names it.
+    local stored
+    stored=$(grep -o 'flight recorder traces of [^)]*) in [^ ]*' "$OUT/flight_recorder.log" |
+      tail -1 | sed 's/.* in [^:]*://; s/[;,.]*$//')
+    echo "   stored copy: ${stored:-none named}" | tee -a "$OUT/summary.txt"
+    ok=1
+    if [ -n "$stored" ] && [ -d "$stored" ]; then
+      find "$stored" -type f -exec ls -l {} + | tee -a "$OUT/summary.txt"
+      ok=0
+      for f in $listed; do
+        find "$stored" -type f -name "$(basename "$f")" -exec cmp -s "$f" {} \; -print |
+          grep -q . || ok=1
+      done
+    fi
+    verdict flight_recorder_stored $ok "each dump byte-identical under the stored copy's folder"
   fi
 
   # 3. muster stacks on a rank blocked in torch.cuda.synchronize()

@@ -297,16 +297,20 @@ absl::StatusOr<RangeResult> EtcdClient::RangePrefix(const std::string& prefix) {
 }
 
 absl::StatusOr<std::optional<KeyValue>> EtcdClient::Oldest(const std::string& prefix) {
+  absl::StatusOr<RangeResult> got = OldestAt(prefix);
+  if (!got.ok()) return got.status();
+  if (got->kvs.empty()) return std::nullopt;
+  return std::move(got->kvs[0]);
+}
+
+absl::StatusOr<RangeResult> EtcdClient::OldestAt(const std::string& prefix) {
   pb::RangeRequest request;
   request.set_key(prefix);
   request.set_range_end(PrefixEnd(prefix));
   request.set_limit(1);
   request.set_sort_order(pb::RangeRequest::ASCEND);
   request.set_sort_target(pb::RangeRequest::CREATE);
-  absl::StatusOr<RangeResult> got = DoRange(*impl_, request);
-  if (!got.ok()) return got.status();
-  if (got->kvs.empty()) return std::nullopt;
-  return std::move(got->kvs[0]);
+  return DoRange(*impl_, request);
 }
 
 absl::StatusOr<int64_t> EtcdClient::PutAll(
@@ -446,7 +450,11 @@ class GrpcEtcdWatch : public EtcdWatch {
     pb::WatchRequest request;
     pb::WatchCreateRequest* create = request.mutable_create_request();
     create->set_key(prefix_);
-    if (options_.prefix) create->set_range_end(PrefixEnd(prefix_));
+    if (!options_.range_end.empty()) {
+      create->set_range_end(options_.range_end);
+    } else if (options_.prefix) {
+      create->set_range_end(PrefixEnd(prefix_));
+    }
     if (options_.deletes_only) create->add_filters(pb::WatchCreateRequest::NOPUT);
     create->set_start_revision(next_revision_);
     stream_->Write(request);  // a failure shows in the first Read

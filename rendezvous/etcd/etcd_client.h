@@ -75,6 +75,9 @@ class EtcdClient {
   // The key under `prefix` with the lowest create revision (etcd sorts; one key comes
   // back, not the prefix): e.g. the oldest node key, which coordinates. nullopt: none.
   absl::StatusOr<std::optional<KeyValue>> Oldest(const std::string& prefix);
+  // Oldest, with the store's revision it was read at (kvs: the oldest key, or none): a
+  // watch of that key from revision + 1 misses none of its later changes.
+  absl::StatusOr<RangeResult> OldestAt(const std::string& prefix);
   absl::StatusOr<RangeResult> Get(const std::string& key);
   absl::Status DeletePrefix(const std::string& prefix);
 
@@ -83,6 +86,9 @@ class EtcdClient {
   struct WatchOptions {
     bool prefix = true;         // every key under `key`; false: `key` alone
     bool deletes_only = false;  // etcd sends no puts (its NOPUT filter): e.g. who left
+    // When set: every key in [key, range_end) (prefix ignored), e.g. two neighbouring
+    // prefixes in one watch, whose events then come in one revision order.
+    std::string range_end;
   };
   std::unique_ptr<EtcdWatch> Watch(const std::string& key, int64_t start_revision,
                                    const WatchOptions& options);

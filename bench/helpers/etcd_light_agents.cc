@@ -1,11 +1,11 @@
 // etcd_light_agents: M simulated agents of the etcd rendezvous backend in one process, the
 // light client of bench/b2_etcd.py. Each speaks the agents' protocol (rendezvous/etcd,
-// README "etcd backend"): its own lease (kept alive), the coordinator read as the oldest node
-// key, its node key put ready for that coordinator, a watch of its own events key
-// (to/NODE_ID) and one of the coordinator's node key (deletions only); a StopWorkers is
-// answered at once with a WorkersStopped report under in/NODE_ID/SEQ. They do not
-// coordinate: a real agent (rdzv_agents --agents 1, started first, so its key is the
-// oldest) does, in a process of its own whose CPU is measured apart.
+// README "etcd backend"): its own lease (kept alive), the coordinator read from the key
+// naming it (else the oldest node key: rendezvous/etcd/election.h), its node key put ready for that
+// coordinator, a watch of its own events key (to/NODE_ID) and one of the coordinator's node key
+// (deletions only); a StopWorkers is answered at once with a WorkersStopped report under
+// in/NODE_ID/SEQ. They do not coordinate: a real agent (rdzv_agents --agents 1, started first, so
+// its key is the oldest) does, in a process of its own whose CPU is measured apart.
 //
 // No thread per agent: one channel, one completion queue read by the main thread, every
 // agent's watches on one Watch stream (etcd multiplexes watch ids), every keep-alive on
@@ -15,8 +15,9 @@
 //                     [--prefix P] [--ttl-s T] [--timeout-s T]
 //
 // Exits once every agent has seen a round start. stdout: one JSON line as rdzv_agents'
-// ({"agents", "start", "ok", "rounds", "round_ms", "client_cpu_s"}); a coordinator lost
-// (its key deleted) ends the run with ok false.
+// ({"agents", "start", "ok", "rounds", "round_ms", "client_cpu_s"}) with the phases of the
+// join: every lease granted (leases_ms), the coordinator read (read_ms), every node key put
+// (joined_ms), from the start; a coordinator lost (its key deleted) ends the run, ok false.
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -232,6 +233,8 @@ class LightAgents {
                       ", \"last\": ", absl::StrFormat("%.6f", last_), "}");
     }
     absl::StrAppend(&out, "], \"round_ms\": ", ok ? (last_ - start_) * 1e3 : -1,
+                    ", \"leases_ms\": ", (granted_at_ - start_) * 1e3,
+                    ", \"read_ms\": ", (read_at_ - start_) * 1e3,
                     ", \"joined_ms\": ", (joined_at_ - start_) * 1e3, ", \"client_cpu_s\": ", cpu);
     if (!error_.empty()) absl::StrAppend(&out, ", \"error\": \"", error_, "\"");
     return out + "}";
@@ -268,34 +271,52 @@ class LightAgents {
         [this, i](const grpc::Status& s, const pb::LeaseGrantResponse& r) {
           if (Failed(s, "lease grant")) return;
           agents_[i].lease = r.id();
+          if (++granted_ == agents_.size()) granted_at_ = Mono();
           FindCoordinator(i);
         });
   }
 
-  // The oldest node key (the agents' election), then the watches and the node key.
+  // The coordinator (rendezvous/etcd/election.h): the key naming it, else the oldest node
+  // key; then the watches and the node key.
   void FindCoordinator(size_t i) {
+    pb::RangeRequest req;
+    req.set_key(job_ + "coordinator");
+    Call<pb::RangeResponse>([&](grpc::ClientContext* c) { return kv_->AsyncRange(c, req, &cq_); },
+                            [this, i](const grpc::Status& s, const pb::RangeResponse& r) {
+                              if (Failed(s, "get")) return;
+                              if (r.kvs().empty()) return FindOldest(i);
+                              Follow(i, r.kvs(0).value(), r.header().revision());
+                            });
+  }
+
+  void FindOldest(size_t i) {
     pb::RangeRequest req;
     req.set_key(job_ + "nodes/");
     req.set_range_end(job_ + "nodes0");  // PrefixEnd of "nodes/"
     req.set_limit(1);
     req.set_sort_order(pb::RangeRequest::ASCEND);
     req.set_sort_target(pb::RangeRequest::CREATE);
-    Call<pb::RangeResponse>(
-        [&](grpc::ClientContext* c) { return kv_->AsyncRange(c, req, &cq_); },
-        [this, i](const grpc::Status& s, const pb::RangeResponse& r) {
-          if (Failed(s, "range")) return;
-          if (r.kvs().empty()) {
-            error_ = "no coordinator: start rdzv_agents --agents 1 first";
-            return;
-          }
-          Agent& a = agents_[i];
-          const std::string& key = r.kvs(0).key();
-          a.leader = key.substr(key.rfind('/') + 1);
-          const int64_t from = r.header().revision() + 1;
-          AddWatch(job_ + "to/" + a.id, from, false, [this, i](const auto& e) { OnEvents(i, e); });
-          AddWatch(key, from, true, [this](const auto&) { error_ = "the coordinator left"; });
-          PutNode(i);
-        });
+    Call<pb::RangeResponse>([&](grpc::ClientContext* c) { return kv_->AsyncRange(c, req, &cq_); },
+                            [this, i](const grpc::Status& s, const pb::RangeResponse& r) {
+                              if (Failed(s, "range")) return;
+                              if (r.kvs().empty()) {
+                                error_ = "no coordinator: start rdzv_agents --agents 1 first";
+                                return;
+                              }
+                              const std::string& key = r.kvs(0).key();
+                              Follow(i, key.substr(key.rfind('/') + 1), r.header().revision());
+                            });
+  }
+
+  void Follow(size_t i, const std::string& leader, int64_t revision) {
+    if (++read_ == agents_.size()) read_at_ = Mono();
+    Agent& a = agents_[i];
+    a.leader = leader;
+    AddWatch(job_ + "to/" + a.id, revision + 1, false,
+             [this, i](const auto& e) { OnEvents(i, e); });
+    AddWatch(job_ + "nodes/" + leader, revision + 1, true,
+             [this](const auto&) { error_ = "the coordinator left"; });
+    PutNode(i);
   }
 
   void PutNode(size_t i) {
@@ -414,8 +435,8 @@ class LightAgents {
   std::map<int64_t, OnEventsFn> watches_;
   std::vector<Agent> agents_;
   size_t started_ = 0;
-  size_t joined_ = 0;
-  double start_ = 0, first_ = 0, last_ = 0, joined_at_ = 0;
+  size_t joined_ = 0, granted_ = 0, read_ = 0;
+  double start_ = 0, first_ = 0, last_ = 0, joined_at_ = 0, granted_at_ = 0, read_at_ = 0;
   std::string error_;
 };
 

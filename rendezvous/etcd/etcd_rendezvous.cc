@@ -18,6 +18,7 @@
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/coordinator_inbox.h"
+#include "rendezvous/etcd/election.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/etcd_reports.h"
 #include "rendezvous/etcd/lease_keeper.h"
@@ -167,23 +168,21 @@ class EtcdRendezvousClient::Impl {
                                             [this](const absl::Status& lost) { Fail(lost); });
     // The coordinator known before the put, the node key is put ready for it at once (one
     // put per node); new keys are younger, so only its deletion changes the election.
-    absl::StatusOr<RangeResult> oldest = etcd_->OldestAt(prefix_ + "nodes/");
-    if (!oldest.ok()) return FailOnEtcd(oldest.status());
-    if (!oldest->kvs.empty()) {
-      leader_ = NodeIdOf(oldest->kvs[0].key);
-      spdlog::info("etcd rendezvous: coordinator {}", leader_);
-    }
+    absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_);
+    if (!found.ok()) return FailOnEtcd(found.status());
+    leader_ = found->node_id;
+    if (!leader_.empty()) spdlog::info("etcd rendezvous: coordinator {}", leader_);
     int64_t put = 0;
     if (!PutSelf(&put)) return;
     // Only this node's events key and the requests: no other node's traffic.
-    AddWatch(prefix_ + "to/" + node_.node_id, oldest->revision + 1, {.prefix = false},
+    AddWatch(prefix_ + "to/" + node_.node_id, found->revision + 1, {.prefix = false},
              [this](const std::vector<WatchEvent>& events) { ApplyOwnEvents(events); });
-    AddWatch(prefix_ + "requests/", oldest->revision + 1, {},
+    AddWatch(prefix_ + "requests/", found->revision + 1, {},
              [this](const std::vector<WatchEvent>& events) { ApplyRequests(events); });
     spdlog::info("etcd rendezvous: joined {} through {} (lease {:x}, TTL {})", prefix_,
                  etcd_->current_endpoint(), lease_, absl::FormatDuration(ttl_));
     if (leader_.empty()) return Elect(put);
-    WatchLeader(oldest->revision);
+    WatchLeader(found->revision);
   }
 
   // Puts this agent's node key, ready for leader_ (or for none yet); `revision`: the
@@ -295,13 +294,13 @@ class EtcdRendezvousClient::Impl {
   // revision no report to a new coordinator precedes (this node's put, or the deletion of
   // the previous coordinator's key).
   void Elect(int64_t since) {
-    absl::StatusOr<RangeResult> oldest = etcd_->OldestAt(prefix_ + "nodes/");
-    if (!oldest.ok()) return FailOnEtcd(oldest.status());
-    if (oldest->kvs.empty()) {
+    absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_);
+    if (!found.ok()) return FailOnEtcd(found.status());
+    if (found->node_id.empty()) {
       return Fail(absl::UnavailableError("this agent's etcd lease ended: dropped from the job"));
     }
-    ElectCoordinator(NodeIdOf(oldest->kvs[0].key), since);
-    WatchLeader(oldest->revision);
+    ElectCoordinator(found->node_id, since);
+    WatchLeader(found->revision);
   }
 
   // Watches the coordinator's node key for its deletion from `revision` + 1 (the read that
@@ -353,6 +352,7 @@ class EtcdRendezvousClient::Impl {
     inbox_ = std::make_unique<CoordinatorInbox>(etcd_.get(), prefix_, node_.node_id, lease_, spec_);
     coordinator_ = &inbox_->coordinator();
     absl::Status begun = inbox_->Begin(since, absl::Now());
+    if (begun.ok()) begun = NameCoordinator(*etcd_, prefix_, node_.node_id, lease_, ttl_);
     if (!begun.ok()) return Fail(absl::UnavailableError(begun.message()));
     AddWatch(inbox_->Watch(), [this](const std::vector<WatchEvent>& events) {
       if (failed_) return;

@@ -115,27 +115,29 @@ struct Unary {
 };
 
 // A bidi stream whose writes are queued (one in flight, as gRPC requires) and whose every
-// read goes to `on_read`.
+// read goes to `on_read`; its end (etcd closed it, e.g. a keep-alive it could not forward to
+// its leader) goes to `on_end` with the stream's name.
 template <typename Req, typename Resp>
 class Bidi {
  public:
   using Start = std::function<std::unique_ptr<grpc::ClientAsyncReaderWriter<Req, Resp>>(
       grpc::ClientContext*, void*)>;
-  Bidi(const Start& start, std::function<void(const Resp&)> on_read)
-      : on_read_(std::move(on_read)) {
+  Bidi(std::string name, const Start& start, std::function<void(const Resp&)> on_read,
+       std::function<void(const std::string&)> on_end)
+      : name_(std::move(name)), on_read_(std::move(on_read)), on_end_(std::move(on_end)) {
     started_.fn = [this](bool ok) {
-      if (!ok) Die("stream did not start");
+      if (!ok) return End("did not start");
       open_ = true;
       stream_->Read(&resp_, &read_);
       Flush();
     };
     read_.fn = [this](bool ok) {
-      if (!ok) Die("stream ended");
+      if (!ok) return End("ended");
       on_read_(resp_);
       stream_->Read(&resp_, &read_);
     };
     wrote_.fn = [this](bool ok) {
-      if (!ok) Die("write failed");
+      if (!ok) return End("write failed");
       writing_ = false;
       Flush();
     };
@@ -145,28 +147,33 @@ class Bidi {
     queue_.push_back(std::move(req));
     Flush();
   }
+  bool ended() const { return ended_; }
 
  private:
-  [[noreturn]] static void Die(const char* what) {
-    std::fprintf(stderr, "etcd_light_agents: %s\n", what);
-    std::exit(1);
+  void End(const char* what) {
+    if (ended_) return;
+    ended_ = true;
+    on_end_(absl::StrCat(name_, " stream ", what));
   }
   void Flush() {
-    if (!open_ || writing_ || queue_.empty()) return;
+    if (!open_ || ended_ || writing_ || queue_.empty()) return;
     writing_ = true;
     pending_ = std::move(queue_.front());
     queue_.pop_front();
     stream_->Write(pending_, &wrote_);
   }
+  const std::string name_;
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientAsyncReaderWriter<Req, Resp>> stream_;
   std::function<void(const Resp&)> on_read_;
+  std::function<void(const std::string&)> on_end_;
   Tag started_, read_, wrote_;
   Resp resp_;
   Req pending_;
   std::deque<Req> queue_;
   bool open_ = false;
   bool writing_ = false;
+  bool ended_ = false;
 };
 
 struct Agent {
@@ -190,13 +197,26 @@ class LightAgents {
     agents_.resize(a.agents);
     for (int i = 0; i < a.agents; ++i) agents_[i].id = absl::StrCat("light:", getpid(), ":", i);
     watch_ = std::make_unique<Bidi<pb::WatchRequest, pb::WatchResponse>>(
+        "watch",
         [this](grpc::ClientContext* c, void* tag) { return watch_stub_->AsyncWatch(c, &cq_, tag); },
-        [this](const pb::WatchResponse& r) { OnWatch(r); });
+        [this](const pb::WatchResponse& r) { OnWatch(r); },
+        [this](const std::string& why) { error_ = why; });
+    OpenKeepAlive();
+  }
+
+  // A keep-alive stream that etcd ended is opened again at the next keep-alive (as the
+  // agents' LeaseKeeper retries); the old one stays until exit (its tags may be pending).
+  void OpenKeepAlive() {
     keep_alive_ = std::make_unique<Bidi<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>>(
+        "keep-alive",
         [this](grpc::ClientContext* c, void* tag) {
           return lease_->AsyncLeaseKeepAlive(c, &cq_, tag);
         },
-        [](const pb::LeaseKeepAliveResponse&) {});
+        [](const pb::LeaseKeepAliveResponse&) {},
+        [this](const std::string& why) {
+          std::fprintf(stderr, "etcd_light_agents: %s; opening another\n", why.c_str());
+          ++keep_alive_reopened_;
+        });
   }
 
   // Runs until every agent saw a round start, one failed, or the timeout; true: all did.
@@ -235,7 +255,8 @@ class LightAgents {
     absl::StrAppend(&out, "], \"round_ms\": ", ok ? (last_ - start_) * 1e3 : -1,
                     ", \"leases_ms\": ", (granted_at_ - start_) * 1e3,
                     ", \"read_ms\": ", (read_at_ - start_) * 1e3,
-                    ", \"joined_ms\": ", (joined_at_ - start_) * 1e3, ", \"client_cpu_s\": ", cpu);
+                    ", \"joined_ms\": ", (joined_at_ - start_) * 1e3, ", \"client_cpu_s\": ", cpu,
+                    ", \"keep_alive_streams_reopened\": ", keep_alive_reopened_);
     if (!error_.empty()) absl::StrAppend(&out, ", \"error\": \"", error_, "\"");
     return out + "}";
   }
@@ -415,6 +436,10 @@ class LightAgents {
   }
 
   void KeepAlive() {
+    if (keep_alive_->ended()) {
+      ended_keep_alives_.push_back(std::move(keep_alive_));
+      OpenKeepAlive();
+    }
     for (const Agent& a : agents_) {
       if (a.lease == 0) continue;
       pb::LeaseKeepAliveRequest req;
@@ -431,6 +456,9 @@ class LightAgents {
   std::unique_ptr<pb::Watch::Stub> watch_stub_;
   std::unique_ptr<Bidi<pb::WatchRequest, pb::WatchResponse>> watch_;
   std::unique_ptr<Bidi<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>> keep_alive_;
+  std::vector<std::unique_ptr<Bidi<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>>>
+      ended_keep_alives_;
+  int keep_alive_reopened_ = 0;
   std::deque<OnEventsFn> creating_;
   std::map<int64_t, OnEventsFn> watches_;
   std::vector<Agent> agents_;

@@ -66,11 +66,13 @@ class EtcdClient {
   absl::StatusOr<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0);
   // Puts every (key, value) pair, with `lease` unless 0, in transactions of at most
   // kMaxTxnOps puts each (etcd's default --max-txn-ops): one raft entry per transaction,
-  // e.g. one key per node of a round. The store's revision after the last. Not atomic
-  // across transactions: after a failure the earlier ones stay applied (put again).
+  // e.g. one key per node of a round; up to kMaxConcurrentTxns in flight at once (threads
+  // of the call). The store's revision after all of them. Not atomic across transactions:
+  // after a failure the others may stay applied (put again).
   absl::StatusOr<int64_t> PutAll(const std::vector<std::pair<std::string, std::string>>& kvs,
                                  int64_t lease = 0);
   static constexpr int kMaxTxnOps = 128;
+  static constexpr int kMaxConcurrentTxns = 8;
   absl::StatusOr<RangeResult> RangePrefix(const std::string& prefix);
   // The key under `prefix` with the lowest create revision (etcd sorts; one key comes
   // back, not the prefix): e.g. the oldest node key, which coordinates. nullopt: none.

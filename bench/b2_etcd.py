@@ -5,12 +5,18 @@ and the coordinator fail-over time.
 
 Etcd: Debian's etcd-server, 3 members on loopback, data on tmpfs (tests/integration/
 etcd_cluster.py), a fresh cluster per M. gRPC: `muster serve --port 0` (a fresh process per
-M). Agents: M real rendezvous clients in one process, bench/helpers/rdzv_agents.cc (built as
-<build>/bin/rdzv_agents): rendezvous/etcd's EtcdRendezvousClient or rendezvous/grpc's
-GrpcRendezvousClient on one event loop, no workers. Each joins a job of min = max = M and
-waits for RoundStarted. Metric: first Start -> last RoundStarted. Recorded: the server's CPU
-over the run (etcd: the 3 members' utime+stime together; muster serve's), its peak RSS
-(etcd: the members' VmHWM summed), the client process' CPU.
+M). Agents, etcd (--etcd-client light, the default): one real agent coordinates
+(bench/helpers/rdzv_agents.cc, `--agents 1`: rendezvous/etcd's EtcdRendezvousClient, started
+first so that its node key is the oldest), the other M-1 are simulated in one process by
+bench/helpers/etcd_light_agents.cc (the agents' protocol: own lease, node key, a watch of
+their own events key and of the coordinator's key; one completion queue, one Watch stream,
+one LeaseKeepAlive stream). --etcd-client real: M EtcdRendezvousClients in one process
+(rdzv_agents; 5 threads and 3 watch streams per agent: too heavy past a few hundred on 2
+vCPUs). Agents, gRPC: bench/helpers/rdzv_h2load.cc (B2's light client, b2_rendezvous.py).
+Each joins a job of min = max = M and waits for RoundStarted. Metric: first join sent ->
+last RoundStarted. Recorded: the server's CPU over the run (etcd: the 3 members'
+utime+stime together; muster serve's), its peak RSS (etcd: the members' VmHWM summed), the
+client process' CPU, and (etcd) the coordinating agent's CPU.
 
 Fail-over (--failover-ms): one process with 1 agent joins first (it coordinates: oldest
 key), then one with M-1 agents (min M-1, max M); once round 1 has started everywhere the
@@ -31,7 +37,10 @@ import common as c
 sys.path.insert(0, str(c.REPO / "tests" / "integration"))
 from etcd_cluster import EtcdCluster  # noqa: E402
 
+import b2_rendezvous as b2r  # noqa: E402
+
 AGENTS = str(c.BUILD / "bin" / "rdzv_agents")
+LIGHT = str(c.BUILD / "bin" / "etcd_light_agents")
 TTL_S = 2  # the fail-over runs' lease
 # The round runs: the agents' default liveness (5 s x 3 = a 15 s lease). With a 2 s lease,
 # 256 agents' keep-alive threads in one process on 2 busy vCPUs missed it (lease ended).
@@ -86,7 +95,46 @@ class Serve:
         c.kill_group(self.p)
 
 
-def measure_etcd(m):
+def measure_etcd(m, client="light"):
+    return measure_etcd_light(m) if client == "light" else measure_etcd_real(m)
+
+
+def measure_etcd_light(m):
+    """The coordinating agent (a real one) first, then M-1 light agents."""
+    etcd = EtcdCluster(3)
+    coordinator = None
+    try:
+        pids = [p.pid for p in etcd.procs]
+        coordinator = subprocess.Popen(agents_argv("etcd", etcd.endpoints, 1, f"b2-{m}",
+                                                   min=m, max=m, rounds=99, **ROUND_LIVENESS),
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not etcd.keys(f"/muster/b2-{m}/nodes/"):
+            assert time.monotonic() < deadline and coordinator.poll() is None
+            time.sleep(0.05)
+        cpu0, _ = servers_stat(pids)
+        coord0, _ = proc_stat(coordinator.pid)
+        endpoint = etcd.endpoints.split(",")[0]
+        p = subprocess.run([LIGHT, "--endpoint", endpoint, "--agents", str(m - 1), "--min",
+                            str(m), "--run-id", f"b2-{m}", "--ttl-s", "15", "--timeout-s",
+                            "300"], capture_output=True, text=True, timeout=330)
+        try:
+            d = json.loads(p.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            d = {"ok": False, "error": p.stderr[-300:]}
+        cpu1, hwm = servers_stat(pids)
+        coord1, coord_hwm = proc_stat(coordinator.pid)
+        d.update(server_cpu_s=cpu1 - cpu0, server_hwm_mb=hwm, coordinator_cpu_s=coord1 - coord0,
+                 coordinator_hwm_mb=coord_hwm)
+        return d
+    finally:
+        if coordinator is not None:
+            coordinator.kill()
+            coordinator.wait()
+        etcd.stop()
+
+
+def measure_etcd_real(m):
     etcd = EtcdCluster(3)
     try:
         pids = [p.pid for p in etcd.procs]
@@ -100,6 +148,14 @@ def measure_etcd(m):
 
 
 def measure_grpc(m):
+    """B2's light client (rdzv_h2load) against muster serve, as b2_rendezvous.py runs it."""
+    d = b2r.run(m, client="h2", hb_mode="none")
+    d["ok"] = bool(d.get("round_ms"))
+    d["client_cpu_s"] = d.get("client_cpu_round_s", 0) + d.get("client_cpu_connect_s", 0)
+    return d
+
+
+def measure_grpc_real(m):
     s = Serve()
     try:
         cpu0, _ = proc_stat(s.p.pid)
@@ -159,9 +215,11 @@ def median_run(fn, m, runs):
 def row(backend, m, res):
     o, n_ok, n = res
     if not n_ok:
-        return [m, backend, "error: " + str(o.get("error", o))[:120], "", "", "", ""]
+        return [m, backend, "error: " + str(o.get("error", o))[:120], "", "", "", "", ""]
+    coord = o.get("coordinator_cpu_s")
     return [m, backend, f"{o['round_ms']:.1f}", f"{o['server_cpu_s'] * 1e3:.0f}",
-            f"{o['server_hwm_mb']:.1f}", f"{o['client_cpu_s'] * 1e3:.0f}", f"{n_ok}/{n}"]
+            f"{o['server_hwm_mb']:.1f}", f"{coord * 1e3:.0f}" if coord is not None else "-",
+            f"{o['client_cpu_s'] * 1e3:.0f}", f"{n_ok}/{n}"]
 
 
 def main():
@@ -170,27 +228,34 @@ def main():
     ap.add_argument("--runs", type=int, default=1, help="runs per M and backend (median)")
     ap.add_argument("--failover-ms", default="16,256", help="M for the fail-over measurement")
     ap.add_argument("--failover-runs", type=int, default=3)
+    ap.add_argument("--etcd-client", choices=("light", "real"), default="light")
+    ap.add_argument("--grpc-client", choices=("h2", "real"), default="h2")
     a = ap.parse_args()
-    if not os.path.exists(AGENTS):
-        sys.exit(f"{AGENTS} missing: ninja -C <build> rdzv_agents")
+    for exe in (AGENTS, LIGHT, b2r.RDZV_H2LOAD):
+        if not os.path.exists(exe):
+            sys.exit(f"{exe} missing: ninja -C <build> rdzv_agents etcd_light_agents rdzv_h2load")
     c.print_header("B2 etcd: rendezvous round vs M, etcd backend beside muster's gRPC server")
     rows, pts = [], {"etcd": [], "grpc": []}
     for m in [int(x) for x in a.ms.split(",")]:
-        for backend, fn in (("etcd", measure_etcd), ("grpc", measure_grpc)):
+        etcd_fn = lambda m: measure_etcd(m, a.etcd_client)  # noqa: E731
+        grpc_fn = measure_grpc if a.grpc_client == "h2" else measure_grpc_real
+        for backend, fn in (("etcd", etcd_fn), ("grpc", grpc_fn)):
             res = median_run(fn, m, a.runs)
             rows.append(row(backend, m, res))
             if res[1]:
                 pts[backend].append((m, res[0]["round_ms"]))
             print(json.dumps({"m": m, "backend": backend, **res[0]}), file=sys.stderr)
-    note = ("Round: first Start -> last RoundStarted (median of the runs). Server CPU: over the "
-            "whole run (join, round); etcd: its 3 members together; RSS: peak (etcd: summed).")
+    note = ("Round: first join sent -> last RoundStarted (median of the runs). Server CPU: over "
+            "the whole run (join, round); etcd: its 3 members together; RSS: peak (etcd: "
+            f"summed). Clients: etcd {a.etcd_client}, gRPC {a.grpc_client}; coordinator CPU: "
+            "the coordinating agent's process over the light agents' run.")
     for backend, p in pts.items():
         big = [(x, y) for x, y in p if x >= 16]
         if len(big) >= 2:
             b, a0 = fit([x for x, _ in big], [y for _, y in big])
             note += f" {backend} fit (M >= 16): round_ms = {a0:.1f} + {b * 1e3:.1f} us x M."
     c.table("Round time", ["M", "backend", "round ms", "server CPU ms", "server peak RSS MB",
-                           "client CPU ms", "runs ok"], rows, note)
+                           "coordinator CPU ms", "client CPU ms", "runs ok"], rows, note)
     fo_rows = []
     for m in [int(x) for x in a.failover_ms.split(",") if x]:
         got = [measure_failover(m) for _ in range(a.failover_runs)]

@@ -1,8 +1,10 @@
 #include "rendezvous/etcd/coordinator.h"
 
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/core/job_status.h"
@@ -198,20 +200,30 @@ void Coordinator::Publish(absl::Time now, const std::vector<Event>& events,
   // round number, never one that reuses it.
   PersistState();
   if (!events.empty() || !refusals.empty()) {
-    v1::EtcdEvents batch;
-    batch.set_coordinator(self_);
+    // One batch per node, under its own key, which only that node watches.
+    std::map<std::string, v1::EtcdEvents> batches;
+    auto batch_of = [&](const std::string& node_id) -> v1::EtcdEvents& {
+      v1::EtcdEvents& batch = batches[node_id];
+      batch.set_coordinator(self_);
+      batch.set_seq(published_ + 1);
+      return batch;
+    };
     for (const Event& e : events) {
-      v1::EtcdEvents::Addressed* a = batch.add_events();
+      v1::EtcdEvents::Addressed* a = batch_of(e.node_id).add_events();
       a->set_node_id(e.node_id);
       ToProto(e, a->mutable_message());
     }
     for (const auto& [node_id, status] : refusals) {
-      v1::EtcdEvents::Addressed* a = batch.add_events();
+      v1::EtcdEvents::Addressed* a = batch_of(node_id).add_events();
       a->set_node_id(node_id);
       a->mutable_message()->mutable_error()->set_code(grpc_internal::ToWireCode(status.code()));
       a->mutable_message()->mutable_error()->set_message(std::string(status.message()));
     }
-    absl::Status put = PutPersistently(prefix_ + "events", batch.SerializeAsString(), lease_);
+    ++published_;
+    std::vector<std::pair<std::string, std::string>> kvs;
+    for (const auto& [node_id, batch] : batches)
+      kvs.emplace_back(prefix_ + "to/" + node_id, batch.SerializeAsString());
+    absl::Status put = PutAllPersistently(kvs);
     if (!put.ok()) {
       spdlog::warn("etcd rendezvous: cannot publish events: {}", std::string(put.message()));
     }
@@ -226,6 +238,18 @@ absl::Status Coordinator::PutPersistently(const std::string& key, const std::str
   const JobSpec& spec = job_.spec();
   return PutWithin(*etcd_, key, value, lease, spec.heartbeat_interval * spec.heartbeat_misses)
       .status();
+}
+
+absl::Status Coordinator::PutAllPersistently(
+    const std::vector<std::pair<std::string, std::string>>& kvs) {
+  // As PutPersistently; a batch put again reaches its node once (EtcdEvents.seq).
+  const JobSpec& spec = job_.spec();
+  const absl::Time give_up = absl::Now() + spec.heartbeat_interval * spec.heartbeat_misses;
+  for (;;) {
+    absl::StatusOr<int64_t> put = etcd_->PutAll(kvs, lease_);
+    if (put.ok() || absl::Now() >= give_up) return put.status();
+    absl::SleepFor(absl::Milliseconds(200));  // a backoff between tries, not polling
+  }
 }
 
 void Coordinator::KeepJobLease(absl::Time now) {

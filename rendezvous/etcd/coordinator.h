@@ -1,7 +1,8 @@
 // Coordinator: the etcd backend's owner of the job (README "etcd backend"). The agent
 // whose node key has the lowest create revision runs it: it feeds rendezvous/core's Job
 // with what the agents put in etcd (nodes ready for it, their reports, lost leases) and
-// publishes the Job's events, batch by batch, to one key every agent watches. It keeps the
+// publishes the Job's events, batch by batch, to each node's own key (to/NODE_ID), which
+// that node alone watches: a round costs O(nodes) in etcd, not O(nodes^2). It keeps the
 // Job's round, restart budget and history in etcd so that the next coordinator continues
 // them (Job::ContinueFrom), with the previous round's order of nodes (stable ranks). For
 // `muster status` it also puts the Job's status (etcd_status.h) on each change of phase or
@@ -15,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -78,6 +80,8 @@ class Coordinator {
   void WriteStatus(absl::Time now);
   // Put, retried until it succeeds or a lease TTL has passed.
   absl::Status PutPersistently(const std::string& key, const std::string& value, int64_t lease);
+  // PutAll with this agent's lease, retried as PutPersistently.
+  absl::Status PutAllPersistently(const std::vector<std::pair<std::string, std::string>>& kvs);
 
   // Keeps the job's lease alive when due; puts the job and status keys again when it had
   // to be granted anew.
@@ -93,6 +97,7 @@ class Coordinator {
   int persisted_round_ = -1;
   int persisted_restarts_ = -1;
   size_t persisted_history_ = 0;
+  int64_t published_ = 0;  // batches published (EtcdEvents.seq)
   bool persisted_outcome_ = false;
   absl::Time status_written_ = absl::InfinitePast();
   std::optional<absl::Time> status_due_;

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -297,23 +298,29 @@ absl::StatusOr<RangeResult> EtcdClient::RangePrefix(const std::string& prefix) {
 }
 
 absl::StatusOr<std::optional<KeyValue>> EtcdClient::Oldest(const std::string& prefix) {
+  absl::StatusOr<RangeResult> got = OldestAt(prefix);
+  if (!got.ok()) return got.status();
+  if (got->kvs.empty()) return std::nullopt;
+  return std::move(got->kvs[0]);
+}
+
+absl::StatusOr<RangeResult> EtcdClient::OldestAt(const std::string& prefix) {
   pb::RangeRequest request;
   request.set_key(prefix);
   request.set_range_end(PrefixEnd(prefix));
   request.set_limit(1);
   request.set_sort_order(pb::RangeRequest::ASCEND);
   request.set_sort_target(pb::RangeRequest::CREATE);
-  absl::StatusOr<RangeResult> got = DoRange(*impl_, request);
-  if (!got.ok()) return got.status();
-  if (got->kvs.empty()) return std::nullopt;
-  return std::move(got->kvs[0]);
+  return DoRange(*impl_, request);
 }
 
 absl::StatusOr<int64_t> EtcdClient::PutAll(
     const std::vector<std::pair<std::string, std::string>>& kvs, int64_t lease) {
-  int64_t revision = 0;
-  for (size_t first = 0; first < kvs.size(); first += kMaxTxnOps) {
+  const size_t txns = (kvs.size() + kMaxTxnOps - 1) / kMaxTxnOps;
+  std::vector<absl::StatusOr<int64_t>> done(txns, int64_t{0});
+  auto put_txn = [&](size_t t) {
     pb::TxnRequest request;  // no compare: the success branch always runs
+    const size_t first = t * kMaxTxnOps;
     const size_t end = std::min(kvs.size(), first + kMaxTxnOps);
     for (size_t i = first; i < end; ++i) {
       pb::PutRequest* put = request.add_success()->mutable_request_put();
@@ -325,8 +332,24 @@ absl::StatusOr<int64_t> EtcdClient::PutAll(
     absl::Status s = impl_->Unary<pb::KV>([&](pb::KV::Stub& stub, grpc::ClientContext& c) {
       return stub.Txn(&c, request, &response);
     });
-    if (!s.ok()) return s;
-    revision = response.header().revision();
+    done[t] = s.ok() ? absl::StatusOr<int64_t>(response.header().revision()) : s;
+  };
+  // Several transactions in flight at once: etcd puts concurrent proposals into one raft
+  // round (one after the other, 32 transactions of a 4096-node round took about a second
+  // on a loaded 2-vCPU machine).
+  std::vector<std::thread> threads;
+  const size_t lanes = std::min<size_t>(txns, kMaxConcurrentTxns);
+  for (size_t lane = 1; lane < lanes; ++lane) {
+    threads.emplace_back([&, lane] {
+      for (size_t t = lane; t < txns; t += lanes) put_txn(t);
+    });
+  }
+  for (size_t t = 0; t < txns; t += std::max<size_t>(lanes, 1)) put_txn(t);
+  for (std::thread& t : threads) t.join();
+  int64_t revision = 0;
+  for (const absl::StatusOr<int64_t>& r : done) {
+    if (!r.ok()) return r.status();
+    revision = std::max(revision, *r);
   }
   return revision;
 }
@@ -446,7 +469,11 @@ class GrpcEtcdWatch : public EtcdWatch {
     pb::WatchRequest request;
     pb::WatchCreateRequest* create = request.mutable_create_request();
     create->set_key(prefix_);
-    if (options_.prefix) create->set_range_end(PrefixEnd(prefix_));
+    if (!options_.range_end.empty()) {
+      create->set_range_end(options_.range_end);
+    } else if (options_.prefix) {
+      create->set_range_end(PrefixEnd(prefix_));
+    }
     if (options_.deletes_only) create->add_filters(pb::WatchCreateRequest::NOPUT);
     create->set_start_revision(next_revision_);
     stream_->Write(request);  // a failure shows in the first Read

@@ -66,15 +66,20 @@ class EtcdClient {
   absl::StatusOr<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0);
   // Puts every (key, value) pair, with `lease` unless 0, in transactions of at most
   // kMaxTxnOps puts each (etcd's default --max-txn-ops): one raft entry per transaction,
-  // e.g. one key per node of a round. The store's revision after the last. Not atomic
-  // across transactions: after a failure the earlier ones stay applied (put again).
+  // e.g. one key per node of a round; up to kMaxConcurrentTxns in flight at once (threads
+  // of the call). The store's revision after all of them. Not atomic across transactions:
+  // after a failure the others may stay applied (put again).
   absl::StatusOr<int64_t> PutAll(const std::vector<std::pair<std::string, std::string>>& kvs,
                                  int64_t lease = 0);
   static constexpr int kMaxTxnOps = 128;
+  static constexpr int kMaxConcurrentTxns = 8;
   absl::StatusOr<RangeResult> RangePrefix(const std::string& prefix);
   // The key under `prefix` with the lowest create revision (etcd sorts; one key comes
   // back, not the prefix): e.g. the oldest node key, which coordinates. nullopt: none.
   absl::StatusOr<std::optional<KeyValue>> Oldest(const std::string& prefix);
+  // Oldest, with the store's revision it was read at (kvs: the oldest key, or none): a
+  // watch of that key from revision + 1 misses none of its later changes.
+  absl::StatusOr<RangeResult> OldestAt(const std::string& prefix);
   absl::StatusOr<RangeResult> Get(const std::string& key);
   absl::Status DeletePrefix(const std::string& prefix);
 
@@ -83,6 +88,9 @@ class EtcdClient {
   struct WatchOptions {
     bool prefix = true;         // every key under `key`; false: `key` alone
     bool deletes_only = false;  // etcd sends no puts (its NOPUT filter): e.g. who left
+    // When set: every key in [key, range_end) (prefix ignored), e.g. two neighbouring
+    // prefixes in one watch, whose events then come in one revision order.
+    std::string range_end;
   };
   std::unique_ptr<EtcdWatch> Watch(const std::string& key, int64_t start_revision,
                                    const WatchOptions& options);

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rendezvous/etcd/election.h"
 
 namespace muster::rdzv::etcd {
 namespace {
@@ -224,6 +225,40 @@ TEST_F(EtcdClientTest, WatchOfOneKeyAndOfDeletesOnly) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_TRUE(events[0].deleted);
   EXPECT_EQ(events[0].kv.key, "/k/n10");
+}
+
+TEST_F(EtcdClientTest, WatchOfARangeSeesTwoPrefixesInOneRevisionOrder) {
+  // The coordinator's one watch of in/ and nodes/ (coordinator_inbox.h): "job" lies between.
+  const int64_t start = *etcd_->Put("/r/in/x", "report");
+  ASSERT_TRUE(etcd_->Put("/r/job", "state").ok());
+  ASSERT_TRUE(etcd_->Put("/r/nodes/a", "node").ok());
+  ASSERT_TRUE(etcd_->Put("/r/to/a", "not in the range").ok());
+  ASSERT_TRUE(etcd_->DeletePrefix("/r/nodes/a").ok());
+  std::unique_ptr<EtcdWatch> range =
+      etcd_->Watch("/r/in/", start, {.range_end = PrefixEnd("/r/nodes/")});
+  std::vector<WatchEvent> events;
+  while (events.size() < 4) ASSERT_TRUE(range->Next(&events, absl::Seconds(5)).ok());
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].kv.key, "/r/in/x");
+  EXPECT_EQ(events[1].kv.key, "/r/job");
+  EXPECT_EQ(events[2].kv.key, "/r/nodes/a");
+  EXPECT_TRUE(events[3].deleted);
+  EXPECT_EQ(events[3].kv.key, "/r/nodes/a");
+}
+
+TEST_F(EtcdClientTest, TheCoordinatorIsTheNamedOneElseTheOldestNodeKey) {
+  absl::StatusOr<Elected> none = FindCoordinator(*etcd_, "/e/");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->node_id, "");
+  const int64_t put = *etcd_->Put("/e/nodes/b", "older");
+  ASSERT_TRUE(etcd_->Put("/e/nodes/a", "younger").ok());
+  absl::StatusOr<Elected> oldest = FindCoordinator(*etcd_, "/e/");
+  ASSERT_TRUE(oldest.ok()) << oldest.status();
+  EXPECT_EQ(oldest->node_id, "b");
+  EXPECT_GT(oldest->revision, put);  // a watch from revision + 1 misses nothing after it
+  // The named one is read first (one key, not a sorted range of every node key).
+  ASSERT_TRUE(NameCoordinator(*etcd_, "/e/", "a", 0, absl::Seconds(2)).ok());
+  EXPECT_EQ(FindCoordinator(*etcd_, "/e/")->node_id, "a");
 }
 
 TEST_F(EtcdClientTest, FailsOverFromADeadMember) {

@@ -17,9 +17,12 @@
 #include "absl/strings/str_join.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
+#include "rendezvous/etcd/coordinator_inbox.h"
+#include "rendezvous/etcd/election.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/etcd_reports.h"
 #include "rendezvous/etcd/lease_keeper.h"
+#include "rendezvous/etcd/watch_threads.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
@@ -163,34 +166,35 @@ class EtcdRendezvousClient::Impl {
     lease_ = *lease;
     keeper_ = std::make_unique<LeaseKeeper>(etcd_.get(), lease_, ttl_, granted,
                                             [this](const absl::Status& lost) { Fail(lost); });
-    if (!PutSelf()) return;
-    absl::StatusOr<RangeResult> all = etcd_->RangePrefix(prefix_ + "nodes/");
-    if (!all.ok()) return Fail(absl::UnavailableError(all.status().message()));
-    for (const KeyValue& kv : all->kvs) ApplyNodeKey(kv);
-    std::shared_ptr<EtcdWatch> watch = etcd_->WatchPrefix(prefix_, all->revision + 1);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      watch_ = watch;
-    }
-    watcher_ = std::thread([this, watch] { RunWatch(*watch); });
+    // The coordinator known before the put, the node key is put ready for it at once (one
+    // put per node); new keys are younger, so only its deletion changes the election.
+    absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_);
+    if (!found.ok()) return FailOnEtcd(found.status());
+    leader_ = found->node_id;
+    if (!leader_.empty()) spdlog::info("etcd rendezvous: coordinator {}", leader_);
+    int64_t put = 0;
+    if (!PutSelf(&put)) return;
+    // Only this node's events key and the requests: no other node's traffic.
+    AddWatch(prefix_ + "to/" + node_.node_id, found->revision + 1, {.prefix = false},
+             [this](const std::vector<WatchEvent>& events) { ApplyOwnEvents(events); });
+    AddWatch(prefix_ + "requests/", found->revision + 1, {},
+             [this](const std::vector<WatchEvent>& events) { ApplyRequests(events); });
     spdlog::info("etcd rendezvous: joined {} through {} (lease {:x}, TTL {})", prefix_,
                  etcd_->current_endpoint(), lease_, absl::FormatDuration(ttl_));
-    ElectCoordinator();
+    if (leader_.empty()) return Elect(put);
+    WatchLeader(found->revision);
   }
 
-  // Puts this agent's node key, ready for leader_ (or for none yet).
-  bool PutSelf() {
+  // Puts this agent's node key, ready for leader_ (or for none yet); `revision`: the
+  // store's after it.
+  bool PutSelf(int64_t* revision = nullptr) {
     v1::EtcdNode value;
     value.set_ready_for(leader_);
     ToProto(node_, spec_, value.mutable_join());
     absl::StatusOr<int64_t> put = PutWithin(*etcd_, prefix_ + "nodes/" + node_.node_id,
                                             value.SerializeAsString(), lease_, ttl_);
-    // A user without a role for the prefix, or none where etcd wants one: exit 2.
-    if (!put.ok()) {
-      Fail(IsPermanentEtcdError(put.status()) ? put.status()
-                                              : absl::UnavailableError(put.status().message()));
-    }
+    if (!put.ok()) FailOnEtcd(put.status());
+    if (put.ok() && revision != nullptr) *revision = *put;
     return put.ok();
   }
 
@@ -204,62 +208,31 @@ class EtcdRendezvousClient::Impl {
     if (!put.ok()) Fail(absl::UnavailableError(put.status().message()));
   }
 
-  struct NodeKey {
-    int64_t create_revision = 0;
-    v1::EtcdNode value;
-  };
-
-  // Takes a node key in (from the first range or the watch).
-  void ApplyNodeKey(const KeyValue& kv) {
-    std::string id = kv.key.substr(prefix_.size() + 6);  // after "nodes/"
-    v1::EtcdNode value;
-    if (!value.ParseFromString(kv.value)) {
-      spdlog::warn("etcd rendezvous: ignoring the malformed key {}", kv.key);
-      return;
-    }
-    NodeKey& n = nodes_[id];
-    n.create_revision = kv.create_revision;
-    n.value = std::move(value);
-    by_age_[kv.create_revision] = id;
-    if (coordinator_ && n.value.ready_for() == node_.node_id) {
-      coordinator_->NodeReady(n.value.join(), absl::Now());
-    }
+  static std::string NodeIdOf(absl::string_view key) {
+    return std::string(key.substr(key.rfind('/') + 1));
   }
 
-  // Events in revision order; the coordinator is re-elected after each node key change,
-  // so that a batch of the next coordinator in the same response is not taken for stale.
-  void ApplyWatch(const std::vector<WatchEvent>& events) {
+  void ApplyOwnEvents(const std::vector<WatchEvent>& events) {
     for (const WatchEvent& e : events) {
       if (failed_) return;
-      absl::string_view rel = absl::string_view(e.kv.key).substr(prefix_.size());
-      if (absl::StartsWith(rel, "nodes/")) {
-        if (e.deleted) {
-          NodeKeyGone(std::string(rel.substr(6)));
-        } else {
-          ApplyNodeKey(e.kv);
-        }
-        ElectCoordinator();
-      } else if (absl::StartsWith(rel, "in/") && !e.deleted && coordinator_) {
-        ApplyReport(rel.substr(3, rel.rfind('/') - 3), e.kv.value);
-      } else if (rel == "events" && !e.deleted) {
-        ApplyEvents(e.kv.value);
-      } else if (absl::StartsWith(rel, "requests/") && !e.deleted) {
-        ApplyRequest(std::string(rel.substr(9)), e.kv);
-      }
+      if (!e.deleted) ApplyEvents(e.kv.value);
     }
   }
 
-  // A report of `from` (coordinator only): for this coordinator, not an earlier one.
-  void ApplyReport(absl::string_view from, const std::string& value) {
-    v1::EtcdReport report;
-    if (!report.ParseFromString(value) || report.to() != node_.node_id) return;
-    coordinator_->Report(std::string(from), report.message(), absl::Now());
+  void ApplyRequests(const std::vector<WatchEvent>& events) {
+    for (const WatchEvent& e : events) {
+      absl::string_view rel = absl::string_view(e.kv.key).substr(prefix_.size());
+      if (!failed_ && !e.deleted) ApplyRequest(std::string(rel.substr(9)), e.kv);
+    }
   }
 
-  // A batch of the current coordinator's events: those for this node.
+  // A batch of the current coordinator's events: those for this node, once (a node follows
+  // a coordinator only after its key is ready for it, so none of its batches comes early).
   void ApplyEvents(const std::string& value) {
     v1::EtcdEvents batch;
     if (!batch.ParseFromString(value) || batch.coordinator() != leader_) return;
+    if (batch.seq() != 0 && batch.seq() <= leader_seq_) return;
+    leader_seq_ = batch.seq();
     for (const v1::EtcdEvents::Addressed& a : batch.events()) {
       if (a.node_id() == node_.node_id) Deliver(a.message());
     }
@@ -300,17 +273,6 @@ class EtcdRendezvousClient::Impl {
     }
   }
 
-  void NodeKeyGone(const std::string& id) {
-    auto it = nodes_.find(id);
-    if (it == nodes_.end()) return;
-    by_age_.erase(it->second.create_revision);
-    nodes_.erase(it);
-    if (id == node_.node_id) {
-      return Fail(absl::UnavailableError("this agent's etcd lease ended: dropped from the job"));
-    }
-    if (coordinator_) coordinator_->NodeGone(id, absl::Now());
-  }
-
   void Deliver(const v1::ServerMessage& m) {
     if (m.has_error()) {
       return Fail(absl::Status(grpc_internal::ToAbslCode(m.error().code()), m.error().message()));
@@ -328,16 +290,48 @@ class EtcdRendezvousClient::Impl {
     Post([sink = events_, event] { sink(event); });
   }
 
-  // The coordinator is the node with the oldest key (lowest create revision).
-  void ElectCoordinator() {
-    if (failed_ || by_age_.empty() || by_age_.begin()->second == leader_) return;
-    const std::string next = by_age_.begin()->second;
+  // The coordinator is the node with the oldest key (lowest create revision). `since`: a
+  // revision no report to a new coordinator precedes (this node's put, or the deletion of
+  // the previous coordinator's key).
+  void Elect(int64_t since) {
+    absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_);
+    if (!found.ok()) return FailOnEtcd(found.status());
+    if (found->node_id.empty()) {
+      return Fail(absl::UnavailableError("this agent's etcd lease ended: dropped from the job"));
+    }
+    ElectCoordinator(found->node_id, since);
+    WatchLeader(found->revision);
+  }
+
+  // Watches the coordinator's node key for its deletion from `revision` + 1 (the read that
+  // named it): a node watches this one key, not the others (O(1) per node and change). The
+  // coordinator sees its own key in its watch of nodes/.
+  void WatchLeader(int64_t revision) {
+    if (failed_ || leader_ == watched_leader_) return;
+    watches_.Remove(leader_watch_);
+    leader_watch_ = -1;
+    watched_leader_ = leader_;
+    if (leader_ == node_.node_id) return;
+    leader_watch_ = AddWatch(prefix_ + "nodes/" + leader_, revision + 1,
+                             {.prefix = false, .deletes_only = true},
+                             [this](const std::vector<WatchEvent>& events) {
+                               for (const WatchEvent& e : events) {
+                                 if (!e.deleted || NodeIdOf(e.kv.key) != leader_) continue;
+                                 Elect(e.kv.mod_revision);
+                                 return;
+                               }
+                             });
+  }
+
+  void ElectCoordinator(const std::string& next, int64_t since) {
+    if (failed_ || next == leader_) return;
     const std::string previous = leader_;
     leader_ = next;
+    leader_seq_ = 0;
     spdlog::info("etcd rendezvous: coordinator {}{}", next,
                  next == node_.node_id ? " (this agent)" : "");
     if (finished_) return;  // agents leaving after the outcome: nothing to take over
-    if (next == node_.node_id) BecomeCoordinator();
+    if (next == node_.node_id) BecomeCoordinator(since);
     if (previous.empty() || !in_round_) {
       PutSelf();
       return;
@@ -354,30 +348,32 @@ class EtcdRendezvousClient::Impl {
     Post([sink = events_, stop] { sink(stop); });
   }
 
-  void BecomeCoordinator() {
-    coordinator_ =
-        std::make_unique<Coordinator>(etcd_.get(), prefix_, node_.node_id, lease_, spec_);
-    absl::Status begun = coordinator_->Begin(absl::Now());
+  void BecomeCoordinator(int64_t since) {
+    inbox_ = std::make_unique<CoordinatorInbox>(etcd_.get(), prefix_, node_.node_id, lease_, spec_);
+    coordinator_ = &inbox_->coordinator();
+    absl::Status begun = inbox_->Begin(since, absl::Now());
+    if (begun.ok()) begun = NameCoordinator(*etcd_, prefix_, node_.node_id, lease_, ttl_);
     if (!begun.ok()) return Fail(absl::UnavailableError(begun.message()));
-    std::vector<std::pair<int64_t, const v1::Join*>> ready;
-    for (const auto& [id, n] : nodes_) {
-      if (n.value.ready_for() == node_.node_id)
-        ready.emplace_back(n.create_revision, &n.value.join());
-    }
-    std::sort(ready.begin(), ready.end());
-    for (const auto& [revision, join] : ready) coordinator_->NodeReady(*join, absl::Now());
+    AddWatch(inbox_->Watch(), [this](const std::vector<WatchEvent>& events) {
+      if (failed_) return;
+      if (absl::Status s = inbox_->Apply(events); !s.ok()) Fail(s);
+    });
   }
 
-  // ---- the watch and keeper threads ----
+  // ---- the watch threads: each batch becomes a task ----
 
-  void RunWatch(EtcdWatch& watch) {
-    for (;;) {
-      std::vector<WatchEvent> events;
-      absl::Status s = watch.Next(&events, ttl_);
-      if (absl::IsCancelled(s)) return;
+  int AddWatch(const std::string& key, int64_t from, const EtcdClient::WatchOptions& options,
+               std::function<void(const std::vector<WatchEvent>&)> apply) {
+    return AddWatch(etcd_->Watch(key, from, options), std::move(apply));
+  }
+  int AddWatch(std::unique_ptr<EtcdWatch> watch,
+               std::function<void(const std::vector<WatchEvent>&)> apply) {
+    auto sink = [this, apply = std::move(apply)](const absl::Status& s,
+                                                 std::vector<WatchEvent> events) {
       if (!s.ok()) return Enqueue([this, s] { Fail(absl::UnavailableError(s.message())); });
-      Enqueue([this, events = std::move(events)] { ApplyWatch(events); });
-    }
+      Enqueue([apply, events = std::move(events)] { apply(events); });
+    };
+    return watches_.Add(std::move(watch), ttl_, std::move(sink));
   }
 
   // ---- the way out ----
@@ -388,6 +384,11 @@ class EtcdRendezvousClient::Impl {
     });
   }
 
+  // A user without a role for the prefix, or none where etcd wants one: exit 2; else 138.
+  void FailOnEtcd(const absl::Status& error) {
+    Fail(IsPermanentEtcdError(error) ? error : absl::UnavailableError(error.message()));
+  }
+
   void Fail(const absl::Status& error) {
     if (failed_.exchange(true)) return;  // the brain's thread or the lease keeper's
     spdlog::error("etcd rendezvous: {}", std::string(error.message()));
@@ -395,18 +396,14 @@ class EtcdRendezvousClient::Impl {
   }
 
   void Shutdown() {
-    std::shared_ptr<EtcdWatch> watch;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
       stopping_ = true;
-      watch = watch_;
       cv_.notify_all();
     }
-    if (watch) watch->Cancel();
-    for (std::thread* t : {&brain_, &watcher_}) {
-      if (t->joinable()) t->join();
-    }
+    watches_.Stop();
+    if (brain_.joinable()) brain_.join();
     const bool lease_lost = keeper_ && keeper_->lost();
     keeper_.reset();
     // The agent's keys go now, not a TTL later: its leaving is seen at once. (Not a lease
@@ -440,22 +437,23 @@ class EtcdRendezvousClient::Impl {
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;  // guarded by mu_
   bool stopping_ = false;                    // guarded by mu_
-  std::shared_ptr<EtcdWatch> watch_;         // guarded by mu_
 
   // The brain thread's own.
-  std::map<std::string, NodeKey> nodes_;
-  std::map<int64_t, std::string> by_age_;     // create revision -> node id, of nodes_
-  std::string leader_;                        // the coordinator's node id; "" until known
-  std::unique_ptr<Coordinator> coordinator_;  // set while this agent coordinates
-  bool in_round_ = false;                     // workers of a round run (RoundStarted .. Stopped)
-  bool stop_delivered_ = false;               // the agent was told to stop this round's workers
-  bool handover_ = false;                     // after stopping, be ready for the new coordinator
+  std::string leader_;          // the coordinator's node id; "" until known
+  int64_t leader_seq_ = 0;      // its last batch delivered (EtcdEvents.seq)
+  std::string watched_leader_;  // whose node key leader_watch_ watches
+  int leader_watch_ = -1;
+  std::unique_ptr<CoordinatorInbox> inbox_;  // set while this agent coordinates
+  Coordinator* coordinator_ = nullptr;       // inbox_'s
+  bool in_round_ = false;                    // workers of a round run (RoundStarted .. Stopped)
+  bool stop_delivered_ = false;              // the agent was told to stop this round's workers
+  bool handover_ = false;                    // after stopping, be ready for the new coordinator
   bool finished_ = false;
   std::atomic<bool> failed_{false};  // also set by the lease keeper's threads
   int report_seq_ = 0;
 
   std::thread brain_;
-  std::thread watcher_;
+  WatchThreads watches_;
   std::unique_ptr<LeaseKeeper> keeper_;  // from the join on; reset by Shutdown
 };
 

@@ -1,0 +1,101 @@
+#include "rendezvous/etcd/coordinator_inbox.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "muster/v1/etcd.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace muster::rdzv::etcd {
+
+namespace {
+
+std::string InboxNodeId(absl::string_view key) {
+  return std::string(key.substr(key.rfind('/') + 1));
+}
+
+}  // namespace
+
+CoordinatorInbox::CoordinatorInbox(EtcdClient* etcd, std::string job_prefix, std::string self_id,
+                                   int64_t lease, const JobSpec& spec)
+    : etcd_(etcd),
+      prefix_(std::move(job_prefix)),
+      self_(std::move(self_id)),
+      coordinator_(std::make_unique<Coordinator>(etcd, prefix_, self_, lease, spec)) {}
+
+CoordinatorInbox::~CoordinatorInbox() = default;
+
+absl::Status CoordinatorInbox::Begin(int64_t since, absl::Time now) {
+  absl::StatusOr<RangeResult> all = etcd_->RangePrefix(prefix_ + "nodes/");
+  if (!all.ok()) return all.status();
+  std::map<std::string, v1::Join> joins;
+  for (const KeyValue& kv : all->kvs) {
+    v1::EtcdNode value;
+    if (!value.ParseFromString(kv.value)) {
+      spdlog::warn("etcd rendezvous: ignoring the malformed key {}", kv.key);
+      continue;
+    }
+    const std::string id = InboxNodeId(kv.key);
+    nodes_[id] = NodeKey{.create_revision = kv.create_revision, .ready_for = value.ready_for()};
+    joins[id] = value.join();
+  }
+  nodes_read_at_ = all->revision;
+  since_ = std::min(since, nodes_read_at_);
+  absl::Status begun = coordinator_->Begin(now);
+  if (!begun.ok()) return begun;
+  begun_ = true;
+  std::vector<std::pair<int64_t, std::string>> ready;  // oldest first
+  for (const auto& [id, n] : nodes_) {
+    if (n.ready_for == self_) ready.emplace_back(n.create_revision, id);
+  }
+  std::sort(ready.begin(), ready.end());
+  for (const auto& [revision, id] : ready) coordinator_->NodeReady(joins[id], now);
+  return absl::OkStatus();
+}
+
+std::unique_ptr<EtcdWatch> CoordinatorInbox::Watch() const {
+  // "in/" < "job" < "nodes/": the range holds the job key too (ignored).
+  return etcd_->Watch(prefix_ + "in/", since_ + 1, {.range_end = PrefixEnd(prefix_ + "nodes/")});
+}
+
+absl::Status CoordinatorInbox::Apply(const std::vector<WatchEvent>& events) {
+  for (const WatchEvent& e : events) {
+    absl::string_view rel = absl::string_view(e.kv.key).substr(prefix_.size());
+    if (absl::StartsWith(rel, "nodes/")) {
+      if (e.kv.mod_revision <= nodes_read_at_) continue;  // in Begin's range already
+      if (!e.deleted) {
+        ApplyNodeKey(e.kv);
+        continue;
+      }
+      const std::string id = InboxNodeId(rel);
+      if (nodes_.erase(id) == 0) continue;
+      if (id == self_) {
+        return absl::UnavailableError("this agent's etcd lease ended: dropped from the job");
+      }
+      coordinator_->NodeGone(id, absl::Now());
+    } else if (absl::StartsWith(rel, "in/") && !e.deleted) {
+      v1::EtcdReport report;
+      if (!report.ParseFromString(e.kv.value) || report.to() != self_) continue;
+      // in/NODE_ID/SEQ
+      absl::string_view from = rel.substr(3, rel.rfind('/') - 3);
+      coordinator_->Report(std::string(from), report.message(), absl::Now());
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CoordinatorInbox::ApplyNodeKey(const KeyValue& kv) {
+  v1::EtcdNode value;
+  if (!value.ParseFromString(kv.value)) {
+    spdlog::warn("etcd rendezvous: ignoring the malformed key {}", kv.key);
+    return;
+  }
+  NodeKey& n = nodes_[InboxNodeId(kv.key)];
+  n.create_revision = kv.create_revision;
+  n.ready_for = value.ready_for();
+  if (begun_ && n.ready_for == self_) coordinator_->NodeReady(value.join(), absl::Now());
+}
+
+}  // namespace muster::rdzv::etcd

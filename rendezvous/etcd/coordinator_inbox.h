@@ -1,0 +1,62 @@
+// CoordinatorInbox: what the coordinating agent reads from etcd for its Coordinator. Every
+// node key (ready for it, changed, gone) and every report addressed to it come through one
+// watch of in/ and nodes/ (neighbouring prefixes: one range, so one revision order, e.g. a
+// node's preemption notice before its leaving). Only the coordinator reads these: the other
+// agents watch their own events key and the coordinator's node key (O(1) each).
+//
+// Owned by the agent's EtcdRendezvousClient; not thread-safe (its brain thread calls it).
+#ifndef MUSTER_RENDEZVOUS_ETCD_COORDINATOR_INBOX_H_
+#define MUSTER_RENDEZVOUS_ETCD_COORDINATOR_INBOX_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "rendezvous/core/job.h"
+#include "rendezvous/etcd/coordinator.h"
+#include "rendezvous/etcd/etcd_client.h"
+
+namespace muster::rdzv::etcd {
+
+class CoordinatorInbox {
+ public:
+  // `job_prefix`: "PREFIX/RUN_ID/"; `lease`: this agent's.
+  CoordinatorInbox(EtcdClient* etcd, std::string job_prefix, std::string self_id, int64_t lease,
+                   const JobSpec& spec);
+  ~CoordinatorInbox();
+
+  // Reads every node key, continues the job (Coordinator::Begin) and joins the nodes ready
+  // for this agent, oldest first. `since`: a revision no report to this coordinator
+  // precedes; the watch (Watch) replays reports from there.
+  absl::Status Begin(int64_t since, absl::Time now);
+  // The watch to feed Apply with (after Begin).
+  std::unique_ptr<EtcdWatch> Watch() const;
+  // A batch of that watch; Unavailable when this agent's own node key is gone.
+  absl::Status Apply(const std::vector<WatchEvent>& events);
+
+  Coordinator& coordinator() { return *coordinator_; }
+
+ private:
+  void ApplyNodeKey(const KeyValue& kv);
+
+  struct NodeKey {
+    int64_t create_revision = 0;
+    std::string ready_for;
+  };
+  EtcdClient* etcd_;
+  const std::string prefix_;
+  const std::string self_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::map<std::string, NodeKey> nodes_;
+  int64_t nodes_read_at_ = 0;  // nodes_ holds every change up to this revision
+  int64_t since_ = 0;
+  bool begun_ = false;  // NodeReady goes to the Coordinator once it has begun
+};
+
+}  // namespace muster::rdzv::etcd
+
+#endif  // MUSTER_RENDEZVOUS_ETCD_COORDINATOR_INBOX_H_

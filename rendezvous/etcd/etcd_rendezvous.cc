@@ -20,6 +20,7 @@
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/etcd_reports.h"
 #include "rendezvous/etcd/lease_keeper.h"
+#include "rendezvous/etcd/liveness.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
@@ -163,6 +164,7 @@ class EtcdRendezvousClient::Impl {
     lease_ = *lease;
     keeper_ = std::make_unique<LeaseKeeper>(etcd_.get(), lease_, ttl_, granted,
                                             [this](const absl::Status& lost) { Fail(lost); });
+    StartLiveness();
     if (!PutSelf()) return;
     absl::StatusOr<RangeResult> all = etcd_->RangePrefix(prefix_ + "nodes/");
     if (!all.ok()) return Fail(absl::UnavailableError(all.status().message()));
@@ -184,6 +186,7 @@ class EtcdRendezvousClient::Impl {
     v1::EtcdNode value;
     value.set_ready_for(leader_);
     ToProto(node_, spec_, value.mutable_join());
+    if (liveness_) value.set_liveness(liveness_->address());
     absl::StatusOr<int64_t> put = PutWithin(*etcd_, prefix_ + "nodes/" + node_.node_id,
                                             value.SerializeAsString(), lease_, ttl_);
     // A user without a role for the prefix, or none where etcd wants one: exit 2.
@@ -206,6 +209,7 @@ class EtcdRendezvousClient::Impl {
 
   struct NodeKey {
     int64_t create_revision = 0;
+    int64_t lease = 0;
     v1::EtcdNode value;
   };
 
@@ -219,6 +223,7 @@ class EtcdRendezvousClient::Impl {
     }
     NodeKey& n = nodes_[id];
     n.create_revision = kv.create_revision;
+    n.lease = kv.lease;
     n.value = std::move(value);
     by_age_[kv.create_revision] = id;
     if (coordinator_ && n.value.ready_for() == node_.node_id) {
@@ -305,6 +310,7 @@ class EtcdRendezvousClient::Impl {
     if (it == nodes_.end()) return;
     by_age_.erase(it->second.create_revision);
     nodes_.erase(it);
+    if (liveness_) liveness_->Forget(id);
     if (id == node_.node_id) {
       return Fail(absl::UnavailableError("this agent's etcd lease ended: dropped from the job"));
     }
@@ -337,6 +343,9 @@ class EtcdRendezvousClient::Impl {
     spdlog::info("etcd rendezvous: coordinator {}{}", next,
                  next == node_.node_id ? " (this agent)" : "");
     if (finished_) return;  // agents leaving after the outcome: nothing to take over
+    const NodeKey& leader = nodes_.at(next);
+    if (liveness_)
+      liveness_->Follow(next, leader.lease, next == node_.node_id ? "" : leader.value.liveness());
     if (next == node_.node_id) BecomeCoordinator();
     if (previous.empty() || !in_round_) {
       PutSelf();
@@ -366,6 +375,30 @@ class EtcdRendezvousClient::Impl {
     }
     std::sort(ready.begin(), ready.end());
     for (const auto& [revision, join] : ready) coordinator_->NodeReady(*join, absl::Now());
+  }
+
+  // Without a liveness listener, a dead agent is seen when its lease ends.
+  void StartLiveness() {
+    absl::StatusOr<std::unique_ptr<Liveness>> started = Liveness::Start(
+        node_.address, node_.node_id, lease_, [this](const std::string& id, int64_t lease) {
+          Enqueue([this, id, lease] { AgentDied(id, lease); });
+        });
+    if (started.ok()) liveness_ = *std::move(started);
+    if (!started.ok())
+      spdlog::warn("etcd rendezvous: no liveness listener: {}", started.status().ToString());
+  }
+
+  // A liveness connection ended without a bye: the agent of `id` died, if `lease` is its
+  // key's. The Job learns of it before any report its peers send after (their workers'
+  // collectives fail next); its lease goes, so every agent sees the key go at once.
+  void AgentDied(const std::string& id, int64_t lease) {
+    auto it = nodes_.find(id);
+    if (failed_ || id == node_.node_id || it == nodes_.end() || it->second.lease != lease) return;
+    spdlog::info("etcd rendezvous: the agent of node {} died: revoking its lease {:x}", id, lease);
+    if (coordinator_) coordinator_->NodeGone(id, absl::Now(), "node lost: its agent died");
+    absl::Status revoked = etcd_->RevokeLease(lease);  // another agent may have been first
+    if (!revoked.ok())
+      spdlog::info("etcd rendezvous: revoking lease {:x}: {}", lease, revoked.ToString());
   }
 
   // ---- the watch and keeper threads ----
@@ -407,6 +440,7 @@ class EtcdRendezvousClient::Impl {
     for (std::thread* t : {&brain_, &watcher_}) {
       if (t->joinable()) t->join();
     }
+    liveness_.reset();  // a bye on each connection: this agent leaves, it did not die
     const bool lease_lost = keeper_ && keeper_->lost();
     keeper_.reset();
     // The agent's keys go now, not a TTL later: its leaving is seen at once. (Not a lease
@@ -457,6 +491,7 @@ class EtcdRendezvousClient::Impl {
   std::thread brain_;
   std::thread watcher_;
   std::unique_ptr<LeaseKeeper> keeper_;  // from the join on; reset by Shutdown
+  std::unique_ptr<Liveness> liveness_;   // from the join on; reset by Shutdown
 };
 
 absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> EtcdRendezvousClient::Create(

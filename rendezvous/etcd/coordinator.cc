@@ -99,10 +99,10 @@ void Coordinator::NodeReady(const v1::Join& join, absl::Time now) {
   Publish(now, events);
 }
 
-void Coordinator::NodeGone(const std::string& node_id, absl::Time now) {
+void Coordinator::NodeGone(const std::string& node_id, absl::Time now, const std::string& why) {
   if (joined_.erase(node_id) == 0) return;
   std::vector<Event> events;
-  job_.NodeLost(node_id, "node lost: its etcd lease ended", now, &events);
+  job_.NodeLost(node_id, why, now, &events);
   Publish(now, events);
 }
 

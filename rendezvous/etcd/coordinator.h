@@ -47,8 +47,9 @@ class Coordinator {
   // A node put its key ready for this coordinator (first join, or after stopping the
   // workers of the previous coordinator's round).
   void NodeReady(const v1::Join& join, absl::Time now);
-  // A node's key is gone: its lease expired or it left.
-  void NodeGone(const std::string& node_id, absl::Time now);
+  // A node's key is gone (its lease expired or it left), or its agent died (liveness.h).
+  void NodeGone(const std::string& node_id, absl::Time now,
+                const std::string& why = "node lost: its etcd lease ended");
   void Report(const std::string& node_id, const v1::AgentMessage& message, absl::Time now);
   // `muster drain` (coordinator_drain.cc): preempts the live node named `node_id`, or else
   // the one on `host`, as JobRegistry::Drain does; the node, or NotFound (no such node),

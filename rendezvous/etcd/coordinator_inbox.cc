@@ -38,7 +38,8 @@ absl::Status CoordinatorInbox::Begin(int64_t since, absl::Time now) {
       continue;
     }
     const std::string id = InboxNodeId(kv.key);
-    nodes_[id] = NodeKey{.create_revision = kv.create_revision, .ready_for = value.ready_for()};
+    nodes_[id] = NodeKey{
+        .create_revision = kv.create_revision, .lease = kv.lease, .ready_for = value.ready_for()};
     joins[id] = value.join();
   }
   nodes_read_at_ = all->revision;
@@ -86,6 +87,11 @@ absl::Status CoordinatorInbox::Apply(const std::vector<WatchEvent>& events) {
   return absl::OkStatus();
 }
 
+int64_t CoordinatorInbox::LeaseOf(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? 0 : it->second.lease;
+}
+
 void CoordinatorInbox::ApplyNodeKey(const KeyValue& kv) {
   v1::EtcdNode value;
   if (!value.ParseFromString(kv.value)) {
@@ -94,6 +100,7 @@ void CoordinatorInbox::ApplyNodeKey(const KeyValue& kv) {
   }
   NodeKey& n = nodes_[InboxNodeId(kv.key)];
   n.create_revision = kv.create_revision;
+  n.lease = kv.lease;
   n.ready_for = value.ready_for();
   if (begun_ && n.ready_for == self_) coordinator_->NodeReady(value.join(), absl::Now());
 }

@@ -39,12 +39,15 @@ class CoordinatorInbox {
   absl::Status Apply(const std::vector<WatchEvent>& events);
 
   Coordinator& coordinator() { return *coordinator_; }
+  // The lease of `node_id`'s key as last read; 0 when it has no key.
+  int64_t LeaseOf(const std::string& node_id) const;
 
  private:
   void ApplyNodeKey(const KeyValue& kv);
 
   struct NodeKey {
     int64_t create_revision = 0;
+    int64_t lease = 0;
     std::string ready_for;
   };
   EtcdClient* etcd_;

@@ -22,6 +22,7 @@
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/etcd_reports.h"
 #include "rendezvous/etcd/lease_keeper.h"
+#include "rendezvous/etcd/liveness.h"
 #include "rendezvous/etcd/watch_threads.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
@@ -172,6 +173,7 @@ class EtcdRendezvousClient::Impl {
     if (!found.ok()) return FailOnEtcd(found.status());
     leader_ = found->node_id;
     if (!leader_.empty()) spdlog::info("etcd rendezvous: coordinator {}", leader_);
+    StartLiveness();
     int64_t put = 0;
     if (!PutSelf(&put)) return;
     // Only this node's events key and the requests: no other node's traffic.
@@ -183,6 +185,7 @@ class EtcdRendezvousClient::Impl {
                  etcd_->current_endpoint(), lease_, absl::FormatDuration(ttl_));
     if (leader_.empty()) return Elect(put);
     WatchLeader(found->revision);
+    FollowLeader();
   }
 
   // Puts this agent's node key, ready for leader_ (or for none yet); `revision`: the
@@ -191,6 +194,7 @@ class EtcdRendezvousClient::Impl {
     v1::EtcdNode value;
     value.set_ready_for(leader_);
     ToProto(node_, spec_, value.mutable_join());
+    if (liveness_) value.set_liveness(liveness_->address());
     absl::StatusOr<int64_t> put = PutWithin(*etcd_, prefix_ + "nodes/" + node_.node_id,
                                             value.SerializeAsString(), lease_, ttl_);
     if (!put.ok()) FailOnEtcd(put.status());
@@ -331,6 +335,7 @@ class EtcdRendezvousClient::Impl {
     spdlog::info("etcd rendezvous: coordinator {}{}", next,
                  next == node_.node_id ? " (this agent)" : "");
     if (finished_) return;  // agents leaving after the outcome: nothing to take over
+    FollowLeader();
     if (next == node_.node_id) BecomeCoordinator(since);
     if (previous.empty() || !in_round_) {
       PutSelf();
@@ -358,6 +363,55 @@ class EtcdRendezvousClient::Impl {
       if (failed_) return;
       if (absl::Status s = inbox_->Apply(events); !s.ok()) Fail(s);
     });
+  }
+
+  // Holds this agent's liveness connection to the coordinator (none when it is this agent),
+  // at the address and with the lease of its node key: one read per coordinator.
+  void FollowLeader() {
+    if (!liveness_) return;
+    leader_lease_ = 0;
+    std::string address;
+    if (leader_ != node_.node_id) {
+      absl::StatusOr<RangeResult> key = etcd_->Get(prefix_ + "nodes/" + leader_);
+      v1::EtcdNode value;
+      if (key.ok() && !key->kvs.empty() && value.ParseFromString(key->kvs.front().value)) {
+        address = value.liveness();
+        leader_lease_ = key->kvs.front().lease;
+      } else if (!key.ok()) {
+        spdlog::warn(
+            "etcd rendezvous: reading the coordinator's key: {} (its death is seen "
+            "when its lease ends)",
+            std::string(key.status().message()));
+      }
+    }
+    liveness_->Follow(leader_, leader_lease_, address);
+  }
+
+  // Without a liveness listener, a dead agent is seen when its lease ends.
+  void StartLiveness() {
+    absl::StatusOr<std::unique_ptr<Liveness>> started = Liveness::Start(
+        node_.address, node_.node_id, lease_, [this](const std::string& id, int64_t lease) {
+          Enqueue([this, id, lease] { AgentDied(id, lease); });
+        });
+    if (started.ok()) liveness_ = *std::move(started);
+    if (!started.ok())
+      spdlog::warn("etcd rendezvous: no liveness listener: {}", started.status().ToString());
+  }
+
+  // A liveness connection ended without a bye: the agent of `id` died, if `lease` is its
+  // key's. The Job learns of it before any report its peers send after (their workers'
+  // collectives fail next); its lease goes, so every agent sees the key go at once.
+  void AgentDied(const std::string& id, int64_t lease) {
+    if (failed_ || id == node_.node_id) return;
+    // The coordinator checks against the node keys it reads; an agent, the coordinator's.
+    const bool known =
+        inbox_ ? inbox_->LeaseOf(id) == lease : (id == leader_ && lease == leader_lease_);
+    if (!known) return;
+    spdlog::info("etcd rendezvous: the agent of node {} died: revoking its lease {:x}", id, lease);
+    if (coordinator_) coordinator_->NodeGone(id, absl::Now(), "node lost: its agent died");
+    absl::Status revoked = etcd_->RevokeLease(lease);  // another agent may have been first
+    if (!revoked.ok())
+      spdlog::info("etcd rendezvous: revoking lease {:x}: {}", lease, revoked.ToString());
   }
 
   // ---- the watch threads: each batch becomes a task ----
@@ -404,6 +458,7 @@ class EtcdRendezvousClient::Impl {
     }
     watches_.Stop();
     if (brain_.joinable()) brain_.join();
+    liveness_.reset();  // a bye on each connection: this agent leaves, it did not die
     const bool lease_lost = keeper_ && keeper_->lost();
     keeper_.reset();
     // The agent's keys go now, not a TTL later: its leaving is seen at once. (Not a lease
@@ -440,6 +495,7 @@ class EtcdRendezvousClient::Impl {
 
   // The brain thread's own.
   std::string leader_;          // the coordinator's node id; "" until known
+  int64_t leader_lease_ = 0;    // the coordinator's lease, as its node key said (liveness)
   int64_t leader_seq_ = 0;      // its last batch delivered (EtcdEvents.seq)
   std::string watched_leader_;  // whose node key leader_watch_ watches
   int leader_watch_ = -1;
@@ -455,6 +511,7 @@ class EtcdRendezvousClient::Impl {
   std::thread brain_;
   WatchThreads watches_;
   std::unique_ptr<LeaseKeeper> keeper_;  // from the join on; reset by Shutdown
+  std::unique_ptr<Liveness> liveness_;   // from the join on; reset by Shutdown
 };
 
 absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> EtcdRendezvousClient::Create(

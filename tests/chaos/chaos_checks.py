@@ -291,11 +291,13 @@ def account_agent_kill(chaos, k, history, explained):
 
 def peer_failure(chaos, h, kills):
     """etcd mode (--restart-policy OnFailure): a counted exit 1 of a worker whose peer was
-    killed (its collective raised; the agent's loss is seen a lease TTL later) or whose
-    pod's link was down, within 10 s after the chaos event."""
+    killed or whose pod's link was down (its collective raised; a partition is seen a lease
+    TTL later), within 10 s after the chaos event. Not after a SIGKILL of an agent: its
+    death is seen at once (README "etcd backend"), before its peers' collectives fail."""
     f = h.get("failure")
     if chaos.etcd is None or not f or f.get("code") != 1:
         return False
+    kills = [k for k in kills if not (k["kind"] == "agent" and k["sig"] == signal.SIGKILL)]
     return any(k["t"] - 0.5 <= h["t"] <= k["t"] + 10 for k in kills) or any(
         o["down"] - 0.5 <= h["t"] <= (o["up"] or h["t"]) + 10 for o in chaos.outages)
 

@@ -125,9 +125,10 @@ class Chaos:
             # By name, as ENDPOINT: the withheld DNS entry delays the etcd client too.
             rdzv = ["--rdzv-backend", "etcd", "--rdzv-endpoint", ",".join(
                 f"pod{RDZV}:{p}" for p in self.etcd.cluster.client_ports),
-                    # A killed agent is seen lost only after its lease TTL, when its peers'
+                    # A pod cut off is seen lost only after its lease TTL, when its peers'
                     # collectives have long failed (exit 1, fatal under ExitCode): torchrun's
-                    # policy, so that the job goes on (chaos_checks.peer_failure).
+                    # policy, so that the job goes on (chaos_checks.peer_failure). A killed
+                    # agent is seen at once (liveness): no exit 1 is excused after one.
                     "--restart-policy", "OnFailure"]
         args = ["sh", "-c", WRAP, "sh", MUSTER, "run", "--nnodes", f"2:{len(NPROC)}",
                 "--nproc-per-node", NPROC[i], *rdzv, "--rdzv-id", RUN_ID,

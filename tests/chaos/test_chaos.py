@@ -22,7 +22,8 @@ against a 3-member etcd in pod4 instead, and adds SIGKILL of the agent that coor
 (the oldest node key), SIGTERM of an agent (it leaves the job: exit 143) and SIGKILL of one
 etcd member (the leader half of the time), started again 1-4 s later; its agents run with
 `--restart-policy OnFailure` and a lease TTL of 5 s (README "etcd backend", its limits: a
-killed agent's peers fail with exit 1 before its lease ends). Same invariants,
+cut-off pod's peers fail with exit 1 before its lease ends; a SIGKILLed agent is seen at
+once, so no exit 1 after one is excused). Same invariants,
 plus: the coordinator's death is a lost node (the history says "the coordinator", a
 kill or outage explains it), no agent exits 138 but one cut off by its link, an etcd
 member's death restarts nothing, no agent key is left in etcd a lease TTL + 1 s after the

@@ -23,6 +23,7 @@
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/kill_by.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -306,7 +307,9 @@ class EtcdRendezvousClient::Impl {
     by_age_.erase(it->second.create_revision);
     nodes_.erase(it);
     if (id == node_.node_id) {
-      return Fail(absl::UnavailableError("this agent's etcd lease ended: dropped from the job"));
+      return Fail(rdzv::WithKillBy(
+          absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
+          absl::Now()));
     }
     if (coordinator_) coordinator_->NodeGone(id, absl::Now());
   }
@@ -389,7 +392,8 @@ class EtcdRendezvousClient::Impl {
   }
 
   void Fail(const absl::Status& error) {
-    if (failed_.exchange(true)) return;  // the brain's thread or the lease keeper's
+    // The brain's thread or the lease keeper's; a lost lease's kill-by time even after.
+    if (failed_.exchange(true) && !rdzv::KillByOf(error)) return;
     spdlog::error("etcd rendezvous: {}", std::string(error.message()));
     Post([sink = errors_, error] { sink(error); });
   }

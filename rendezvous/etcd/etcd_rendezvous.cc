@@ -360,7 +360,9 @@ class EtcdRendezvousClient::Impl {
   void BecomeCoordinator() {
     coordinator_ =
         std::make_unique<Coordinator>(etcd_.get(), prefix_, node_.node_id, lease_, spec_);
-    absl::Status begun = coordinator_->Begin(absl::Now());
+    std::vector<std::string> present;
+    for (const auto& [id, n] : nodes_) present.push_back(id);
+    absl::Status begun = coordinator_->Begin(absl::Now(), present);
     if (!begun.ok()) return Fail(absl::UnavailableError(begun.message()));
     std::vector<std::pair<int64_t, const v1::Join*>> ready;
     for (const auto& [id, n] : nodes_) {

@@ -329,6 +329,7 @@ void Agent::OnRendezvousError(const absl::Status& error) {
       {.code = code,
        .summary = absl::StrCat("rendezvous failed: ", error.message(), "; exiting ", code),
        .is_error = true});
+  FenceAtKillBy(error);
 }
 
 void Agent::StartRound(const rdzv::Assignment& a) {

@@ -147,6 +147,13 @@ class Agent {
   void EndTracesWait(bool finish);
   void OnTracesStored(const rdzv::TracesSummary& t);
 
+  // The fence (agent_fence.cc, README "etcd backend"): a rendezvous error with a kill-by
+  // time (rendezvous/kill_by.h) has the workers SIGKILLed by then, whatever
+  // --shutdown-timeout says: the other nodes may start without this one from then on.
+  void FenceAtKillBy(const absl::Status& error);
+  void KillAtFence();
+  bool fence_armed_ = false;  // once: a second error with a kill-by time changes nothing
+
   Config config_;
   AgentParts parts_;
   // Shorthands for parts_ members.

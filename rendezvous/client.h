@@ -24,7 +24,8 @@ class RendezvousClient {
   // The rendezvous cannot go on: InvalidArgument/FailedPrecondition/Unauthenticated for
   // permanent problems (bad token, wrong run id, rank conflict: the agent exits 2),
   // Unavailable/DeadlineExceeded for transient ones (server unreachable past the join
-  // timeout, stream lost: the agent exits 138). Called at most once.
+  // timeout, stream lost: the agent exits 138). Called at most once, except that an error
+  // with a kill-by time (rendezvous/kill_by.h: its workers must be dead by then) may follow.
   using ErrorSink = std::function<void(const absl::Status& error)>;
 
   virtual ~RendezvousClient() = default;

@@ -140,6 +140,12 @@ class Job {
   // node (job_preempt.cc).
   absl::Status Preempt(const std::string& node_id, const std::string& reason, absl::Time now,
                        std::vector<Event>* out);
+  // A node that was being preempted in the round of a previous owner of the job (the etcd
+  // backend's coordinator that was lost: ContinueFrom) is gone before it joined this Job,
+  // and every other node of that round that is left has joined. Below min_nodes the job
+  // ends as a preempted node's loss ends it (143, "NodePreempted"); else nothing: the
+  // next round forms without it (job_preempt.cc).
+  void PreemptedNodeLeft(const Preemption& p, absl::Time now, std::vector<Event>* out);
   // The live node `muster drain` names: by `node_id`, else the one node on `host`.
   // NotFound when none matches, InvalidArgument when several nodes run on `host`; both
   // messages name the fix (job_preempt.cc).

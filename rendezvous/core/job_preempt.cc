@@ -1,9 +1,12 @@
 // Job (job.h): preemption notices (issue 17 item 4, README "Preemption"). The notice goes
 // to every live node before anything is stopped; the preempted node leaves afterwards and
 // its loss is then handled as any other (job.cc's RemoveNode, with SIGTERM's code).
+#include <signal.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/exit_codes.h"
 #include "rendezvous/core/job.h"
 
 namespace muster::rdzv {
@@ -33,6 +36,23 @@ absl::Status Job::Preempt(const std::string& node_id, const std::string& reason,
     out->push_back(std::move(e));
   }
   return absl::OkStatus();
+}
+
+void Job::PreemptedNodeLeft(const Preemption& p, absl::Time now, std::vector<Event>* out) {
+  if (phase_ == Phase::kFinished || LiveCount() >= spec_.min_nodes) return;
+  const int code = exit_code::ForSignal(SIGTERM);
+  const std::string what = absl::StrCat("node ", p.host, " preempted: ", p.reason);
+  Finish(
+      "NodePreempted",
+      Outcome{.exit_code = code,
+              .root_cause = Failure{.node_id = p.node_id,
+                                    .host = p.host,
+                                    .code = code,
+                                    .what = what,
+                                    .restartable = true},
+              .reason = absl::StrCat(what, "; ", LiveCount(), " node", LiveCount() == 1 ? "" : "s",
+                                     " left, fewer than --nnodes minimum ", spec_.min_nodes)},
+      now, out);
 }
 
 const Preemption* Job::PreemptionOf(const std::string& node_id) const {

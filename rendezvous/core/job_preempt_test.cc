@@ -107,5 +107,35 @@ TEST(JobPreemptTest, UnknownNodesAndIdleJobsAreRefused) {
   EXPECT_TRUE(out.empty());
 }
 
+// The etcd backend's next coordinator carries a preemption of the lost coordinator's round
+// (rendezvous/etcd/carried_preemptions.h): the preempted node's leaving ends a job left
+// below MIN with 143, as its loss during the round would; with MIN left, nothing changes.
+TEST(JobPreemptTest, ACarriedPreemptionEndsAJobLeftBelowMinWith143) {
+  JobHarness h(Spec(2, 3));
+  h.job().ContinueFrom(1, 0, {}, {"1", "2", "3"});
+  ASSERT_TRUE(h.Join("2").ok());
+  h.Take("2");
+  const Preemption p{.node_id = "3", .host = "host-3", .reason = "maintenance", .since = h.now()};
+  std::vector<Event> out;
+  h.job().PreemptedNodeLeft(p, h.now(), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, Event::Kind::kFinished);
+  EXPECT_EQ(out[0].node_id, "2");
+  EXPECT_EQ(out[0].outcome.exit_code, 143);
+  ASSERT_TRUE(out[0].outcome.root_cause.has_value());
+  EXPECT_EQ(out[0].outcome.root_cause->node_id, "3");
+  EXPECT_NE(out[0].outcome.reason.find("node host-3 preempted: maintenance; 1 node left"),
+            std::string::npos)
+      << out[0].outcome.reason;
+
+  JobHarness enough(Spec(1, 3));
+  enough.job().ContinueFrom(1, 0, {}, {"1", "2", "3"});
+  ASSERT_TRUE(enough.Join("2").ok());
+  std::vector<Event> none;
+  enough.job().PreemptedNodeLeft(p, enough.now(), &none);
+  EXPECT_TRUE(none.empty());
+  EXPECT_FALSE(enough.job().outcome().has_value());
+}
+
 }  // namespace
 }  // namespace muster::rdzv

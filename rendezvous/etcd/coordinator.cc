@@ -39,7 +39,7 @@ Coordinator::Coordinator(EtcdClient* etcd, std::string job_prefix, std::string s
       job_(spec, absl::Now()),
       job_lease_(etcd, spec.heartbeat_interval * spec.heartbeat_misses) {}
 
-absl::Status Coordinator::Begin(absl::Time now) {
+absl::Status Coordinator::Begin(absl::Time now, const std::vector<std::string>& present) {
   absl::StatusOr<RangeResult> got = etcd_->Get(prefix_ + "job");
   if (!got.ok()) return got.status();
   v1::EtcdJobState state;
@@ -80,7 +80,9 @@ absl::Status Coordinator::Begin(absl::Time now) {
       state.round() + 1, state.restarts_used());
   std::vector<std::string> order(state.participants().begin(), state.participants().end());
   job_.ContinueFrom(state.round(), state.restarts_used(), std::move(history), order);
+  carried_.Load(state, present, now);
   PersistState();  // under this coordinator's job lease id (a new one if it had expired)
+  ContinuePreemption(now);
   return absl::OkStatus();
 }
 
@@ -97,13 +99,18 @@ void Coordinator::NodeReady(const v1::Join& join, absl::Time now) {
     return;
   }
   Publish(now, events);
+  carried_.NodeJoined(node.node_id);
+  ContinuePreemption(now);
 }
 
 void Coordinator::NodeGone(const std::string& node_id, absl::Time now, const std::string& why) {
-  if (joined_.erase(node_id) == 0) return;
-  std::vector<Event> events;
-  job_.NodeLost(node_id, why, now, &events);
-  Publish(now, events);
+  carried_.NodeGone(node_id);
+  if (joined_.erase(node_id) != 0) {
+    std::vector<Event> events;
+    job_.NodeLost(node_id, why, now, &events);
+    Publish(now, events);
+  }
+  ContinuePreemption(now);
 }
 
 void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, absl::Time now) {
@@ -269,11 +276,14 @@ void Coordinator::KeepJobLease(absl::Time now) {
 
 void Coordinator::PersistState() {
   const bool outcome = job_.outcome().has_value();
+  v1::EtcdJobState state;
+  SavePreemptions(&state);
+  const size_t preempting = state.preempting_size();
   if (job_.round() == persisted_round_ && job_.restarts_used() == persisted_restarts_ &&
-      job_.history().size() == persisted_history_ && outcome == persisted_outcome_) {
+      job_.history().size() == persisted_history_ && outcome == persisted_outcome_ &&
+      preempting == persisted_preempting_) {
     return;
   }
-  v1::EtcdJobState state;
   state.set_round(job_.round());
   state.set_restarts_used(job_.restarts_used());
   for (const RestartRecord& r : job_.history()) {
@@ -298,6 +308,7 @@ void Coordinator::PersistState() {
   persisted_restarts_ = job_.restarts_used();
   persisted_history_ = job_.history().size();
   persisted_outcome_ = outcome;
+  persisted_preempting_ = preempting;
 }
 
 }  // namespace muster::rdzv::etcd

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/core/job.h"
+#include "rendezvous/etcd/carried_preemptions.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/job_lease.h"
 
@@ -30,6 +31,7 @@ namespace muster::v1 {
 class AgentMessage;
 class DrainRequest;
 class EtcdAnswer;
+class EtcdJobState;
 class Join;
 }  // namespace muster::v1
 
@@ -42,8 +44,9 @@ class Coordinator {
   Coordinator(EtcdClient* etcd, std::string job_prefix, std::string self_id, int64_t lease,
               const JobSpec& spec);
 
-  // Continues the job from its state in etcd (a first coordinator finds none).
-  absl::Status Begin(absl::Time now);
+  // Continues the job from its state in etcd (a first coordinator finds none), with the
+  // preemptions it had pending; `present`: the ids of the nodes that have a key now.
+  absl::Status Begin(absl::Time now, const std::vector<std::string>& present = {});
   // A node put its key ready for this coordinator (first join, or after stopping the
   // workers of the previous coordinator's round).
   void NodeReady(const v1::Join& join, absl::Time now);
@@ -76,6 +79,11 @@ class Coordinator {
   // A node's preemption notice (README "Preemption"): Job::Preempt, refusals logged.
   void PreemptNode(const std::string& node_id, const std::string& reason, absl::Time now,
                    std::vector<Event>* events);
+  // The previous coordinator's preemptions (carried_): hands the Job one once it is due
+  // (coordinator_drain.cc).
+  void ContinuePreemption(absl::Time now);
+  // Adds the preemptions still pending (this Job's and carried_) to `state`.
+  void SavePreemptions(v1::EtcdJobState* state) const;
   // Puts the status now when the phase or round changed or a second has passed since the
   // last write, else schedules it (status_due_).
   void WriteStatus(absl::Time now);
@@ -95,11 +103,13 @@ class Coordinator {
   Job job_;
   JobLease job_lease_;
   std::set<std::string> joined_;
+  CarriedPreemptions carried_;
   int persisted_round_ = -1;
   int persisted_restarts_ = -1;
   size_t persisted_history_ = 0;
   int64_t published_ = 0;  // batches published (EtcdEvents.seq)
   bool persisted_outcome_ = false;
+  size_t persisted_preempting_ = 0;
   absl::Time status_written_ = absl::InfinitePast();
   std::optional<absl::Time> status_due_;
   int status_round_ = -1;

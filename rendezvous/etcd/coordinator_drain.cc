@@ -1,7 +1,11 @@
 // Coordinator (coordinator.h): `muster drain` with the etcd backend (README "Preemption").
 // The command's request reaches the coordinator through the watch; the Job tells every
 // node (Job::Preempt), exactly as JobRegistry::Drain does for muster's own server. Also a
-// preempted coordinator's own leaving.
+// preempted coordinator's own leaving, and the preemptions a next coordinator continues
+// (carried_preemptions.h).
+#include <algorithm>
+#include <optional>
+
 #include "base/status_macros.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
@@ -32,6 +36,30 @@ v1::EtcdAnswer Coordinator::AnswerDrain(const v1::DrainRequest& request, absl::T
     answer.mutable_error()->set_message(std::string(drained.status().message()));
   }
   return answer;
+}
+
+void Coordinator::ContinuePreemption(absl::Time now) {
+  std::optional<Preemption> due = carried_.TakeDue(now);
+  if (!due) return;
+  spdlog::info("etcd rendezvous: node {} left as the previous coordinator's preemption said ({})",
+               due->node_id, due->reason);
+  std::vector<Event> events;
+  job_.PreemptedNodeLeft(*due, now, &events);
+  Publish(now, events);
+}
+
+void Coordinator::SavePreemptions(v1::EtcdJobState* state) const {
+  // The preempted node leaves within --shutdown-timeout and the SIGKILL grace after it;
+  // one that has left is this Job's business already (a next one would count it twice).
+  for (const Preemption& p : job_.preempting()) {
+    const std::vector<NodeInfo>& in = job_.participants();
+    if (std::none_of(in.begin(), in.end(),
+                     [&](const NodeInfo& n) { return n.node_id == p.node_id; })) {
+      continue;
+    }
+    SavePreemption(p, p.since + job_.spec().stop_timeout, state);
+  }
+  carried_.SaveTo(state);
 }
 
 void Coordinator::PreemptedSelfLeaves(const std::string& self_id, absl::Time now) {

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "muster/v1/etcd.pb.h"
+#include "rendezvous/kill_by.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -44,7 +45,9 @@ absl::Status CoordinatorInbox::Begin(int64_t since, absl::Time now) {
   }
   nodes_read_at_ = all->revision;
   since_ = std::min(since, nodes_read_at_);
-  absl::Status begun = coordinator_->Begin(now);
+  std::vector<std::string> present;  // for preemptions carried over (carried_preemptions.h)
+  for (const auto& [id, n] : nodes_) present.push_back(id);
+  absl::Status begun = coordinator_->Begin(now, present);
   if (!begun.ok()) return begun;
   begun_ = true;
   std::vector<std::pair<int64_t, std::string>> ready;  // oldest first
@@ -73,7 +76,9 @@ absl::Status CoordinatorInbox::Apply(const std::vector<WatchEvent>& events) {
       const std::string id = InboxNodeId(rel);
       if (nodes_.erase(id) == 0) continue;
       if (id == self_) {
-        return absl::UnavailableError("this agent's etcd lease ended: dropped from the job");
+        return rdzv::WithKillBy(
+            absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
+            absl::Now());
       }
       coordinator_->NodeGone(id, absl::Now());
     } else if (absl::StartsWith(rel, "in/") && !e.deleted) {

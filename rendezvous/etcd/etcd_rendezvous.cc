@@ -27,6 +27,7 @@
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/kill_by.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -301,7 +302,9 @@ class EtcdRendezvousClient::Impl {
     absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_);
     if (!found.ok()) return FailOnEtcd(found.status());
     if (found->node_id.empty()) {
-      return Fail(absl::UnavailableError("this agent's etcd lease ended: dropped from the job"));
+      return Fail(rdzv::WithKillBy(
+          absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
+          absl::Now()));
     }
     ElectCoordinator(found->node_id, since);
     WatchLeader(found->revision);
@@ -444,7 +447,8 @@ class EtcdRendezvousClient::Impl {
   }
 
   void Fail(const absl::Status& error) {
-    if (failed_.exchange(true)) return;  // the brain's thread or the lease keeper's
+    // The brain's thread or the lease keeper's; a lost lease's kill-by time even after.
+    if (failed_.exchange(true) && !rdzv::KillByOf(error)) return;
     spdlog::error("etcd rendezvous: {}", std::string(error.message()));
     Post([sink = errors_, error] { sink(error); });
   }

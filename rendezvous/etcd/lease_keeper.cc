@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rendezvous/kill_by.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -51,8 +52,10 @@ void LeaseKeeper::RunKeepAlive() {
       continue;
     }
     if (absl::IsNotFound(left.status())) {
-      return Lose(absl::UnavailableError(
-          absl::StrCat("etcd lease lost (", left.status().message(), "): dropped from the job")));
+      // etcd has dropped it already: the others may be under way without this node.
+      return Lose(absl::UnavailableError(absl::StrCat("etcd lease lost (", left.status().message(),
+                                                      "): dropped from the job")),
+                  absl::Now());
     }
     spdlog::warn("etcd rendezvous: lease keep-alive failed ({}); retrying",
                  std::string(left.status().message()));
@@ -75,14 +78,17 @@ void LeaseKeeper::RunFence() {
     if (deadline_ == deadline && absl::Now() >= deadline) break;
   }
   const std::string last = last_error_.empty() ? "none answered in time" : last_error_;
+  const absl::Time expiry = deadline_ + StopMargin(ttl_);  // the earliest etcd may drop it
   lock.unlock();
-  Lose(absl::UnavailableError(
-      absl::StrCat("etcd lease lost (no member renewed it within its TTL of ",
-                   absl::FormatDuration(ttl_), "; last error: ", last, "): dropped from the job")));
+  Lose(absl::UnavailableError(absl::StrCat(
+           "etcd lease lost (no member renewed it within its TTL of ", absl::FormatDuration(ttl_),
+           "; last error: ", last, "): dropped from the job")),
+       expiry);
 }
 
-void LeaseKeeper::Lose(const absl::Status& why) {
+void LeaseKeeper::Lose(absl::Status why, absl::Time kill_by) {
   if (lost_.exchange(true)) return;
+  rdzv::SetKillBy(&why, kill_by);
   on_lost_(why);
 }
 

@@ -3,8 +3,9 @@
 // 200 ms after a failure); each answer moves the fence deadline to when etcd could let the
 // lease expire at the earliest (the keep-alive's send time + the TTL it reports) less
 // StopMargin. Past that deadline without an answer the agent is out: `lost` is called once,
-// and the agent stops its workers before etcd drops its key and the others form a round
-// without it (no two rounds at once).
+// with the lease's earliest expiry as the error's kill-by time (rendezvous/kill_by.h): the
+// agent SIGTERMs its workers at once and SIGKILLs what is left at that time, before etcd
+// drops its key and the others form a round without it (no two rounds at once).
 //
 // The deadline has a thread of its own: a caller busy in a slow etcd call (a coordinator
 // renewing the job's lease through a member that does not answer, up to the call timeout)
@@ -30,7 +31,9 @@ class LeaseKeeper {
  public:
   using LostFn = std::function<void(const absl::Status&)>;
 
-  // How long before etcd may drop the lease the agent gives up: time to stop its workers.
+  // How long before etcd may drop the lease the agent gives up: the workers' time to stop
+  // on SIGTERM before the SIGKILL at the lease's end. A larger margin would give them more
+  // but ride through less of an etcd outage (README "etcd backend").
   static absl::Duration StopMargin(absl::Duration ttl) {
     return std::min(ttl / 10, absl::Milliseconds(500));
   }
@@ -52,7 +55,8 @@ class LeaseKeeper {
   void RunFence();
   // Waits up to `d` unless the keeper stops; false when it stops.
   bool Pause(absl::Duration d);
-  void Lose(const absl::Status& why);
+  // Calls `lost` once with `why`, marked with `kill_by`.
+  void Lose(absl::Status why, absl::Time kill_by);
 
   EtcdClient* const etcd_;
   const int64_t lease_;

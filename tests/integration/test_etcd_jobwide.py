@@ -8,6 +8,7 @@ import os
 import pathlib
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -99,6 +100,53 @@ def test_sigterm_to_the_coordinator_of_a_fixed_size_job_every_agent_exits_143(et
         assert rc == 143, err[-3000:]
     saved = saved_steps(ckpt)
     assert len(saved) == 4 and len(set(saved.values())) == 1, saved
+
+
+def steps_settled(log, quiet=0.5):
+    n = len(log.read_text().splitlines())
+    time.sleep(quiet)
+    return len(log.read_text().splitlines()) == n
+
+
+def test_coordinator_killed_during_a_preemption_grace_the_next_one_continues_it(etcd, tmp_path):
+    """Elastic 2:3 nodes x 2 ranks, A coordinates: SIGTERM to C, and while its ranks wait to
+    save (SAVE_GATE) A is SIGKILLed. B takes over from the job's state in etcd, which holds
+    C's preemption: once C has left, B alone is below MIN and the job ends with 143 on B as
+    on C, as with muster's own rendezvous (the next coordinator used to forget the
+    preemption: C's leaving was a lost node, and B waited for the join timeout)."""
+    gate = tmp_path / "gate"
+    ckpt, log, env = torch_env(tmp_path, SAVE_GATE=gate)
+    run = "preempt-carried"
+    procs = start_in_order(etcd, run, 3, ["--nnodes", "2:3", "--preempt-grace", "20s", PREEMPT],
+                           env)
+    try:
+        wait_steps(log, 6 * 2)
+        keys = sorted(node_keys(etcd, run).items(), key=lambda kv: kv[1])
+        a, c = keys[0][0], keys[2][0]
+        procs[2].send_signal(signal.SIGTERM)
+        wait_for(lambda: (d := etcd_status(etcd, run)) and d["phase"] == "Preempting" and
+                 d["preempting"][0]["node_id"] == c, timeout=10, interval=0.1,
+                 what="the status to say Preempting C")
+        # Every rank past the stop all_reduce, waiting at the gate: no step for 0.5 s.
+        wait_for(lambda: steps_settled(log), timeout=10, interval=0.1,
+                 what="every rank at the save gate")
+        procs[0].kill()
+        # A's lease ends (TTL 2 s): B coordinates, C's ranks still wait to save.
+        wait_for(lambda: a not in node_keys(etcd, run), timeout=10, interval=0.05,
+                 what="A's node key to go")
+        gate.touch()
+        results = finish(procs[1:], timeout=30)
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+    procs[0].wait()
+    (b_rc, _, b_err), (c_rc, _, c_err) = results
+    assert c_rc == 143, c_err[-3000:]
+    assert b_rc == 143, b_err[-3000:]
+    assert f"node {c.split(':')[0]} preempted: agent received SIGTERM" in b_err, b_err[-3000:]
+    saved = saved_steps(ckpt)
+    assert len(saved) == 4 and len(set(saved.values())) == 1, saved  # B's and C's ranks
 
 
 def test_a_rank_sleeping_before_all_reduce_is_named_and_the_job_restarts(etcd, tmp_path):

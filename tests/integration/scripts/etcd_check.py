@@ -3,7 +3,9 @@ to $OUT. With HOLD_WORLD=N it then waits (up to 120 s, then fails) while WORLD_S
 so that a test can kill a node (or an etcd member) under a running round (HOLD_WORLD=6,4:
 either size); with RELEASE set, it goes on once that file exists. With FAIL_RANK=R, rank R
 exits 3 in attempt 0. TAG (the agent's environment) is copied to the line, to tell nodes
-apart; SLOW_STOP=S makes SIGTERM take S seconds (a node that stops its workers late).
+apart; SLOW_STOP=S makes SIGTERM take S seconds (a node that stops its workers late), only
+in workers whose environment matches SLOW_STOP_IF ("VAR=VALUE VAR=VALUE", all of them) when
+that is set.
 With INTERVALS set, each worker also appends (round, rank, start, end) of its held time
 there, for the split-brain check."""
 import json
@@ -37,8 +39,14 @@ def record_interval():
                                 "end": time.time(), "tag": os.environ.get("TAG", "")}) + "\n")
 
 
+def slow_here():
+    conditions = [c.split("=", 1) for c in os.environ.get("SLOW_STOP_IF", "").split()]
+    return all(os.environ.get(var) == value for var, value in conditions)
+
+
 def on_term(signum, frame):
-    time.sleep(float(os.environ.get("SLOW_STOP", "0")))
+    if slow_here():
+        time.sleep(float(os.environ.get("SLOW_STOP", "0")))
     record_interval()
     os._exit(143)
 

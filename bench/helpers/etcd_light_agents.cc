@@ -19,7 +19,6 @@
 // join: every lease granted (leases_ms), the coordinator read (read_ms), every node key put
 // (joined_ms), from the start; a coordinator lost (its key deleted) ends the run, ok false.
 #include <grpcpp/grpcpp.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,11 +30,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/helpers/agent_bench_args.h"
 #include "etcd/etcdserverpb/rpc.grpc.pb.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/grpc/proto_convert.h"
@@ -69,17 +68,7 @@ Args Parse(int argc, char** argv) {
                                       {"--timeout-s", &a.timeout_s}};
   std::map<std::string, std::string*> strings = {
       {"--endpoint", &a.endpoint}, {"--run-id", &a.run_id}, {"--prefix", &a.prefix}};
-  if (argc % 2 == 0) Usage("flags come in pairs: --flag VALUE");
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (auto it = ints.find(flag); it != ints.end()) {
-      if (!absl::SimpleAtoi(argv[i + 1], it->second)) Usage(flag + " takes a number");
-    } else if (auto s = strings.find(flag); s != strings.end()) {
-      *s->second = argv[i + 1];
-    } else {
-      Usage("unknown flag " + flag);
-    }
-  }
+  muster::bench::ParseFlagPairs(argc, argv, ints, strings, Usage);
   if (a.endpoint.empty() || a.agents < 1) Usage("give --endpoint and --agents >= 1");
   if (a.min == 0) a.min = a.agents + 1;
   if (a.max == 0) a.max = a.min;
@@ -90,13 +79,6 @@ double Mono() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
-
-double CpuSeconds() {
-  rusage u{};
-  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 // A completion queue tag: what to do when its operation completes.
@@ -477,9 +459,9 @@ int main(int argc, char** argv) {
   auto channel =
       grpc::CreateCustomChannel(a.endpoint, grpc::InsecureChannelCredentials(), channel_args);
   LightAgents agents(a, channel);
-  const double cpu0 = CpuSeconds();
+  const double cpu0 = muster::bench::CpuSeconds();
   const bool ok = agents.Run();
-  std::printf("%s\n", agents.Json(CpuSeconds() - cpu0).c_str());
+  std::printf("%s\n", agents.Json(muster::bench::CpuSeconds() - cpu0).c_str());
   std::fflush(stdout);
   _exit(ok ? 0 : 1);  // leaving (revokes, stream ends) is not measured
 }

@@ -12,7 +12,6 @@
 // when every agent has seen round R start (CLOCK_MONOTONIC, as Python's time.monotonic);
 // stdout: one JSON line {"agents", "start", "rounds": [{"round", "first", "last"}...],
 // "round_ms" (start -> last RoundStarted of the first round), "client_cpu_s"}.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/event_loop.h"
+#include "bench/helpers/agent_bench_args.h"
 #include "rendezvous/client.h"
 #include "rendezvous/etcd/etcd_rendezvous.h"
 #include "rendezvous/grpc/client.h"
@@ -71,17 +70,7 @@ Args Parse(int argc, char** argv) {
                                                  {"--endpoints", &a.endpoints},
                                                  {"--run-id", &a.run_id},
                                                  {"--prefix", &a.prefix}};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (auto it = ints.find(flag); it != ints.end()) {
-      if (!absl::SimpleAtoi(argv[i + 1], it->second)) Usage(flag + " takes a number");
-    } else if (auto s = strings.find(flag); s != strings.end()) {
-      *s->second = argv[i + 1];
-    } else {
-      Usage("unknown flag " + flag);
-    }
-  }
-  if (argc % 2 == 0) Usage("flags come in pairs: --flag VALUE");
+  muster::bench::ParseFlagPairs(argc, argv, ints, strings, Usage);
   if (a.endpoints.empty() || a.agents < 1) Usage("give --endpoints and --agents >= 1");
   if (a.min == 0) a.min = a.agents;
   if (a.max == 0) a.max = a.agents;
@@ -89,13 +78,6 @@ Args Parse(int argc, char** argv) {
 }
 
 double Mono() { return absl::ToDoubleSeconds(EventLoop::Now() - absl::UnixEpoch()); }
-
-double CpuSeconds() {
-  rusage u{};
-  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 std::unique_ptr<RendezvousClient> MakeClient(const Args& a, EventLoop* loop) {
   if (a.backend == "etcd") {
@@ -142,7 +124,7 @@ int main(int argc, char** argv) {
   int done = 0;
   bool failed = false;
   for (int i = 0; i < a.agents; ++i) clients.push_back(MakeClient(a, loop->get()));
-  const double cpu0 = CpuSeconds();
+  const double cpu0 = muster::bench::CpuSeconds();
   const double start = Mono();
   for (int i = 0; i < a.agents; ++i) {
     muster::rdzv::NodeInfo node{.node_id = absl::StrCat("bench:", getpid(), ":", i),
@@ -181,7 +163,7 @@ int main(int argc, char** argv) {
   while (done < a.agents && !failed && EventLoop::Now() < deadline) {
     if (!(*loop)->RunOnce(absl::Milliseconds(100)).ok()) break;
   }
-  const double cpu = CpuSeconds() - cpu0;
+  const double cpu = muster::bench::CpuSeconds() - cpu0;
   std::string out =
       absl::StrCat("{\"agents\": ", a.agents, ", \"backend\": \"", a.backend,
                    "\", \"start\": ", absl::StrFormat("%.6f", start),

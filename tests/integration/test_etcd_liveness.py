@@ -4,7 +4,6 @@ dead agent's workers die with it and the peers' collectives raise (exit 1, fatal
 ExitCode); the survivors must still see a lost node (a new round of WORLD_SIZE 4, the
 budget unused, the restart count agreed), not a failed job, and much sooner than the
 lease TTL would tell them."""
-import json
 import os
 import signal
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 
 from conftest import MUSTER, REPO, muster_env, wait_for
 from etcd_cluster import ETCD, EtcdCluster
+from test_etcd import lines, node_keys
 
 pytestmark = pytest.mark.skipif(not os.path.exists(ETCD),
                                 reason="etcd-server is not installed (scripts/setup.sh)")
@@ -28,19 +28,6 @@ def etcd():
     cluster = EtcdCluster(3)
     yield cluster
     cluster.stop()
-
-
-def rows(path):
-    try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except FileNotFoundError:
-        return []
-
-
-def node_keys(etcd, run_id):
-    prefix = f"/muster/{run_id}/nodes/"
-    return {k[len(prefix):]: rev for k, rev in etcd.keys(prefix).items()}
 
 
 def kill_one_under_exitcode(etcd, tmp_path, run_id, victim):
@@ -58,7 +45,7 @@ def kill_one_under_exitcode(etcd, tmp_path, run_id, victim):
              str(LOOP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
         wait_for(lambda: len(node_keys(etcd, run_id)) == len(procs), timeout=20,
                  interval=0.05, what=f"agent {tag}'s node key")
-    wait_for(lambda: len(rows(out)) == 6, timeout=60, interval=0.05, what="round 1's workers")
+    wait_for(lambda: len(lines(out)) == 6, timeout=60, interval=0.05, what="round 1's workers")
     keys = node_keys(etcd, run_id)
     by_age = sorted(keys, key=keys.get)
     dead = procs[victim]
@@ -69,7 +56,7 @@ def kill_one_under_exitcode(etcd, tmp_path, run_id, victim):
     dead.wait()
     survivors = [p for i, p in enumerate(procs) if i != victim]
     try:
-        wait_for(lambda: len(rows(out)) >= 6 + 4 or any(p.poll() is not None for p in survivors),
+        wait_for(lambda: len(lines(out)) >= 6 + 4 or any(p.poll() is not None for p in survivors),
                  timeout=30, interval=0.02, what="the survivors' round")
     finally:
         release.touch()
@@ -84,12 +71,12 @@ def kill_one_under_exitcode(etcd, tmp_path, run_id, victim):
     for code, err in results:
         # Not 1 (a worker's exit 1 judged as a failure) and not 138 (rendezvous lost).
         assert code == 0, err[-4000:]
-    second = rows(out)[6:]
+    second = lines(out)[6:]
     assert len(second) == 4, second
     assert {r["WORLD_SIZE"] for r in second} == {"4"}, second
     assert sorted(int(r["RANK"]) for r in second) == [0, 1, 2, 3]
     # --max-restarts 0: a membership change used no budget; every worker saw the same count.
-    assert {r["TORCHELASTIC_RESTART_COUNT"] for r in rows(out)} == {"0"}
+    assert {r["TORCHELASTIC_RESTART_COUNT"] for r in lines(out)} == {"0"}
     dead_tag = "ABC"[victim]
     assert dead_tag not in {r["tag"] for r in second}
     return (min(r["started"] for r in second) - killed) * 1000

@@ -2,7 +2,10 @@
 N members on 127.0.0.1 with random ports and their data on tmpfs. Starts in about 1 s.
 EtcdCluster(3, host=pod.ip, netns=pod.ns) runs them in a pod of pods.py instead (on the
 pod's address, etcdctl through the pod's namespace): other pods reach it over the bridge,
-and a pod whose link is down does not."""
+and a pod whose link is down does not.
+
+MUSTER_ETCD=/path/to/etcd runs another etcd build instead (e.g. 3.5, extracted from Debian
+trixie's etcd-server package; bench/notes/2026-11-26-1820-b2-etcd-16-cores.md)."""
 import json
 import os
 import shutil
@@ -14,7 +17,7 @@ import uuid
 
 from multinode import free_port
 
-ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+ETCD = os.environ.get("MUSTER_ETCD") or shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
 

@@ -201,6 +201,11 @@ void Coordinator::WriteStatus(absl::Time now) {
   status_round_ = job_.round();
 }
 
+void Coordinator::NameSuccessor(const std::string& node_id, int64_t create_revision) {
+  successor_ = node_id;
+  successor_revision_ = create_revision;
+}
+
 void Coordinator::Publish(absl::Time now, const std::vector<Event>& events,
                           const std::vector<std::pair<std::string, absl::Status>>& refusals) {
   // The state first: a coordinator that dies in between leaves a next one that skips a
@@ -213,6 +218,8 @@ void Coordinator::Publish(absl::Time now, const std::vector<Event>& events,
       v1::EtcdEvents& batch = batches[node_id];
       batch.set_coordinator(self_);
       batch.set_seq(published_ + 1);
+      batch.set_successor(successor_);
+      batch.set_successor_revision(successor_revision_);
       return batch;
     };
     for (const Event& e : events) {

@@ -65,6 +65,9 @@ class Coordinator {
   // now, as a preempted node (coordinator_drain.cc). Otherwise nothing: the next
   // coordinator handles its loss.
   void PreemptedSelfLeaves(const std::string& self_id, absl::Time now);
+  // The successor every batch names from now on (election.h): the oldest node key besides
+  // this agent's, as its CoordinatorInbox last read them; "" for none.
+  void NameSuccessor(const std::string& node_id, int64_t create_revision);
   void Tick(absl::Time now);
   // The Job's next deadline, or the status's next write or the job lease's keep-alive
   // when sooner.
@@ -108,6 +111,8 @@ class Coordinator {
   int persisted_restarts_ = -1;
   size_t persisted_history_ = 0;
   int64_t published_ = 0;  // batches published (EtcdEvents.seq)
+  std::string successor_;  // EtcdEvents.successor, successor_revision
+  int64_t successor_revision_ = 0;
   bool persisted_outcome_ = false;
   size_t persisted_preempting_ = 0;
   absl::Time status_written_ = absl::InfinitePast();

@@ -41,12 +41,14 @@ absl::Status CoordinatorInbox::Begin(int64_t since, absl::Time now) {
     const std::string id = InboxNodeId(kv.key);
     nodes_[id] = NodeKey{
         .create_revision = kv.create_revision, .lease = kv.lease, .ready_for = value.ready_for()};
+    by_age_.emplace(kv.create_revision, id);
     joins[id] = value.join();
   }
   nodes_read_at_ = all->revision;
   since_ = std::min(since, nodes_read_at_);
   std::vector<std::string> present;  // for preemptions carried over (carried_preemptions.h)
   for (const auto& [id, n] : nodes_) present.push_back(id);
+  NameSuccessor();
   absl::Status begun = coordinator_->Begin(now, present);
   if (!begun.ok()) return begun;
   begun_ = true;
@@ -74,7 +76,11 @@ absl::Status CoordinatorInbox::Apply(const std::vector<WatchEvent>& events) {
         continue;
       }
       const std::string id = InboxNodeId(rel);
-      if (nodes_.erase(id) == 0) continue;
+      auto gone = nodes_.find(id);
+      if (gone == nodes_.end()) continue;
+      by_age_.erase({gone->second.create_revision, id});
+      nodes_.erase(gone);
+      NameSuccessor();  // before NodeGone's batch names it
       if (id == self_) {
         return rdzv::WithKillBy(
             absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
@@ -103,11 +109,26 @@ void CoordinatorInbox::ApplyNodeKey(const KeyValue& kv) {
     spdlog::warn("etcd rendezvous: ignoring the malformed key {}", kv.key);
     return;
   }
-  NodeKey& n = nodes_[InboxNodeId(kv.key)];
-  n.create_revision = kv.create_revision;
+  const std::string id = InboxNodeId(kv.key);
+  NodeKey& n = nodes_[id];
+  if (n.create_revision != kv.create_revision) {
+    by_age_.erase({n.create_revision, id});
+    by_age_.emplace(kv.create_revision, id);
+    n.create_revision = kv.create_revision;
+    NameSuccessor();
+  }
   n.lease = kv.lease;
   n.ready_for = value.ready_for();
   if (begun_ && n.ready_for == self_) coordinator_->NodeReady(value.join(), absl::Now());
+}
+
+void CoordinatorInbox::NameSuccessor() {
+  for (const auto& [revision, id] : by_age_) {
+    if (id == self_) continue;
+    coordinator_->NameSuccessor(id, revision);
+    return;
+  }
+  coordinator_->NameSuccessor("", 0);
 }
 
 }  // namespace muster::rdzv::etcd

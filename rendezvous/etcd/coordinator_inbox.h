@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,6 +46,9 @@ class CoordinatorInbox {
 
  private:
   void ApplyNodeKey(const KeyValue& kv);
+  // Names the Coordinator's successor (election.h): the oldest key of by_age_ but this
+  // agent's. O(1): this agent's key is the oldest or the second.
+  void NameSuccessor();
 
   struct NodeKey {
     int64_t create_revision = 0;
@@ -55,6 +60,7 @@ class CoordinatorInbox {
   const std::string self_;
   std::unique_ptr<Coordinator> coordinator_;
   std::map<std::string, NodeKey> nodes_;
+  std::set<std::pair<int64_t, std::string>> by_age_;  // nodes_ by create revision
   int64_t nodes_read_at_ = 0;  // nodes_ holds every change up to this revision
   int64_t since_ = 0;
   bool begun_ = false;  // NodeReady goes to the Coordinator once it has begun

@@ -1,5 +1,7 @@
 #include "rendezvous/etcd/election.h"
 
+#include "spdlog/spdlog.h"
+
 namespace muster::rdzv::etcd {
 
 absl::StatusOr<Elected> FindCoordinator(EtcdClient& etcd, const std::string& job_prefix) {
@@ -8,7 +10,9 @@ absl::StatusOr<Elected> FindCoordinator(EtcdClient& etcd, const std::string& job
   if (!named->kvs.empty() && !named->kvs[0].value.empty()) {
     return Elected{.node_id = named->kvs[0].value, .revision = named->revision};
   }
-  // None named: the first agents of a job, or the coordinator just went.
+  // None named: the first agents of a job, or the coordinator just went and this agent
+  // knows no successor that is still there.
+  spdlog::info("etcd rendezvous: no coordinator named: reading the oldest node key");
   absl::StatusOr<RangeResult> oldest = etcd.OldestAt(job_prefix + "nodes/");
   if (!oldest.ok()) return oldest.status();
   Elected elected{.revision = oldest->revision};
@@ -17,6 +21,19 @@ absl::StatusOr<Elected> FindCoordinator(EtcdClient& etcd, const std::string& job
     elected.node_id = key.substr(key.rfind('/') + 1);
   }
   return elected;
+}
+
+absl::StatusOr<Elected> FindNextCoordinator(EtcdClient& etcd, const std::string& job_prefix,
+                                            const Successor& successor, const std::string& lost) {
+  if (successor.node_id.empty() || successor.node_id == lost) {
+    return FindCoordinator(etcd, job_prefix);
+  }
+  absl::StatusOr<RangeResult> key = etcd.Get(job_prefix + "nodes/" + successor.node_id);
+  if (!key.ok()) return key.status();
+  if (key->kvs.empty() || key->kvs[0].create_revision != successor.create_revision) {
+    return FindCoordinator(etcd, job_prefix);
+  }
+  return Elected{.node_id = successor.node_id, .revision = key->revision, .node_key = key->kvs[0]};
 }
 
 absl::Status NameCoordinator(EtcdClient& etcd, const std::string& job_prefix,

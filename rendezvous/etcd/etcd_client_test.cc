@@ -261,6 +261,34 @@ TEST_F(EtcdClientTest, TheCoordinatorIsTheNamedOneElseTheOldestNodeKey) {
   EXPECT_EQ(FindCoordinator(*etcd_, "/e/")->node_id, "a");
 }
 
+TEST_F(EtcdClientTest, TheNextCoordinatorIsTheSuccessorWhileItsKeyIsTheOneNamed) {
+  const int64_t b = *etcd_->Put("/s/nodes/b", "b");
+  ASSERT_TRUE(etcd_->Put("/s/nodes/c", "c").ok());
+  // The named successor's key as named: it, at the revision read, with its key.
+  absl::StatusOr<Elected> next = FindNextCoordinator(*etcd_, "/s/", {"b", b}, "a");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->node_id, "b");
+  EXPECT_GE(next->revision, b);
+  ASSERT_TRUE(next->node_key.has_value());
+  EXPECT_EQ(next->node_key->key, "/s/nodes/b");
+  // No successor, the lost one itself, or one whose key was made anew: the oldest key.
+  ASSERT_TRUE(etcd_->DeletePrefix("/s/nodes/b").ok());
+  const int64_t again = *etcd_->Put("/s/nodes/b", "b");
+  struct Case {
+    Successor successor;
+    std::string lost;
+  };
+  for (const Case& k : {Case{{}, "a"}, Case{{"b", again}, "b"}, Case{{"b", b}, "a"}}) {
+    next = FindNextCoordinator(*etcd_, "/s/", k.successor, k.lost);
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(next->node_id, "c") << k.successor.node_id << "@" << k.successor.create_revision;
+    EXPECT_FALSE(next->node_key.has_value());
+  }
+  // A successor whose key is gone: the oldest key too.
+  ASSERT_TRUE(etcd_->DeletePrefix("/s/nodes/b").ok());
+  EXPECT_EQ(FindNextCoordinator(*etcd_, "/s/", {"b", again}, "a")->node_id, "c");
+}
+
 TEST_F(EtcdClientTest, FailsOverFromADeadMember) {
   // The first member listed is nobody: calls move on to the live one and stay there.
   auto etcd =

@@ -238,6 +238,7 @@ class EtcdRendezvousClient::Impl {
     if (!batch.ParseFromString(value) || batch.coordinator() != leader_) return;
     if (batch.seq() != 0 && batch.seq() <= leader_seq_) return;
     leader_seq_ = batch.seq();
+    successor_ = {.node_id = batch.successor(), .create_revision = batch.successor_revision()};
     for (const v1::EtcdEvents::Addressed& a : batch.events()) {
       if (a.node_id() == node_.node_id) Deliver(a.message());
     }
@@ -297,10 +298,11 @@ class EtcdRendezvousClient::Impl {
 
   // The coordinator is the node with the oldest key (lowest create revision). `since`: a
   // revision no report to a new coordinator precedes (this node's put, or the deletion of
-  // the previous coordinator's key).
+  // the previous coordinator's key). O(1) in etcd with a successor named (election.h).
   void Elect(int64_t since) {
-    absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_);
+    absl::StatusOr<Elected> found = FindNextCoordinator(*etcd_, prefix_, successor_, leader_);
     if (!found.ok()) return FailOnEtcd(found.status());
+    leader_key_ = std::move(found->node_key);
     if (found->node_id.empty()) {
       return Fail(rdzv::WithKillBy(
           absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
@@ -369,13 +371,17 @@ class EtcdRendezvousClient::Impl {
   }
 
   // Holds this agent's liveness connection to the coordinator (none when it is this agent),
-  // at the address and with the lease of its node key: one read per coordinator.
+  // at the address and with the lease of its node key: one read per coordinator (none
+  // when the election read it).
   void FollowLeader() {
+    std::optional<KeyValue> known = std::exchange(leader_key_, std::nullopt);
     if (!liveness_) return;
     leader_lease_ = 0;
     std::string address;
     if (leader_ != node_.node_id) {
-      absl::StatusOr<RangeResult> key = etcd_->Get(prefix_ + "nodes/" + leader_);
+      absl::StatusOr<RangeResult> key = known && NodeIdOf(known->key) == leader_
+                                            ? RangeResult{.kvs = {*std::move(known)}}
+                                            : etcd_->Get(prefix_ + "nodes/" + leader_);
       v1::EtcdNode value;
       if (key.ok() && !key->kvs.empty() && value.ParseFromString(key->kvs.front().value)) {
         address = value.liveness();
@@ -511,6 +517,9 @@ class EtcdRendezvousClient::Impl {
   bool finished_ = false;
   std::atomic<bool> failed_{false};  // also set by the lease keeper's threads
   int report_seq_ = 0;
+  Successor successor_;  // as the last batch applied named it
+  // leader_'s node key when its election read it (FollowLeader takes it).
+  std::optional<KeyValue> leader_key_;
 
   std::thread brain_;
   WatchThreads watches_;

@@ -2,22 +2,28 @@
 // light client of bench/b2_etcd.py. Each speaks the agents' protocol (rendezvous/etcd,
 // README "etcd backend"): its own lease (kept alive), the coordinator read from the key
 // naming it (else the oldest node key: rendezvous/etcd/election.h), its node key put ready for that
-// coordinator, a watch of its own events key (to/NODE_ID) and one of the coordinator's node key
-// (deletions only); a StopWorkers is answered at once with a WorkersStopped report under
-// in/NODE_ID/SEQ. They do not coordinate: a real agent (rdzv_agents --agents 1, started first, so
-// its key is the oldest) does, in a process of its own whose CPU is measured apart.
+// coordinator, a watch of its own events key (to/NODE_ID), one of requests/ and one of the
+// coordinator's node key (deletions only): a real agent's three; a StopWorkers is answered at once
+// with a WorkersStopped report under in/NODE_ID/SEQ. When the coordinator's key goes, an agent
+// follows the successor the coordinator's batches named after one read of its key, else reads as
+// at its join (election.h's FindNextCoordinator); `--on-coordinator-loss oldest` does what agents
+// did before successors: the coordinator key, then the oldest node key. They do not coordinate: a
+// real agent (rdzv_agents --agents 1, started first, so its key is the oldest) does, in a process
+// of its own whose CPU is measured apart; for a fail-over, a second one started next succeeds it.
 //
 // No thread per agent: one channel, one completion queue read by the main thread, every
 // agent's watches on one Watch stream (etcd multiplexes watch ids), every keep-alive on
 // one LeaseKeepAlive stream.
 //
 //   etcd_light_agents --endpoint H:P --agents M [--min N] [--max N] [--run-id ID]
-//                     [--prefix P] [--ttl-s T] [--timeout-s T]
+//                     [--prefix P] [--ttl-s T] [--timeout-s T] [--rounds R]
+//                     [--on-coordinator-loss successor|oldest]
 //
-// Exits once every agent has seen a round start. stdout: one JSON line as rdzv_agents'
-// ({"agents", "start", "ok", "rounds", "round_ms", "client_cpu_s"}) with the phases of the
-// join: every lease granted (leases_ms), the coordinator read (read_ms), every node key put
-// (joined_ms), from the start; a coordinator lost (its key deleted) ends the run, ok false.
+// Exits once every agent has seen R rounds start (default 1). stderr: "round R t=SECONDS"
+// when every agent has seen round R start (CLOCK_MONOTONIC), as rdzv_agents. stdout: one
+// JSON line as rdzv_agents' ({"agents", "start", "ok", "rounds", "round_ms",
+// "client_cpu_s"}) with the phases of the join: every lease granted (leases_ms), the
+// coordinator read (read_ms), every node key put (joined_ms), from the start.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -52,6 +58,8 @@ struct Args {
   int max = 0;
   int ttl_s = 15;
   int timeout_s = 120;
+  int rounds = 1;
+  std::string on_loss = "successor";  // or "oldest"
 };
 
 [[noreturn]] void Usage(const std::string& why) {
@@ -65,11 +73,18 @@ Args Parse(int argc, char** argv) {
                                       {"--min", &a.min},
                                       {"--max", &a.max},
                                       {"--ttl-s", &a.ttl_s},
-                                      {"--timeout-s", &a.timeout_s}};
-  std::map<std::string, std::string*> strings = {
-      {"--endpoint", &a.endpoint}, {"--run-id", &a.run_id}, {"--prefix", &a.prefix}};
+                                      {"--timeout-s", &a.timeout_s},
+                                      {"--rounds", &a.rounds}};
+  std::map<std::string, std::string*> strings = {{"--endpoint", &a.endpoint},
+                                                 {"--run-id", &a.run_id},
+                                                 {"--prefix", &a.prefix},
+                                                 {"--on-coordinator-loss", &a.on_loss}};
   muster::bench::ParseFlagPairs(argc, argv, ints, strings, Usage);
   if (a.endpoint.empty() || a.agents < 1) Usage("give --endpoint and --agents >= 1");
+  if (a.rounds < 1) Usage("--rounds takes a number >= 1");
+  if (a.on_loss != "successor" && a.on_loss != "oldest") {
+    Usage("--on-coordinator-loss takes successor or oldest");
+  }
   if (a.min == 0) a.min = a.agents + 1;
   if (a.max == 0) a.max = a.min;
   return a;
@@ -163,9 +178,16 @@ struct Agent {
   int64_t lease = 0;
   std::string leader;
   int64_t leader_seq = 0;
+  std::string successor;  // as the coordinator's last batch named it
+  int64_t successor_revision = 0;
   int round = 0;
   int reports = 0;
-  bool started = false;
+  int seen = 0;  // rounds started
+};
+
+struct RoundTimes {
+  size_t agents = 0;
+  double first = 0, last = 0;
 };
 
 class LightAgents {
@@ -207,7 +229,7 @@ class LightAgents {
     for (size_t i = 0; i < agents_.size(); ++i) Grant(i);
     const absl::Time deadline = absl::Now() + absl::Seconds(args_.timeout_s);
     absl::Time keep_due = absl::Now() + absl::Seconds(args_.ttl_s) / 3;
-    while (started_ < agents_.size() && error_.empty()) {
+    while (done_ < agents_.size() && error_.empty()) {
       void* tag = nullptr;
       bool ok = false;
       const absl::Time wake = std::min(deadline, keep_due);
@@ -220,25 +242,27 @@ class LightAgents {
       }
       if (absl::Now() >= deadline && error_.empty()) error_ = "timed out";
     }
-    return started_ == agents_.size();
+    return done_ == agents_.size();
   }
 
   std::string Json(double cpu) const {
-    const bool ok = started_ == agents_.size();
+    const bool ok = done_ == agents_.size();
     std::string out =
         absl::StrCat("{\"agents\": ", agents_.size(),
                      ", \"backend\": \"etcd-light\", \"start\": ", absl::StrFormat("%.6f", start_),
                      ", \"ok\": ", ok ? "true" : "false", ", \"rounds\": [");
-    if (started_ > 0) {
-      absl::StrAppend(&out, "{\"round\": 1, \"agents\": ", started_,
-                      ", \"first\": ", absl::StrFormat("%.6f", first_),
-                      ", \"last\": ", absl::StrFormat("%.6f", last_), "}");
+    for (const auto& [n, r] : rounds_) {
+      absl::StrAppend(&out, n > 1 ? ", " : "", "{\"round\": ", n, ", \"agents\": ", r.agents,
+                      ", \"first\": ", absl::StrFormat("%.6f", r.first),
+                      ", \"last\": ", absl::StrFormat("%.6f", r.last), "}");
     }
-    absl::StrAppend(&out, "], \"round_ms\": ", ok ? (last_ - start_) * 1e3 : -1,
+    const bool all_first = rounds_.count(1) && rounds_.at(1).agents == agents_.size();
+    absl::StrAppend(&out, "], \"round_ms\": ", all_first ? (rounds_.at(1).last - start_) * 1e3 : -1,
                     ", \"leases_ms\": ", (granted_at_ - start_) * 1e3,
                     ", \"read_ms\": ", (read_at_ - start_) * 1e3,
                     ", \"joined_ms\": ", (joined_at_ - start_) * 1e3, ", \"client_cpu_s\": ", cpu,
-                    ", \"keep_alive_streams_reopened\": ", keep_alive_reopened_);
+                    ", \"keep_alive_streams_reopened\": ", keep_alive_reopened_,
+                    ", \"on_coordinator_loss\": \"", args_.on_loss, "\"");
     if (!error_.empty()) absl::StrAppend(&out, ", \"error\": \"", error_, "\"");
     return out + "}";
   }
@@ -280,19 +304,25 @@ class LightAgents {
   }
 
   // The coordinator (rendezvous/etcd/election.h): the key naming it, else the oldest node
-  // key; then the watches and the node key.
-  void FindCoordinator(size_t i) {
+  // key; then (at the join) the watches and the node key, or (`again`: the coordinator
+  // changed) the new one's key watched and the node key put ready for it.
+  void FindCoordinator(size_t i, bool again = false) {
     pb::RangeRequest req;
     req.set_key(job_ + "coordinator");
     Call<pb::RangeResponse>([&](grpc::ClientContext* c) { return kv_->AsyncRange(c, req, &cq_); },
-                            [this, i](const grpc::Status& s, const pb::RangeResponse& r) {
+                            [this, i, again](const grpc::Status& s, const pb::RangeResponse& r) {
                               if (Failed(s, "get")) return;
-                              if (r.kvs().empty()) return FindOldest(i);
-                              Follow(i, r.kvs(0).value(), r.header().revision());
+                              if (r.kvs().empty()) return FindOldest(i, again);
+                              Found(i, again, r.kvs(0).value(), r.header().revision());
                             });
   }
 
-  void FindOldest(size_t i) {
+  void Found(size_t i, bool again, const std::string& leader, int64_t revision) {
+    if (again) return Switch(i, leader, revision);
+    Follow(i, leader, revision);
+  }
+
+  void FindOldest(size_t i, bool again) {
     pb::RangeRequest req;
     req.set_key(job_ + "nodes/");
     req.set_range_end(job_ + "nodes0");  // PrefixEnd of "nodes/"
@@ -300,25 +330,73 @@ class LightAgents {
     req.set_sort_order(pb::RangeRequest::ASCEND);
     req.set_sort_target(pb::RangeRequest::CREATE);
     Call<pb::RangeResponse>([&](grpc::ClientContext* c) { return kv_->AsyncRange(c, req, &cq_); },
-                            [this, i](const grpc::Status& s, const pb::RangeResponse& r) {
+                            [this, i, again](const grpc::Status& s, const pb::RangeResponse& r) {
                               if (Failed(s, "range")) return;
                               if (r.kvs().empty()) {
                                 error_ = "no coordinator: start rdzv_agents --agents 1 first";
                                 return;
                               }
                               const std::string& key = r.kvs(0).key();
-                              Follow(i, key.substr(key.rfind('/') + 1), r.header().revision());
+                              Found(i, again, key.substr(key.rfind('/') + 1),
+                                    r.header().revision());
                             });
   }
 
+  // The join's watches (a real agent's three) and node key.
   void Follow(size_t i, const std::string& leader, int64_t revision) {
     if (++read_ == agents_.size()) read_at_ = Mono();
     Agent& a = agents_[i];
     a.leader = leader;
-    AddWatch(job_ + "to/" + a.id, revision + 1, false,
-             [this, i](const auto& e) { OnEvents(i, e); });
-    AddWatch(job_ + "nodes/" + leader, revision + 1, true,
-             [this](const auto&) { error_ = "the coordinator left"; });
+    AddWatch(job_ + "to/" + a.id, revision + 1, "", [this, i](const auto& e) { OnEvents(i, e); });
+    AddWatch(job_ + "requests/", revision + 1, job_ + "requests0", [](const auto&) {});
+    WatchLeader(i, revision);
+    PutNode(i);
+  }
+
+  // The coordinator's node key, for its deletion (the watch stays: a key deleted once is
+  // not deleted again, and a later coordinator's deletion goes to that one's watch).
+  void WatchLeader(size_t i, int64_t revision) {
+    const std::string leader = agents_[i].leader;
+    AddWatch(
+        job_ + "nodes/" + leader, revision + 1, "",
+        [this, i, leader](const auto& events) {
+          for (const mvccpb::Event& e : events) {
+            if (e.type() == mvccpb::Event::DELETE && agents_[i].leader == leader) {
+              return LeaderLost(i);
+            }
+          }
+        },
+        /*deletes_only=*/true);
+  }
+
+  // The coordinator's key is gone: its successor after one read (election.h), else (or with
+  // --on-coordinator-loss oldest) as at the join.
+  void LeaderLost(size_t i) {
+    Agent& a = agents_[i];
+    if (args_.on_loss == "oldest" || a.successor.empty() || a.successor == a.leader) {
+      return FindCoordinator(i, /*again=*/true);
+    }
+    pb::RangeRequest req;
+    req.set_key(job_ + "nodes/" + a.successor);
+    Call<pb::RangeResponse>(
+        [&](grpc::ClientContext* c) { return kv_->AsyncRange(c, req, &cq_); },
+        [this, i](const grpc::Status& s, const pb::RangeResponse& r) {
+          if (Failed(s, "get")) return;
+          Agent& a = agents_[i];
+          if (r.kvs().empty() || r.kvs(0).create_revision() != a.successor_revision) {
+            return FindCoordinator(i, /*again=*/true);
+          }
+          Switch(i, a.successor, r.header().revision());
+        });
+  }
+
+  // A new coordinator: its key watched, this agent's put ready for it (no workers to stop).
+  void Switch(size_t i, const std::string& leader, int64_t revision) {
+    Agent& a = agents_[i];
+    if (leader == a.leader) return;
+    a.leader = leader;
+    a.leader_seq = 0;
+    WatchLeader(i, revision);
     PutNode(i);
   }
 
@@ -357,10 +435,12 @@ class LightAgents {
   using OnEventsFn = std::function<void(const google::protobuf::RepeatedPtrField<mvccpb::Event>&)>;
 
   // Watch creations are answered in order on the stream: the next answer names the id.
-  void AddWatch(const std::string& key, int64_t from, bool deletes_only, OnEventsFn fn) {
+  void AddWatch(const std::string& key, int64_t from, const std::string& range_end, OnEventsFn fn,
+                bool deletes_only = false) {
     pb::WatchRequest req;
     pb::WatchCreateRequest* create = req.mutable_create_request();
     create->set_key(key);
+    if (!range_end.empty()) create->set_range_end(range_end);
     create->set_start_revision(from);
     if (deletes_only) create->add_filters(pb::WatchCreateRequest::NOPUT);
     creating_.push_back(std::move(fn));
@@ -386,6 +466,8 @@ class LightAgents {
       if (e.type() != mvccpb::Event::PUT || !batch.ParseFromString(e.kv().value())) continue;
       if (batch.coordinator() != a.leader || batch.seq() <= a.leader_seq) continue;
       a.leader_seq = batch.seq();
+      a.successor = batch.successor();
+      a.successor_revision = batch.successor_revision();
       for (const auto& addressed : batch.events()) {
         if (addressed.node_id() == a.id) Deliver(i, addressed.message());
       }
@@ -399,11 +481,13 @@ class LightAgents {
     if (m.has_stop_workers()) Report(i);
     if (!m.has_round_started()) return;
     a.round = m.round_started().assignment().round();
-    if (a.started) return;
-    a.started = true;
+    const int n = ++a.seen;  // rounds counted as rdzv_agents does: by the order seen
+    RoundTimes& r = rounds_[n];
     const double now = Mono();
-    if (started_++ == 0) first_ = now;
-    last_ = now;
+    if (r.agents++ == 0) r.first = now;
+    r.last = now;
+    if (r.agents == agents_.size()) std::fprintf(stderr, "round %d t=%.6f\n", n, now);
+    if (n == args_.rounds) ++done_;
   }
 
   // WorkersStopped at once (no workers): ready for the next round.
@@ -444,9 +528,10 @@ class LightAgents {
   std::deque<OnEventsFn> creating_;
   std::map<int64_t, OnEventsFn> watches_;
   std::vector<Agent> agents_;
-  size_t started_ = 0;
+  std::map<int, RoundTimes> rounds_;  // by the order of rounds seen (1, 2, ...)
+  size_t done_ = 0;                   // agents that saw --rounds rounds start
   size_t joined_ = 0, granted_ = 0, read_ = 0;
-  double start_ = 0, first_ = 0, last_ = 0, joined_at_ = 0, granted_at_ = 0, read_at_ = 0;
+  double start_ = 0, joined_at_ = 0, granted_at_ = 0, read_at_ = 0;
   std::string error_;
 };
 

@@ -12,7 +12,7 @@ absl::StatusOr<Elected> FindCoordinator(EtcdClient& etcd, const std::string& job
   }
   // None named: the first agents of a job, or the coordinator just went and this agent
   // knows no successor that is still there.
-  spdlog::info("etcd rendezvous: no coordinator named: reading the oldest node key");
+  spdlog::debug("etcd rendezvous: no coordinator named: reading the oldest node key");
   absl::StatusOr<RangeResult> oldest = etcd.OldestAt(job_prefix + "nodes/");
   if (!oldest.ok()) return oldest.status();
   Elected elected{.revision = oldest->revision};

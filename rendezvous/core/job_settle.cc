@@ -15,12 +15,14 @@
 // cause), successes decide nothing, a node that joins waits, and reports of other rounds
 // are ignored as always.
 //
-// kSettleWindow = 3 s, measured (tests/integration/test_etcd_settle.py, etcd backend,
-// lease TTL 2 s, this 2-core machine at load 2 to 4): the survivors' exit 1 reached the
-// coordinator 0.3 to 1.2 s before the loss of the node cut off from etcd (the fence stops
-// its workers StopMargin = min(TTL / 10, 500 ms) before etcd may drop its lease, and etcd
-// checks for expired leases every 500 ms). 3 s covers that with room for a loaded machine;
-// a job that really failed ends 3 s later than before.
+// kSettleWindow = 3 s, measured with tests/integration/test_etcd_settle.py (a node cut off
+// from etcd, the others' gloo all_reduce failing with exit 1; this 2-core machine at load 2
+// to 6): the survivors' failure reached the coordinator 0.2 to 0.4 s before the lease's end
+// with a lease TTL of 2 s (5 runs), 0.4 to 0.9 s with a TTL of 6 s (3 runs). The gap is
+// the fence's margin (the node stops its workers min(TTL / 10, 500 ms) before etcd may drop
+// its lease), etcd's check for expired leases (every 500 ms) and the watch's delivery: at
+// most about 1.2 s on an idle machine, so 3 s leaves room for a loaded one. The cost: a job
+// that really failed ends 3 s later than before.
 #include <string>
 
 #include "absl/strings/str_cat.h"

@@ -17,12 +17,12 @@
 //
 // kSettleWindow = 3 s, measured with tests/integration/test_etcd_settle.py (a node cut off
 // from etcd, the others' gloo all_reduce failing with exit 1; this 2-core machine at load 2
-// to 6): the survivors' failure reached the coordinator 0.2 to 0.4 s before the lease's end
-// with a lease TTL of 2 s (5 runs), 0.4 to 0.9 s with a TTL of 6 s (3 runs). The gap is
-// the fence's margin (the node stops its workers min(TTL / 10, 500 ms) before etcd may drop
-// its lease), etcd's check for expired leases (every 500 ms) and the watch's delivery: at
-// most about 1.2 s on an idle machine, so 3 s leaves room for a loaded one. The cost: a job
-// that really failed ends 3 s later than before.
+// to 8): the survivors' failure reached the coordinator 0.2 to 0.4 s before the lease's end
+// with a lease TTL of 2 s (5 runs), 0.6 to 0.8 s with a TTL of 4 s at load 6 to 8 (3 runs),
+// 0.4 to 0.9 s with a TTL of 6 s (3 runs). The gap is the fence's margin (the node stops its
+// workers min(TTL / 10, 500 ms) before etcd may drop its lease), etcd's check for expired
+// leases (every 500 ms) and the watch's delivery: about 1.2 s at most on an idle machine, so
+// 3 s leaves room for a loaded one. The cost: a job that really failed ends 3 s later.
 #include <string>
 
 #include "absl/strings/str_cat.h"

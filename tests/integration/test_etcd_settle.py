@@ -22,8 +22,10 @@ pytestmark = pytest.mark.skipif(not os.path.exists(ETCD),
                                 reason="etcd-server is not installed (scripts/setup.sh)")
 
 LOOP = REPO / "tests" / "integration" / "scripts" / "etcd_loop_check.py"
-# Lease TTL 2 s: the node cut off is out about 2 s after the cut; last call 300 ms.
-CONF = "heartbeat_interval=1s,heartbeat_misses=2,last_call_timeout=300ms,join_timeout=60s"
+# Lease TTL 4 s: the node cut off is out about 4 s after the cut; its fence stops its workers
+# 400 ms (TTL / 10) before etcd may drop its lease, so the survivors' failures come first by a
+# margin a loaded machine keeps (TTL 2 s: 200 ms). Last call 300 ms.
+CONF = "heartbeat_interval=2s,heartbeat_misses=2,last_call_timeout=300ms,join_timeout=60s"
 
 
 def loop_agent(pod, etcd, run_id, out, release):

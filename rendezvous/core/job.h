@@ -175,11 +175,11 @@ class Job {
   static constexpr absl::Duration kSettleWindow = absl::Seconds(3);
   // A fatal failure held for the settle window (held_failure()).
   struct HeldFailure {
-    Failure failure;    // the first fatal one of the round: the root cause
-    std::string what;   // "rank R on HOST failed: exit 1[: detail]"
-    const char* cause;  // FailRound's cause (nullptr: by the failure's restartability)
-    absl::Time since;   // when it was reported
-    absl::Time until;   // when it finishes the job unless a participant is lost first
+    Failure failure;              // the first fatal one of the round: the root cause
+    std::string what;             // "rank R on HOST failed: exit 1[: detail]"
+    const char* cause = nullptr;  // FailRound's cause (nullptr: by the failure's restartability)
+    absl::Time since;             // when it was reported
+    absl::Time until;             // when it finishes the job unless a participant is lost first
   };
   // The failure held now, if any. An owner logs HoldNotice once it appears, so that a user
   // reading logs knows why the job ends seconds after a failure.
@@ -286,7 +286,7 @@ class Job {
 };
 
 // The owner's log line for a failure just held: "holding the failure of rank R on HOST
-// (exit 1) for 3 s: a node lost meanwhile makes it a membership change".
+// (exit 1) for 3s: a node lost meanwhile makes it a membership change".
 std::string HoldNotice(const Job::HeldFailure& held);
 
 }  // namespace muster::rdzv

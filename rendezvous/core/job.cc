@@ -130,7 +130,11 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
       }
       break;
     case Phase::kRunning:
-      if (static_cast<int>(participants_.size()) < spec_.max_nodes) {
+      if (held_) {  // the round's failure is being judged (job_settle.cc): wait for its end
+        out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
+                                 "a failure of the running round is being judged; joining the "
+                                 "next round, if there is one"));
+      } else if (static_cast<int>(participants_.size()) < spec_.max_nodes) {
         BeginStopping("NodeJoined",
                       absl::StrCat("node ", info.host, " joined; re-forming with ",
                                    participants_.size() + 1, " nodes"),
@@ -197,6 +201,9 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   participants_.erase(std::remove_if(participants_.begin(), participants_.end(),
                                      [&](const NodeInfo& n) { return n.node_id == node_id; }),
                       participants_.end());
+  // A failure held for the settle window was this loss's consequence (job_settle.cc).
+  std::string excuse = ExcuseHeldFailure(info.host, now);
+  if (!excuse.empty()) excuse = absl::StrCat("; ", excuse);
   if (LiveCount() < spec_.min_nodes) {
     Failure f;
     f.node_id = info.node_id;
@@ -205,19 +212,19 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
     f.what = what;
     f.restartable = preempted != nullptr;
     Finish(preempted ? "NodePreempted" : "NodeLost",
-           Outcome{
-               .exit_code = lost_code,
-               .root_cause = f,
-               .reason = absl::StrCat(what, "; ", LiveCount(), " node", LiveCount() == 1 ? "" : "s",
-                                      " left, fewer than --nnodes minimum ", spec_.min_nodes)},
+           Outcome{.exit_code = lost_code,
+                   .root_cause = f,
+                   .reason = absl::StrCat(what, excuse, "; ", LiveCount(), " node",
+                                          LiveCount() == 1 ? "" : "s",
+                                          " left, fewer than --nnodes minimum ", spec_.min_nodes)},
            now, out);
     return;
   }
   if (phase_ == Phase::kRunning) {
-    BeginStopping(
-        preempted ? "NodePreempted" : "NodeLost",
-        absl::StrCat(what, "; re-forming with the ", Plural(LiveCount(), "node", "nodes"), " left"),
-        /*counted=*/false, std::nullopt, now, out);
+    BeginStopping(preempted ? "NodePreempted" : "NodeLost",
+                  absl::StrCat(what, excuse, "; re-forming with the ",
+                               Plural(LiveCount(), "node", "nodes"), " left"),
+                  /*counted=*/false, std::nullopt, now, out);
   } else {
     MaybeFinishStopping(now, out);  // it will never acknowledge the stop
   }
@@ -245,6 +252,8 @@ std::string Job::ProgressText(absl::Time now) const {
 }
 
 void Job::Tick(absl::Time now, std::vector<Event>* out) {
+  if (phase_ == Phase::kFinished) return;
+  SettleTick(now, out);
   if (phase_ == Phase::kFinished) return;
   if (progress_due_ && now >= *progress_due_) {
     progress_due_.reset();
@@ -309,6 +318,7 @@ std::optional<absl::Time> Job::NextDeadline() const {
   }
   if (phase_ == Phase::kStopping) consider(stopping_since_ + spec_.stop_timeout);
   if (progress_due_) consider(*progress_due_);
+  if (held_) consider(held_->until);
   return next;
 }
 

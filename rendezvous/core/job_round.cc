@@ -27,6 +27,9 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
 
 void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
                     std::vector<Event>* out) {
+  // A fatal failure is held (job_settle.cc): the first is the root cause, later ones of the
+  // round are its consequences.
+  if (held_) return;
   std::string what =
       absl::StrCat("rank ", failure.rank, " on ", failure.host, " failed: ", failure.what);
   if (std::string detail = FailureDetail(failure); !detail.empty()) {
@@ -44,6 +47,12 @@ void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
                   /*counted=*/true, brief, now, out);
     return;
   }
+  if (HoldFailure(cause, failure, what, now)) return;
+  FinishFailed(cause, failure, what, now, out);
+}
+
+void Job::FinishFailed(const char* cause, const Failure& failure, const std::string& what,
+                       absl::Time now, std::vector<Event>* out) {
   std::string why = failure.restartable
                         ? absl::StrCat("restart budget spent (", restarts_used_, " of ",
                                        spec_.max_restarts, " restarts used)")
@@ -69,6 +78,7 @@ void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now
   for (int local = 0; local < static_cast<int>(it->second.workers.size()); ++local) {
     EndWorker(it->second, local, 0, WorkerState::kSucceeded, 0, 0, "exit 0");
   }
+  if (held_) return;  // a failure of this round is held: it decides, not the successes
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).succeeded) return;
   }
@@ -107,6 +117,7 @@ void Job::WorkersStopped(const std::string& node_id, int round, int store_port, 
 void Job::BeginStopping(const char* cause, const std::string& reason, bool counted,
                         const std::optional<Failure>& failure, absl::Time now,
                         std::vector<Event>* out) {
+  held_.reset();  // a held failure was judged by whatever stops the round
   history_.push_back(RestartRecord{.round = round_,
                                    .attempt = attempt_,
                                    .started = round_started_,
@@ -244,6 +255,7 @@ void Job::AnnounceRound(int world_size, std::vector<Event>* out) {
 }
 
 void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out) {
+  held_.reset();
   phase_ = Phase::kFinished;
   outcome_ = std::move(outcome);
   bool ok = outcome_->exit_code == 0;

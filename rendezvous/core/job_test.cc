@@ -187,6 +187,7 @@ TEST(JobTest, RestartableFailureRestartsEveryoneWithSameRanksAndCount) {
   }
   // Budget spent: the next restartable failure ends the job with its code, on every node.
   h.Fail("3", 137, true);
+  h.Advance(Job::kSettleWindow);
   for (const char* id : {"1", "2", "3"}) {
     auto f = h.Last(id, Event::Kind::kFinished);
     ASSERT_TRUE(f.has_value()) << id;
@@ -197,11 +198,12 @@ TEST(JobTest, RestartableFailureRestartsEveryoneWithSameRanksAndCount) {
   }
 }
 
-TEST(JobTest, FatalFailureEndsTheJobAtOnce) {
+TEST(JobTest, FatalFailureEndsTheJobAfterTheSettleWindow) {
   JobHarness h(Spec(2, 2, 5));
   ASSERT_TRUE(h.Join("1").ok());
   ASSERT_TRUE(h.Join("2").ok());
   h.Fail("1", 1, false);
+  h.Advance(Job::kSettleWindow);  // job_settle_test.cc: what happens within it
   EXPECT_EQ(h.Last("2", Event::Kind::kFinished)->outcome.exit_code, 1);
   EXPECT_EQ(h.job().restarts_used(), 0);
   // A stale report after the end changes nothing.
@@ -374,14 +376,15 @@ TEST(JobTest, ConditionsFollowTheJobWithTransitionTimesFromTheClock) {
 
   h.Advance(absl::Seconds(3));
   h.Fail("3", 1, false);
+  h.Advance(Job::kSettleWindow);  // a fatal failure of a round of 3 waits for it
   EXPECT_TRUE(Cond(h.job(), "Failed").status);
   EXPECT_EQ(Cond(h.job(), "Failed").reason, "NotRestartable");
-  EXPECT_EQ(Cond(h.job(), "Failed").last_transition, t0 + absl::Seconds(11));
+  EXPECT_EQ(Cond(h.job(), "Failed").last_transition, t0 + absl::Seconds(14));
   EXPECT_EQ(Cond(h.job(), "Failed").message, h.job().outcome()->reason);
   EXPECT_FALSE(Cond(h.job(), "Succeeded").status);
   EXPECT_EQ(Cond(h.job(), "Succeeded").last_transition, t0);
   EXPECT_FALSE(Cond(h.job(), "Running").status);
-  EXPECT_EQ(Cond(h.job(), "Running").last_transition, t0 + absl::Seconds(11));
+  EXPECT_EQ(Cond(h.job(), "Running").last_transition, t0 + absl::Seconds(14));
   EXPECT_EQ(Cond(h.job(), "Created").last_transition, t0);
 }
 
@@ -425,6 +428,7 @@ TEST(JobTest, TheStderrTailNamesTheCauseAndStaysWithTheOutcomeOnly) {
   const std::string tail =
       "Traceback (most recent call last):\nValueError: " + std::string(300, 'v');
   h.Fail("2", 1, false, "", tail);
+  h.Advance(Job::kSettleWindow);
   auto finished = h.Last("1", Event::Kind::kFinished);
   ASSERT_TRUE(finished.has_value());
   EXPECT_EQ(finished->outcome.root_cause->stderr_tail, tail);
@@ -474,6 +478,7 @@ TEST(JobTest, AContinuedJobKeepsItsRoundBudgetAndHistory) {
   h.StopAll();
   EXPECT_EQ(h.job().restarts_used(), 3);
   h.Fail("1", 1, true);
+  h.Advance(Job::kSettleWindow);
   ASSERT_TRUE(h.job().outcome().has_value());
   EXPECT_EQ(h.job().outcome()->exit_code, 1);
 }

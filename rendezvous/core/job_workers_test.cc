@@ -96,6 +96,7 @@ TEST(JobWorkersTest, AFinishedJobLeavesNoWorkerRunningAndNoRecordOfARestartNotMa
       h.now());
   h.job().WorkersStarted("2", 1, {{.local_rank = 0, .rank = 2, .pid = 201}}, h.now());
   h.Fail("2", 137, true);  // local rank 1 (rank 3): restartable, but the budget is 0
+  h.Advance(Job::kSettleWindow);
   ASSERT_EQ(h.job().phase(), Job::Phase::kFinished);
   std::vector<WorkerStatus> w = h.job().Workers();
   ASSERT_EQ(w.size(), 4u);

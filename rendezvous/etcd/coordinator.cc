@@ -116,6 +116,7 @@ void Coordinator::NodeGone(const std::string& node_id, absl::Time now, const std
 void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, absl::Time now) {
   if (joined_.count(node_id) == 0) return;
   std::vector<Event> events;
+  const bool held_before = job_.held_failure().has_value();
   switch (m.kind_case()) {
     case v1::AgentMessage::kWorkerFailed:
       job_.WorkerFailed(node_id, m.worker_failed().round(), FromProto(m.worker_failed().failure()),
@@ -149,6 +150,9 @@ void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, 
       break;
     default:
       return;  // Join and Leave travel as the node key itself
+  }
+  if (!held_before && job_.held_failure()) {  // rendezvous/core/job_settle.cc
+    spdlog::info("etcd rendezvous: {}", HoldNotice(*job_.held_failure()));
   }
   Publish(now, events);
 }

@@ -193,8 +193,13 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, b
     absl::Time now = absl::Now();
     std::vector<Event> events;
     const int round_before = entry->second.job.round();
+    const bool held_before = entry->second.job.held_failure().has_value();
     call(entry->second.job, now, &events);
     ObserveRoundLocked(entry->second.job, round_before);
+    if (!held_before && entry->second.job.held_failure()) {  // rendezvous/core/job_settle.cc
+      spdlog::info("rendezvous: job {}: {}", entry->first,
+                   HoldNotice(*entry->second.job.held_failure()));
+    }
     if (notify) entry->second.version = ++versions_;
     RouteLocked(events, &touched);
     wake = TimerMustWakeLocked(entry->second.job);

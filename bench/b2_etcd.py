@@ -44,7 +44,7 @@ import time
 import common as c
 
 sys.path.insert(0, str(c.REPO / "tests" / "integration"))
-from etcd_cluster import EtcdCluster  # noqa: E402
+from etcd_cluster import ETCD, EtcdCluster  # noqa: E402
 
 import b2_rendezvous as b2r  # noqa: E402
 
@@ -293,6 +293,9 @@ def main():
         if not os.path.exists(exe):
             sys.exit(f"{exe} missing: ninja -C <build> rdzv_agents etcd_light_agents rdzv_h2load")
     c.print_header("B2 etcd: rendezvous round vs M, etcd backend beside muster's gRPC server")
+    version = subprocess.run([ETCD, "--version"], capture_output=True, text=True).stdout
+    print(f"- etcd: {ETCD} ({version.splitlines()[0] if version else 'no --version'}; "
+          "MUSTER_ETCD picks another)")
     rows, pts = [], {"etcd": [], "grpc": []}
     for m in [int(x) for x in a.ms.split(",") if x]:  # --ms "": the fail-over alone
         etcd_fn = lambda m: measure_etcd(m, a.etcd_client)  # noqa: E731

@@ -86,12 +86,15 @@ def test_node_cut_off_from_etcd_is_a_lost_node_not_a_failed_job(tmp_path):
             # --max-restarts 0: the loss used no budget; every worker saw the same count.
             assert {r["TORCHELASTIC_RESTART_COUNT"] for r in lines(out)} == {"0"}
             # The coordinator said why it waited; the history says why the failure did not
-            # end the job: one record, the loss, not counted.
+            # end the job: its last record is the loss, and no record is counted (with a
+            # last call of 300 ms a round of two may form before pod3 joins: its join is an
+            # uncounted record before the loss).
             coordinator = read_text(agents[1].err_path)
             assert re.search(r"holding the failure of rank \d+ on pod[12] \(exit 1\) for 3s",
                              coordinator), coordinator[-4000:]
-            assert len(history) == 1 and not history[0]["counted"], history
-            reason = history[0]["reason"]
+            assert history and not any(r["counted"] for r in history), history
+            assert all("joined" in r["reason"] for r in history[:-1]), history
+            reason = history[-1]["reason"]
             print(reason)
             assert reason.startswith("node pod3 ") and "lost" in reason, reason
             assert re.search(r"failed: exit 1.*, [0-9.]+ s before node pod3 was lost: judged a "

@@ -33,14 +33,14 @@ def etcd():
 
 
 def start_agents(etcd, run_id, n, nnodes, out, hold_world=None, conf=FAST, flags=(),
-                 **env_extra):
+                 script=CHECK, **env_extra):
     env = muster_env(OUT=out, **({"HOLD_WORLD": hold_world} if hold_world else {}), **env_extra)
     procs = []
     for _ in range(n):
         procs.append(subprocess.Popen(
             [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
              "--rdzv-id", run_id, "--rdzv-conf", conf, "--nnodes", nnodes,
-             "--nproc-per-node", "2", "--max-restarts", "0", *flags, str(CHECK)],
+             "--nproc-per-node", "2", "--max-restarts", "0", *flags, str(script)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     return procs
 
@@ -151,9 +151,12 @@ def test_coordinator_killed_survivors_continue_then_a_replacement_grows_the_job(
         assert "node lost: the coordinator" in err and "takes over" in err, err[-3000:]
 
 
-def etcd_status(etcd, run_id, *extra):
-    r = subprocess.run([str(MUSTER), "status", "--rdzv-backend", "etcd", "--rdzv-endpoint",
-                        etcd.endpoints, "--rdzv-id", run_id, "--json", *extra],
+def etcd_status(etcd, run_id, *extra, netns=None):
+    """`muster status --json` of the job; `netns`: from that pod's namespace (an etcd in a
+    pod is reached over the pods' bridge)."""
+    wrap = ["ip", "netns", "exec", netns] if netns else []
+    r = subprocess.run([*wrap, str(MUSTER), "status", "--rdzv-backend", "etcd",
+                        "--rdzv-endpoint", etcd.endpoints, "--rdzv-id", run_id, "--json", *extra],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -278,11 +281,11 @@ def test_etcd_v2_is_an_alias_and_unsupported_keys_are_refused(etcd, tmp_path):
     assert r.returncode == 2 and "several endpoints are for --rdzv-backend etcd" in r.stderr
 
 
-def pod_agent(pod, etcd, run_id, nnodes, out, conf=FAST, flags=(), **env):
+def pod_agent(pod, etcd, run_id, nnodes, out, conf=FAST, flags=(), script=CHECK, **env):
     """An agent in `pod` (PID 1 of its own PID namespace), its stderr in proc.err_path."""
     return pod.run([MUSTER, "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
                     "--rdzv-id", run_id, "--rdzv-conf", conf, "--nnodes", nnodes,
-                    "--nproc-per-node", "2", "--max-restarts", "0", *flags, CHECK],
+                    "--nproc-per-node", "2", "--max-restarts", "0", *flags, script],
                    env=muster_env(OUT=out, TAG=pod.name, **env))
 
 

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from conftest import MUSTER, REPO, muster_env, wait_for
+from conftest import REPO, wait_for
 from etcd_cluster import ETCD, EtcdCluster
-from test_etcd import lines, node_keys
+from test_etcd import lines, node_keys, start_agents
 
 pytestmark = pytest.mark.skipif(not os.path.exists(ETCD),
                                 reason="etcd-server is not installed (scripts/setup.sh)")
@@ -37,12 +37,9 @@ def kill_one_under_exitcode(etcd, tmp_path, run_id, victim):
     out, release = tmp_path / "out.jsonl", tmp_path / "release"
     procs = []
     for tag in "ABC":  # one at a time: the keys' age is A, B, C
-        env = muster_env(OUT=out, RELEASE=release, TAG=tag)
-        procs.append(subprocess.Popen(
-            [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
-             "--rdzv-id", run_id, "--rdzv-conf", CONF, "--nnodes", "2:3",
-             "--nproc-per-node", "2", "--max-restarts", "0", "--restart-policy", "ExitCode",
-             str(LOOP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+        procs += start_agents(etcd, run_id, 1, "2:3", out, conf=CONF,
+                              flags=("--restart-policy", "ExitCode"), script=LOOP,
+                              RELEASE=release, TAG=tag)
         wait_for(lambda: len(node_keys(etcd, run_id)) == len(procs), timeout=20,
                  interval=0.05, what=f"agent {tag}'s node key")
     wait_for(lambda: len(lines(out)) == 6, timeout=60, interval=0.05, what="round 1's workers")

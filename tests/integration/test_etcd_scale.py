@@ -2,7 +2,8 @@
 B2 etcd): an agent watches its own events key (to/NODE_ID) and the coordinator's node key,
 not the whole job; only the coordinator reads the node keys and reports. Counted with
 etcd's own metric of events sent to watchers (etcd_debugging_mvcc_events_total, every
-member), over a whole job of real agents: join, round, success, leaving."""
+member), over a whole job of real agents: join, round, success, leaving. And a coordinator
+change costs each survivor one read (Range requests served, grpc_server_handled_total)."""
 import os
 import subprocess
 import urllib.request
@@ -18,14 +19,36 @@ pytestmark = pytest.mark.skipif(not os.path.exists(ETCD),
 CONF = "heartbeat_interval=1s,heartbeat_misses=3,last_call_timeout=1s,join_timeout=60s"
 
 
-def events_sent(etcd):
+def metric_total(etcd, selects):
+    """The sum over every member of the Prometheus samples (on its client URL's /metrics)
+    whose line `selects`."""
     total = 0.0
     for port in etcd.client_ports:
         with urllib.request.urlopen(f"http://{etcd.host}:{port}/metrics", timeout=5) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith("etcd_debugging_mvcc_events_total "):
-                    total += float(line.split()[1])
+                if selects(line):
+                    total += float(line.split()[-1])
     return total
+
+
+def events_sent(etcd):
+    """Events etcd sent to watchers."""
+    return metric_total(etcd, lambda line: line.startswith("etcd_debugging_mvcc_events_total "))
+
+
+def ranges_served(etcd):
+    """Range requests (Get, prefix ranges, oldest-key reads) every member has answered."""
+    return metric_total(etcd, lambda line: line.startswith("grpc_server_handled_total{") and
+                        'grpc_method="Range"' in line)
+
+
+def start_agents(etcd, run_id, conf, nnodes, n, *command):
+    """n agents of one process each, `command` their worker (--no-python)."""
+    return [subprocess.Popen(
+        [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
+         "--rdzv-id", run_id, "--rdzv-conf", conf, "--nnodes", nnodes, "--nproc-per-node", "1",
+         "--max-restarts", "0", "--no-python", "--", *command], stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, env=muster_env()) for _ in range(n)]
 
 
 def test_a_job_of_twelve_agents_sends_watch_events_linear_in_nodes():
@@ -33,12 +56,7 @@ def test_a_job_of_twelve_agents_sends_watch_events_linear_in_nodes():
     etcd = EtcdCluster(3)
     try:
         before = events_sent(etcd)
-        procs = [subprocess.Popen(
-            [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
-             "--rdzv-id", "scale", "--rdzv-conf", CONF, "--nnodes", str(n), "--nproc-per-node",
-             "1", "--max-restarts", "0", "--no-python", "--", "/bin/true"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env=muster_env()) for _ in range(n)]
+        procs = start_agents(etcd, "scale", CONF, str(n), n, "/bin/true")
         for p in procs:
             _, err = p.communicate(timeout=60)
             assert p.returncode == 0, err[-2000:]
@@ -54,18 +72,6 @@ def test_a_job_of_twelve_agents_sends_watch_events_linear_in_nodes():
         etcd.stop()
 
 
-def ranges_served(etcd):
-    """Range requests (Get, prefix ranges, oldest-key reads) every member has answered."""
-    total = 0.0
-    for port in etcd.client_ports:
-        with urllib.request.urlopen(f"http://{etcd.host}:{port}/metrics", timeout=5) as r:
-            for line in r.read().decode().splitlines():
-                if line.startswith("grpc_server_handled_total{") and \
-                        'grpc_method="Range"' in line:
-                    total += float(line.split()[-1])
-    return total
-
-
 def test_a_coordinator_change_costs_each_survivor_one_read(tmp_path):
     # The coordinator of 12 agents is killed while round 1 runs. A survivor follows the
     # successor the coordinator's batches named after one read of its key (rendezvous/etcd/
@@ -78,12 +84,7 @@ def test_a_coordinator_change_costs_each_survivor_one_read(tmp_path):
     procs = []
     try:
         worker = f'echo "$TORCHELASTIC_RESTART_COUNT $WORLD_SIZE" >> {out}; exec sleep 120'
-        procs = [subprocess.Popen(
-            [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
-             "--rdzv-id", run_id, "--rdzv-conf", conf, "--nnodes", f"{n - 1}:{n}",
-             "--nproc-per-node", "1", "--max-restarts", "0", "--no-python", "--", "/bin/sh",
-             "-c", worker], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env=muster_env()) for _ in range(n)]
+        procs = start_agents(etcd, run_id, conf, f"{n - 1}:{n}", n, "/bin/sh", "-c", worker)
         rounds = lambda: out.read_text().splitlines() if out.exists() else []  # noqa: E731
         wait_for(lambda: len(rounds()) == n, timeout=40, interval=0.1, what="round 1")
         keys = etcd.keys(f"/muster/{run_id}/nodes/")

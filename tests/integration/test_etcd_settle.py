@@ -5,7 +5,6 @@ under ExitCode) milliseconds later, before the coordinator sees the node's lease
 coordinator holds that fatal failure for the settle window (README "Restart policy"): the
 loss that follows makes it a membership change, so the survivors re-form at WORLD_SIZE 4
 with the budget unused; the node cut off exits 138."""
-import json
 import os
 import re
 import subprocess
@@ -13,10 +12,10 @@ import time
 
 import pytest
 
-from conftest import MUSTER, REPO, muster_env, wait_for
+from conftest import REPO, wait_for
 from etcd_cluster import ETCD, EtcdCluster
 from pods import Pods, read_text
-from test_etcd import lines, node_keys
+from test_etcd import etcd_status, lines, node_keys, pod_agent
 
 pytestmark = pytest.mark.skipif(not os.path.exists(ETCD),
                                 reason="etcd-server is not installed (scripts/setup.sh)")
@@ -29,21 +28,9 @@ CONF = "heartbeat_interval=2s,heartbeat_misses=2,last_call_timeout=300ms,join_ti
 
 
 def loop_agent(pod, etcd, run_id, out, release):
-    return pod.run([MUSTER, "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
-                    "--rdzv-id", run_id, "--rdzv-conf", CONF, "--nnodes", "2:3",
-                    "--nproc-per-node", "2", "--max-restarts", "0", "--restart-policy",
-                    "ExitCode", LOOP],
-                   env=muster_env(OUT=out, RELEASE=release, TAG=pod.name, POD_IP=pod.ip,
-                                  EXIT_AT_ONCE="1"))
-
-
-def status(pod, etcd):
-    """`muster status --json` of the job, from `pod` (etcd is reached over the pods' bridge)."""
-    r = subprocess.run(["ip", "netns", "exec", pod.ns, str(MUSTER), "status", "--rdzv-backend",
-                        "etcd", "--rdzv-endpoint", etcd.endpoints, "--rdzv-id", "settle",
-                        "--json"], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return pod_agent(pod, etcd, run_id, "2:3", out, conf=CONF,
+                     flags=("--restart-policy", "ExitCode"), script=LOOP, RELEASE=release,
+                     POD_IP=pod.ip, EXIT_AT_ONCE="1")
 
 
 def test_node_cut_off_from_etcd_is_a_lost_node_not_a_failed_job(tmp_path):
@@ -72,7 +59,7 @@ def test_node_cut_off_from_etcd_is_a_lost_node_not_a_failed_job(tmp_path):
                 wait_for(lambda: len(lines(out)) >= first + 4 or
                          any(p.poll() is not None for p in survivors),
                          timeout=20, interval=0.05, what="the survivors' round")
-                history = status(pods[1], etcd)["history"] \
+                history = etcd_status(etcd, "settle", netns=pods[1].ns)["history"] \
                     if all(p.poll() is None for p in survivors) else []
             finally:
                 release.touch()

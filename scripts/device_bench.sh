@@ -16,6 +16,9 @@
 # bench/RESULTS.md says which rows came from it (nproc 16, an H100 machine's CPUs).
 set -uo pipefail
 
+# shellcheck source=scripts/pack_libs.sh
+. "$(dirname "$0")/pack_libs.sh" || exit 2
+
 MAX_PACK_MIB=60
 
 pack() {
@@ -34,14 +37,10 @@ pack() {
     echo "device_bench: etcd or etcdctl not on PATH: scripts/setup.sh installs etcd-server" >&2
     exit 2
   }
-  rm -rf "$dir" && mkdir -p "$dir/build/bin" "$dir/lib/fallback" "$dir/bin" "$dir/py" || exit 2
+  rm -rf "$dir" && mkdir -p "$dir/build/bin" "$dir/bin" "$dir/py" || exit 2
   cp "${bins[@]}" "$dir/build/bin/" || exit 2
-  # glibc's own libraries are the device's; the C++ runtime only if the device's is too old.
-  ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
-    grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux[^/]*)\.so' |
-    while read -r so; do cp -L "$so" "$dir/lib/"; done
-  mv "$dir"/lib/libstdc++.so.* "$dir"/lib/libgcc_s.so.* "$dir/lib/fallback/" 2>/dev/null
-  strip --strip-unneeded "$dir"/build/bin/* "$dir"/lib/*.so* "$dir"/lib/fallback/*.so* 2>/dev/null
+  pack_shared_libs "$dir" "${bins[@]}" || exit 2
+  strip --strip-unneeded "$dir"/build/bin/* 2>/dev/null
   xz -T2 -6 -c "$etcd" >"$dir/bin/etcd.xz" && xz -T2 -6 -c "$etcdctl" >"$dir/bin/etcdctl.xz" || exit 2
   cat >"$dir/py/pytest.py" <<'EOF'
 """A stand-in for pytest: bench/b2_etcd.py imports tests/integration helpers that import it."""
@@ -59,6 +58,7 @@ def __getattr__(name):
     return _Any()
 EOF
   cp "$0" "$dir/device_bench.sh" && chmod +x "$dir/device_bench.sh"
+  cp "$(dirname "$0")/pack_libs.sh" "$dir/" || exit 2
   local mib
   mib=$(du -sm "$dir" | cut -f1)
   echo "device_bench: ${mib} MiB in $dir"
@@ -76,8 +76,7 @@ run() {
     xz -dc "$dir/bin/$b.xz" >"/tmp/device_bench_bin/$b" && chmod +x "/tmp/device_bench_bin/$b" || exit 2
   done
   export PYTHONPATH=$dir/py PATH=/tmp/device_bench_bin:$PATH MUSTER_BUILD_DIR=$dir/build
-  export LD_LIBRARY_PATH=$dir/lib
-  "$dir/build/bin/muster" --version >/dev/null 2>&1 || export LD_LIBRARY_PATH=$dir/lib:$dir/lib/fallback
+  use_packed_libs "$dir" "$dir/build/bin/muster"
   ulimit -n "$(ulimit -Hn)" 2>/dev/null
   { nproc; uptime; ulimit -n; python3 --version; etcd --version | head -1; } >"$out/env.txt" 2>&1
   timeout 540 python3 bench/b2_etcd.py --ms "$ms" --runs "$runs" --failover-ms "$fo" \

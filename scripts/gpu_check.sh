@@ -24,10 +24,13 @@
 #   log per step); the exit code is the number of failed steps.
 set -uo pipefail
 
+# shellcheck source=scripts/pack_libs.sh
+. "$(dirname "$0")/pack_libs.sh" || exit 2
+
 MAX_PACK_MIB=60
 
 pack() {
-  local dir=$1 repo bin lib
+  local dir=$1 repo bin
   repo=$(cd "$(dirname "$0")/.." && pwd)
   bin=${MUSTER_BUILD_DIR:-$repo/build}/bin  # MUSTER_BUILD_DIR: another build, as the tests take it
   [ -x "$bin/muster" ] || { echo "gpu_check: $bin/muster missing: run scripts/build.sh" >&2; exit 2; }
@@ -45,16 +48,10 @@ pack() {
   else
     echo "gpu_check: py-spy not packed (scripts/py_spy_venv.sh failed)" >&2
   fi
-  # glibc's own libraries are the device's: a copy would not match its ld.so.
-  ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
-    grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux[^/]*)\.so' |
-    while read -r so; do cp -L "$so" "$dir/lib/"; done
-  # The C++ runtime needs this glibc's version (2.36 on Debian 12): used on the device only
-  # when its own runtime is too old for muster (run() tries the device's first).
-  mv "$dir"/lib/libstdc++.so.* "$dir"/lib/libgcc_s.so.* "$dir/lib/fallback/" 2>/dev/null
-  strip --strip-unneeded "$dir"/bin/muster* "$dir"/lib/*.so* \
-    "$dir"/lib/fallback/*.so* 2>/dev/null
+  pack_shared_libs "$dir" "${bins[@]}" || exit 2
+  strip --strip-unneeded "$dir"/bin/muster* 2>/dev/null
   cp "$0" "$dir/gpu_check.sh" && chmod +x "$dir/gpu_check.sh"
+  cp "$(dirname "$0")/pack_libs.sh" "$dir/" || exit 2
   cp "$repo/scripts/gpu_check_worker.py" "$dir/"
   local mib glibc
   mib=$(du -sm "$dir" | cut -f1)
@@ -96,11 +93,9 @@ run() {
   OUT=$out
   FAILED=0
   : >"$OUT/summary.txt"
-  export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$dir/bin:$PATH" PYTHONUNBUFFERED=1
   local M=$dir/bin/muster W=$dir/gpu_check_worker.py PY=${PYTHON:-python3}
-  if ! "$M" --version >/dev/null 2>&1; then
-    export LD_LIBRARY_PATH="$dir/lib:$dir/lib/fallback${LD_LIBRARY_PATH#"$dir/lib"}"
+  if ! use_packed_libs "$dir" "$M"; then
     echo "the device's C++ runtime is too old for muster: using the packed one" |
       tee -a "$OUT/summary.txt"
   fi

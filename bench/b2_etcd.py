@@ -293,6 +293,9 @@ def main():
         if not os.path.exists(exe):
             sys.exit(f"{exe} missing: ninja -C <build> rdzv_agents etcd_light_agents rdzv_h2load")
     c.print_header("B2 etcd: rendezvous round vs M, etcd backend beside muster's gRPC server")
+    if not os.access(ETCD, os.X_OK):
+        sys.exit(f"b2_etcd: no etcd at {ETCD}: install etcd-server (scripts/setup.sh), or set "
+                 "MUSTER_ETCD to an etcd binary (scripts/fetch_etcd.sh prints one)")
     version = subprocess.run([ETCD, "--version"], capture_output=True, text=True).stdout
     print(f"- etcd: {ETCD} ({version.splitlines()[0] if version else 'no --version'}; "
           "MUSTER_ETCD picks another)")

@@ -18,6 +18,9 @@ import uuid
 from multinode import free_port
 
 ETCD = os.environ.get("MUSTER_ETCD") or shutil.which("etcd") or "/usr/bin/etcd"
+if os.environ.get("MUSTER_ETCD") and not os.access(ETCD, os.X_OK):
+    raise RuntimeError(f"MUSTER_ETCD={ETCD} is not an executable etcd: point it at one "
+                       "(scripts/fetch_etcd.sh prints one), or unset it for etcd on PATH")
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
 

@@ -174,6 +174,10 @@ def test_a_failure_restarts_every_node_with_the_budget_agreed(etcd, tmp_path):
     assert {r["sum"] for r in rows} == {10.0}
 
 
+# Serial: with a 4 s lease, an agent has about 3 s to move its keep-alive to another member
+# after the leader it talks to is killed; in CI's parallel stage (load 10+) one agent took
+# longer once and exited 138 (lease lost). The assertion stays; the timing needs an idle CPU.
+@pytest.mark.serial
 def test_etcd_leader_killed_workers_untouched(tmp_path):
     # A cluster of its own: this test kills a member.
     etcd = EtcdCluster(3)

@@ -310,7 +310,8 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
   } else {
     std::string summary = absl::StrCat("job failed: ", o.reason, "; exiting ", o.exit_code);
     if (o.root_cause && !o.root_cause->restartable && config_.max_restarts > 0 &&
-        config_.restart_policy == RestartPolicy::kExitCode && o.root_cause->what != "hung") {
+        config_.restart_policy == RestartPolicy::kExitCode &&
+        o.root_cause->kind != rdzv::FailureKind::kHung) {
       // Users coming from torchrun expect any failure to restart while the budget lasts.
       absl::StrAppend(&summary, " (--restart-policy ExitCode restarts only on ",
                       absl::StrJoin(config_.restartable_exit_codes, ", "),

@@ -178,7 +178,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                            {"address", n.address},
                            {"group_rank", n.group_rank},
                            {"local_world_size", n.local_world_size},
-                           {"state", n.state},
+                           {"state", rdzv::NodeStateName(n.state)},
                            {"probe", n.probe},
                            {"command", n.command},
                            {"log_dir", n.log_dir},
@@ -241,8 +241,9 @@ std::string TimeOfDay(const std::string& rfc3339) {
 void PrintRootCauseStderr(const nlohmann::json& j) {
   if (!j.contains("root_cause")) return;
   const nlohmann::json& f = j["root_cause"];
-  std::string block = StderrBlock(f["rank"].get<int>(), f["host"].get<std::string>(),
-                                  f.value("stderr_tail", ""), f.value("what", "") == "hung");
+  std::string block =
+      StderrBlock(f["rank"].get<int>(), f["host"].get<std::string>(), f.value("stderr_tail", ""),
+                  f.value("kind", "") == rdzv::FailureKindName(rdzv::FailureKind::kHung));
   if (!block.empty()) std::printf("%s\n", block.c_str());
 }
 

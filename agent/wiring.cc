@@ -53,7 +53,7 @@ class GrpcHealthReporter : public HealthReporter {
  public:
   GrpcHealthReporter(std::unique_ptr<rdzv::HealthServer> server, bool hosts_rendezvous)
       : server_(std::move(server)), readiness_(hosts_rendezvous) {}
-  void Report(const char* phase) override {
+  void Report(AgentPhase phase) override {
     Readiness::Health health = readiness_.Next(phase);
     server_->SetReady(health.ready);
     server_->SetWorkersRunning(health.workers_running);

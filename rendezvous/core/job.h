@@ -85,8 +85,7 @@ class Job {
   struct NodeView {
     NodeInfo info;
     int group_rank = -1;  // -1: not in the current round
-    // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left".
-    const char* state = "Waiting";
+    NodeState state = NodeState::kWaiting;
     absl::Time last_seen;
   };
   // Every node (alive, or left after the outcome), by group rank, then waiting ones by

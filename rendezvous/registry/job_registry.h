@@ -80,8 +80,8 @@ class RegistryObserver {
 
 // The server's jobs and nodes, counted by what their status shows (the server's metrics).
 struct RegistryCounts {
-  std::map<std::string, int> jobs_by_phase;   // JobPhaseName -> jobs
-  std::map<std::string, int> nodes_by_state;  // Job::NodeView::state -> nodes
+  std::map<JobPhase, int> jobs_by_phase;
+  std::map<NodeState, int> nodes_by_state;
 };
 
 class JobRegistry {

@@ -93,6 +93,8 @@ int DrainWithEtcd(const FlagValues& values, const DrainTarget& t) {
 
 }  // namespace
 
+const Subcommand& DrainSubcommand() { return kDrain; }
+
 int DrainCommand(const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env) {
   int code = exit_code::kSuccess;

@@ -127,6 +127,8 @@ absl::Status KeepTraces(const std::string& dir, rdzv::RendezvousServer* server) 
 
 }  // namespace
 
+const Subcommand& ServeSubcommand() { return kServe; }
+
 int ServeCommand(const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env) {
   int code = exit_code::kSuccess;

@@ -138,6 +138,8 @@ int StacksWithEtcd(const FlagValues& values, absl::Duration collect) {
 
 }  // namespace
 
+const Subcommand& StacksSubcommand() { return kStacks; }
+
 int StacksCommand(const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env) {
   int code = exit_code::kSuccess;

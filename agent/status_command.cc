@@ -409,6 +409,8 @@ int EtcdStatus(const FlagValues& values, bool json) {
 
 }  // namespace
 
+const Subcommand& StatusSubcommand() { return kStatus; }
+
 int StatusCommand(const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env) {
   int code = exit_code::kSuccess;

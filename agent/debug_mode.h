@@ -1,4 +1,4 @@
-// Debug mode's files (DESIGN §4.7, seeds/000-001): per local rank a shell-sourceable env
+// Debug mode's files (docs/design.md §4.7, seeds/000-001): per local rank a shell-sourceable env
 // file `<dir>/rank-<RANK>.env` with exactly what muster would give that worker, the
 // worker's command line in `<dir>/rank-<RANK>.argv` (NUL-separated), and a DeepSpeed-style
 // `<dir>/hostfile`. `muster exec --rank N` reads them back. Thread-safe (no state).

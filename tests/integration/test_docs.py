@@ -14,11 +14,16 @@ DOCS = REPO / "docs"
 # Where citations are looked for: the source, scripts, tests, benchmarks, examples.
 CODE_SUFFIXES = {".cc", ".h", ".py", ".sh", ".cmake", ".txt", ".yaml", ".proto", ".toml"}
 SKIP_DIRS = {".git", "__pycache__", "node_modules", "out"}
-# A doc path, then optionally the heading it cites: `docs/guides/etcd.md "Security"`.
-CITATION = re.compile(r'(docs/[A-Za-z0-9_./-]+\.md)(?: "([^"\n]+)")?')
+# A doc path, then optionally the heading it cites: `docs/guides/etcd.md "Security"` (the
+# heading may follow on the comment's next line), or a section of the design: `docs/design.md
+# §4.4` (its headings keep the numbers of the design they came from).
+CITATION = re.compile(r'(docs/[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.md)'
+                      r'(?:(?: |\n[ \t]*(?://|#|\*)?[ \t]*)"([^"\n]+)"| §(\d+(?:\.\d+)?))?')
 # The README's sections as citations (the README is a door now, not the spec): `README
 # "Stacks"`; other folders' README.md files (nccl_probe/README.md) are fine.
 README_SECTION = re.compile(r"README(?!\.md)(?:'s)?(?:[:,] | )(?:\\?\"|[A-Z]|\w+ backend)")
+# The design outside the repository, by section: `DESIGN §4.4` (docs/design.md §4.4 now).
+DESIGN_SECTION = re.compile(r"\bDESIGN (?:§|\d)")
 
 
 def code_files():
@@ -64,6 +69,34 @@ def test_flags_reference_matches_the_flag_tables():
     for flag in ("--nproc-per-node", "--rdzv-endpoint", "--hang-timeout", "--json", "--node",
                  "--rank", "--port"):
         assert f"`{flag}" in committed, flag
+
+
+def test_cited_doc_paths_and_headings_exist():
+    cited, missing, stale = 0, [], []
+    for path in code_files():
+        text = path.read_text(errors="replace")
+        rel = path.relative_to(REPO)
+        for match in CITATION.finditer(text):
+            cited += 1
+            where = f"{rel}:{text.count(chr(10), 0, match.start()) + 1}"
+            doc = REPO / match.group(1)
+            if not doc.is_file():
+                missing.append(f"{where}: {match.group(1)} does not exist")
+            elif match.group(2) and match.group(2) not in headings(doc):
+                missing.append(f"{where}: {match.group(1)} has no heading "
+                               f"\"{match.group(2)}\" (it has: {headings(doc)})")
+            elif match.group(3) and match.group(3) not in {
+                    h.split()[0].rstrip(".") for h in headings(doc)}:
+                missing.append(f"{where}: {match.group(1)} has no section §{match.group(3)}")
+        if path.resolve() == pathlib.Path(__file__).resolve():
+            continue  # this file names the stale forms it looks for
+        for number, line in enumerate(text.splitlines(), 1):
+            if README_SECTION.search(line) or DESIGN_SECTION.search(line):
+                stale.append(f"{rel}:{number}: {line.strip()}")
+    assert not missing, "\n".join(missing)
+    assert not stale, ("cites a README section or the old DESIGN; cite the doc under docs/ "
+                       "instead:\n" + "\n".join(stale))
+    assert cited >= 80, f"only {cited} doc citations found: is the scan looking at the code?"
 
 
 def test_links_between_docs_lead_somewhere():

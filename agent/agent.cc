@@ -388,7 +388,7 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
       round.info.restart_count, round_, count, count == 1 ? "" : "s",
       absl::ToDoubleMilliseconds(EventLoop::Now() - t0), round.rank_base, round.rank_base + n - 1,
       round.world_size, round.info.master_addr, round.info.master_port);
-  // The job's status shows the pids (DESIGN §4.6). A worker that could not be executed has
+  // The job's status shows the pids (docs/design.md §4.6). A worker that could not be executed has
   // none; its exit follows through OnWorkerExit.
   std::vector<rdzv::StartedWorker> started;
   for (const WorkerView& w : workers) {

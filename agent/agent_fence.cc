@@ -1,7 +1,7 @@
-// The agent's hard fence (README "etcd backend", liveness and partitions): an agent cut
-// off from etcd learns, with the rendezvous error, the earliest moment etcd may drop its
-// lease and key (rendezvous/kill_by.h); from then on the other nodes may start a round on
-// this node's ranks. The workers got SIGTERM with the error; whatever is left of them at
+// The agent's hard fence (docs/operations/liveness-and-partitions.md "etcd backend: the lease and
+// the fence"): an agent cut off from etcd learns, with the rendezvous error, the earliest moment
+// etcd may drop its lease and key (rendezvous/kill_by.h); from then on the other nodes may start a
+// round on this node's ranks. The workers got SIGTERM with the error; whatever is left of them at
 // that moment gets SIGKILL, however long --shutdown-timeout is (a checkpoint in a SIGTERM
 // handler would otherwise run on beside the survivors' new round: a split brain).
 #include <string>

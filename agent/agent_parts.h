@@ -47,7 +47,7 @@ class HostedRendezvous {
   // Blocks until every agent but `except_node_id` has hung up, or `timeout`; false on
   // timeout.
   virtual bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) = 0;
-  // Flight recorder dumps of every node go under `dir` (README "Collective traces"); `host`
+  // Flight recorder dumps of every node go under `dir` (docs/guides/collective-traces.md); `host`
   // names this machine in the locations every agent is told.
   virtual void KeepTracesIn(const std::string& /*dir*/, const std::string& /*host*/) {}
 };

@@ -88,7 +88,7 @@ void AddTiming(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   }
 }
 
-// The nodes being preempted, with their reasons (README "Preemption").
+// The nodes being preempted, with their reasons (docs/guides/preemption.md).
 void AddPreempting(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   for (const rdzv::Preemption& p : s.preempting) {
     j["preempting"].push_back({{"node_id", p.node_id},
@@ -98,7 +98,7 @@ void AddPreempting(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   }
 }
 
-// Flight recorder dumps the server collected, by round (README "Collective traces").
+// Flight recorder dumps the server collected, by round (docs/guides/collective-traces.md).
 void AddTraces(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   for (const rdzv::TraceRound& r : s.traces) {
     nlohmann::json nodes = nlohmann::json::array();
@@ -409,6 +409,8 @@ int EtcdStatus(const FlagValues& values, bool json) {
 }
 
 }  // namespace
+
+const Subcommand& StatusSubcommand() { return kStatus; }
 
 int StatusCommand(const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env) {

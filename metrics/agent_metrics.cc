@@ -34,7 +34,7 @@ prometheus::MetricFamily GaugeFamily(const char* name, const char* help, double 
 std::string ExitCodeLabel(int code) {
   // 0 success, 1 a Python exception, 2 usage, 126 not executable, 127 not found; 128+N:
   // SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGKILL (the OOM killer, a
-  // preemption), 138 (transient, DESIGN §4.4, or SIGUSR1), SIGSEGV, SIGPIPE, SIGTERM.
+  // preemption), 138 (transient, docs/design.md §4.4, or SIGUSR1), SIGSEGV, SIGPIPE, SIGTERM.
   constexpr std::array<int, 16> kNamed = {0,   1,   2,   126, 127, 129, 130, 131,
                                           134, 135, 136, 137, 138, 139, 141, 143};
   if (std::find(kNamed.begin(), kNamed.end(), code) != kNamed.end()) return absl::StrCat(code);

@@ -1,4 +1,4 @@
-// AgentMetrics: what one agent reports on --metrics-port (README "Metrics"), all under the
+// AgentMetrics: what one agent reports on --metrics-port (docs/reference/metrics.md), all under the
 // muster_ prefix, with bounded labels only (no pid, no rank):
 //   muster_agent_phase{phase}                       1 for the phase the agent is in
 //   muster_agent_seconds_since_transition           since the last phase change

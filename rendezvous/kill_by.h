@@ -1,9 +1,9 @@
-// The kill-by time of a rendezvous error (README "etcd backend", the fence): the moment the
-// other nodes may go on without this one (the etcd backend: the earliest moment etcd may
-// drop this agent's lease and key). An error that carries it obliges the agent to have
-// killed its workers by then, whatever --shutdown-timeout says, or they would overlap the
-// survivors' next round on the same ranks. Travels as a payload of the absl::Status, so
-// that the ErrorSink keeps its one argument.
+// The kill-by time of a rendezvous error (docs/operations/liveness-and-partitions.md "etcd backend:
+// the lease and the fence"): the moment the other nodes may go on without this one (the etcd
+// backend: the earliest moment etcd may drop this agent's lease and key). An error that carries it
+// obliges the agent to have killed its workers by then, whatever --shutdown-timeout says, or they
+// would overlap the survivors' next round on the same ranks. Travels as a payload of the
+// absl::Status, so that the ErrorSink keeps its one argument.
 #ifndef MUSTER_RENDEZVOUS_KILL_BY_H_
 #define MUSTER_RENDEZVOUS_KILL_BY_H_
 

@@ -1,4 +1,4 @@
-// JobStatusSnapshot: one job as its status shows it (DESIGN §4.6), as plain data, and
+// JobStatusSnapshot: one job as its status shows it (docs/design.md §4.6), as plain data, and
 // JobStatusOf, which builds it from the job's rdzv::Job. Whatever carries it (the gRPC
 // JobStatus service: rendezvous/grpc/proto_convert; GetJobStatus in
 // rendezvous/grpc/job_status_client.h for `muster status`) converts it; no transport here.
@@ -16,8 +16,8 @@
 
 namespace muster::rdzv {
 
-// kPreempting: a round runs and a node of it announced its preemption (README
-// "Preemption"); the workers are checkpointing before the node leaves.
+// kPreempting: a round runs and a node of it announced its preemption (docs/guides/preemption.md);
+// the workers are checkpointing before the node leaves.
 enum class JobPhase { kPending, kRunning, kRestarting, kSucceeded, kFailed, kPreempting };
 
 // Every phase, in the order above (metrics export one series per phase).

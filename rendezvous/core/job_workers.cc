@@ -1,4 +1,4 @@
-// Job (job.h): what the status shows of the job's nodes and workers (DESIGN §4.6). The
+// Job (job.h): what the status shows of the job's nodes and workers (docs/design.md §4.6). The
 // workers' layout comes from the round; agents add pids and how each worker ended, which
 // changes no decision (those are WorkerFailed and WorkersSucceeded in job_round.cc).
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Plain data of the rendezvous (DESIGN §4.3, §4.4): what agents tell the job and what the
+// Plain data of the rendezvous (docs/design.md §4.3, §4.4): what agents tell the job and what the
 // job tells them. No gRPC or protobuf here; rendezvous/grpc converts these to messages.
 #ifndef MUSTER_RENDEZVOUS_CORE_TYPES_H_
 #define MUSTER_RENDEZVOUS_CORE_TYPES_H_
@@ -116,7 +116,7 @@ struct RestartRecord {
   std::optional<Failure> failure;
 };
 
-// One local worker an agent has just started (DESIGN §4.6: the job shows pids).
+// One local worker an agent has just started (docs/design.md §4.6: the job shows pids).
 struct StartedWorker {
   int local_rank = 0;
   int rank = -1;  // global rank
@@ -198,8 +198,9 @@ struct Event {
     kRoundStarted,  // `assignment`: start workers
     kStopWorkers,   // `text`: why; stop local workers, then ReportStopped
     kFinished,      // `outcome`: stop workers if any, exit with outcome.exit_code
-    // `text`: why; a node of the job is being preempted (`preempted_node`, README
-    // "Preemption"): deliver the notice to the local workers, let them exit on their own
+    // `text`: why; a node of the job is being preempted (`preempted_node`,
+    // docs/guides/preemption.md): deliver the notice to the local workers, let them exit on their
+    // own
     kPreempt,
     // `traces`: flight recorder dumps of a failed round stored on the server (traces.h)
     kTraces,

@@ -1,11 +1,11 @@
-// LeaseKeeper: keeps an agent's etcd lease alive and fences the agent (README "etcd
-// backend", liveness and partitions). A keep-alive goes every third of the TTL (every
-// 200 ms after a failure); each answer moves the fence deadline to when etcd could let the
-// lease expire at the earliest (the keep-alive's send time + the TTL it reports) less
-// StopMargin. Past that deadline without an answer the agent is out: `lost` is called once,
-// with the lease's earliest expiry as the error's kill-by time (rendezvous/kill_by.h): the
-// agent SIGTERMs its workers at once and SIGKILLs what is left at that time, before etcd
-// drops its key and the others form a round without it (no two rounds at once).
+// LeaseKeeper: keeps an agent's etcd lease alive and fences the agent
+// (docs/operations/liveness-and-partitions.md "etcd backend: the lease and the fence"). A
+// keep-alive goes every third of the TTL (every 200 ms after a failure); each answer moves the
+// fence deadline to when etcd could let the lease expire at the earliest (the keep-alive's send
+// time + the TTL it reports) less StopMargin. Past that deadline without an answer the agent is
+// out: `lost` is called once, with the lease's earliest expiry as the error's kill-by time
+// (rendezvous/kill_by.h): the agent SIGTERMs its workers at once and SIGKILLs what is left at that
+// time, before etcd drops its key and the others form a round without it (no two rounds at once).
 //
 // The deadline has a thread of its own: a caller busy in a slow etcd call (a coordinator
 // renewing the job's lease through a member that does not answer, up to the call timeout)
@@ -33,7 +33,8 @@ class LeaseKeeper {
 
   // How long before etcd may drop the lease the agent gives up: the workers' time to stop
   // on SIGTERM before the SIGKILL at the lease's end. A larger margin would give them more
-  // but ride through less of an etcd outage (README "etcd backend").
+  // but ride through less of an etcd outage (docs/operations/liveness-and-partitions.md "etcd
+  // backend: the lease and the fence").
   static absl::Duration StopMargin(absl::Duration ttl) {
     return std::min(ttl / 10, absl::Milliseconds(500));
   }

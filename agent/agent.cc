@@ -324,13 +324,13 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
   }
 }
 
-void Agent::OnRendezvousError(const absl::Status& error) {
-  int code = exit_code::ForStatus(error);
+void Agent::OnRendezvousError(const rdzv::RendezvousError& error) {
+  int code = exit_code::ForStatus(error.status);
   ExitAfterStop(
       {.code = code,
-       .summary = absl::StrCat("rendezvous failed: ", error.message(), "; exiting ", code),
+       .summary = absl::StrCat("rendezvous failed: ", error.status.message(), "; exiting ", code),
        .is_error = true});
-  FenceAtKillBy(error);
+  if (error.kill_by) FenceAtKillBy(*error.kill_by);
 }
 
 void Agent::StartRound(const rdzv::Assignment& a) {
@@ -477,7 +477,7 @@ int Agent::Run() {
   Publish();
   rdzv_->Start(
       node_, spec, [this](const rdzv::Event& e) { OnRendezvousEvent(e); },
-      [this](const absl::Status& s) { OnRendezvousError(s); });
+      [this](const rdzv::RendezvousError& e) { OnRendezvousError(e); });
   while (!done()) {
     st = loop_->RunOnce();
     if (!st.ok()) {

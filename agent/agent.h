@@ -83,7 +83,7 @@ class Agent {
   void OnRendezvousEvent(const rdzv::Event& event);
   void OnStopRequested(const rdzv::Event& event);
   void OnFinished(const rdzv::Outcome& outcome);
-  void OnRendezvousError(const absl::Status& error);
+  void OnRendezvousError(const rdzv::RendezvousError& error);
   void StartRound(const rdzv::Assignment& a);
   void StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs);
   void StartDebugCommand(const rdzv::Assignment& a, const std::vector<WorkerSpec>& specs);
@@ -149,10 +149,10 @@ class Agent {
   void OnTracesStored(const rdzv::TracesSummary& t);
 
   // The fence (agent_fence.cc, docs/operations/liveness-and-partitions.md "etcd backend: the lease
-  // and the fence"): a rendezvous error with a kill-by time (rendezvous/kill_by.h) has the workers
-  // SIGKILLed by then, whatever
+  // and the fence"): a rendezvous error with a kill-by time (rendezvous/rendezvous_error.h) has the
+  // workers SIGKILLed by then, whatever
   // --shutdown-timeout says: the other nodes may start without this one from then on.
-  void FenceAtKillBy(const absl::Status& error);
+  void FenceAtKillBy(absl::Time kill_by);
   void KillAtFence();
   bool fence_armed_ = false;  // once: a second error with a kill-by time changes nothing
 

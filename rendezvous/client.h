@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "rendezvous/core/hang.h"
 #include "rendezvous/core/types.h"
+#include "rendezvous/rendezvous_error.h"
 
 namespace muster::rdzv {
 
@@ -25,8 +26,8 @@ class RendezvousClient {
   // permanent problems (bad token, wrong run id, rank conflict: the agent exits 2),
   // Unavailable/DeadlineExceeded for transient ones (server unreachable past the join
   // timeout, stream lost: the agent exits 138). Called at most once, except that an error
-  // with a kill-by time (rendezvous/kill_by.h: its workers must be dead by then) may follow.
-  using ErrorSink = std::function<void(const absl::Status& error)>;
+  // with a kill-by time (rendezvous_error.h: its workers must be dead by then) may follow.
+  using ErrorSink = std::function<void(const RendezvousError& error)>;
 
   virtual ~RendezvousClient() = default;
 

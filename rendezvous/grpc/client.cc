@@ -375,7 +375,7 @@ class GrpcRendezvousClient::Impl {
     options_.loop->Post([side = loop_side_, error = std::move(error)] {
       if (!side->alive || side->error_sent) return;
       side->error_sent = true;
-      if (side->errors) side->errors(error);
+      if (side->errors) side->errors(RendezvousError{.status = error});
     });
   }
 

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -96,6 +97,8 @@ struct Config {
   bool standalone = false;
   std::string run_id = "none";
   StoreOwner store = StoreOwner::kAgent;
+  // --store-max-bytes: what the agent's store may hold; unset: c10d::Limits' default.
+  std::optional<uint64_t> store_max_bytes;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool master_port_given = false;

@@ -119,6 +119,12 @@ constexpr FlagSpec kMusterFlags[] = {
      .help = "c10d store: agent (served here, fresh port per attempt) or rank0 (worker rank 0, "
              "static)",
      .apply = SetMode<StoreOwner, &Config::store>},
+    {.name = "store-max-bytes",
+     .group = "Job",
+     .default_text = "1GiB",
+     .help = "the most keys and values the agent's c10d store holds; a worker whose write "
+             "would pass it is disconnected and the agent logs why (README \"c10d store\")",
+     .apply = SetParsed<&Config::store_max_bytes, ParseByteSize>},
     {.name = "master-addr",
      .group = "Job",
      .default_text = "127.0.0.1",

@@ -75,6 +75,13 @@ struct AgentMetricsWiring {
   }
 };
 
+// The store's limits: c10d::Limits' with --store-max-bytes.
+c10d::Limits StoreLimits(const Config& config) {
+  c10d::Limits limits;
+  if (config.store_max_bytes) limits.max_store_bytes = *config.store_max_bytes;
+  return limits;
+}
+
 absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config, const ListenWaitFn& wait) {
   AgentMetricsWiring m;
   if (config.metrics_port < 0) return m;
@@ -151,8 +158,9 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
                                std::string peer) { router->Route(std::move(fd), std::move(peer)); },
       }));
   const uint16_t shared_port = port->port();
-  parts.store_factory = [router, shared_port, gauge = metered.store_connections()](int) {
-    return shared_port::StoreRouter::StartStore(router, shared_port, gauge);
+  parts.store_factory = [router, shared_port, gauge = metered.store_connections(),
+                         limits = StoreLimits(config)](int) {
+    return shared_port::StoreRouter::StartStore(router, shared_port, gauge, limits);
   };
   parts.store_shares_rendezvous_port = true;
   return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port), metered.server);
@@ -284,10 +292,11 @@ absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
     RETURN_IF_ERROR(CheckServedEndpoint(config, parts.store_address));
   }
   if (opens_store) {
-    parts.store_factory = [address = parts.store_address,
-                           gauge = std::move(store_connections)](int port) {
+    parts.store_factory = [address = parts.store_address, gauge = std::move(store_connections),
+                           limits = StoreLimits(config)](int port) {
       return c10d::StoreServer::Start({.bind_address = address,
                                        .port = static_cast<uint16_t>(port),
+                                       .limits = limits,
                                        .connection_gauge = gauge});
     };
   }

@@ -123,7 +123,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .group = "Job",
      .default_text = "1GiB",
      .help = "the most keys and values the agent's c10d store holds; a worker whose write "
-             "would pass it is disconnected and the agent logs why (README \"c10d store\")",
+             "would pass it is disconnected and the agent logs why (docs/operations/limits.md)",
      .apply = SetParsed<&Config::store_max_bytes, ParseByteSize>},
     {.name = "master-addr",
      .group = "Job",

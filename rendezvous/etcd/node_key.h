@@ -1,9 +1,9 @@
-// A node key as the etcd backend reads it (README "etcd backend"): PREFIX/RUN_ID/nodes/ID
-// holding an EtcdNode whose join names ID, on a lease (an agent's keys all go with its
-// lease). Anything else there (a key put by hand or by a tool, without a lease, or not an
-// EtcdNode) is garbage: taken for a node, a key without a lease would be the oldest
-// forever and coordinate a job that no agent runs. Readers skip garbage and name each key
-// once in the log (GarbageLog).
+// A node key as the etcd backend reads it (docs/guides/etcd.md "Keys and leases"):
+// PREFIX/RUN_ID/nodes/ID holding an EtcdNode whose join names ID, on a lease (an agent's keys all
+// go with its lease). Anything else there (a key put by hand or by a tool, without a lease, or not
+// an EtcdNode) is garbage: taken for a node, a key without a lease would be the oldest forever and
+// coordinate a job that no agent runs. Readers skip garbage and name each key once in the log
+// (GarbageLog).
 #ifndef MUSTER_RENDEZVOUS_ETCD_NODE_KEY_H_
 #define MUSTER_RENDEZVOUS_ETCD_NODE_KEY_H_
 

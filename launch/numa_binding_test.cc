@@ -1,0 +1,200 @@
+#include "launch/numa_binding.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "launch/cpu_topology.h"
+
+namespace muster {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fake /sys for a 2-socket host with 8 GPUs: each socket has two NUMA nodes, each node 8
+// physical cores with two hardware threads (CPU c and c+32, as Linux numbers them) in two
+// core complexes of 4 cores (an L3 each), and two GPUs (PCI 0000:18:00.0 + GPU index).
+class FakeSysfs {
+ public:
+  FakeSysfs() {
+    char dir[] = "/tmp/muster_sysfs_XXXXXX";
+    root_ = mkdtemp(dir);
+    Write("devices/system/node/possible", "0-3");
+    for (int node = 0; node < 4; ++node) {
+      Write(absl::StrCat("devices/system/node/node", node, "/cpulist"),
+            absl::StrCat(8 * node, "-", 8 * node + 7, ",", 32 + 8 * node, "-", 32 + 8 * node + 7));
+    }
+    for (int cpu = 0; cpu < 64; ++cpu) {
+      int core = cpu % 32, node = core / 8, ccx = core / 4;
+      std::string at = absl::StrCat("devices/system/cpu/cpu", cpu);
+      Write(at + "/topology/physical_package_id", absl::StrCat(node / 2));
+      Write(at + "/topology/thread_siblings_list", absl::StrCat(core, ",", core + 32));
+      Cache(at, 0, 1, "Data", absl::StrCat(core, ",", core + 32));
+      Cache(at, 1, 1, "Instruction", absl::StrCat(core, ",", core + 32));
+      Cache(at, 2, 2, "Unified", absl::StrCat(core, ",", core + 32));
+      Cache(at, 3, 3, "Unified",
+            absl::StrCat(4 * ccx, "-", 4 * ccx + 3, ",", 32 + 4 * ccx, "-", 32 + 4 * ccx + 3));
+    }
+    for (int gpu = 0; gpu < 8; ++gpu) {
+      Write(absl::StrCat("bus/pci/devices/0000:", absl::Hex(0x18 + gpu, absl::kZeroPad2),
+                         ":00.0/numa_node"),
+            absl::StrCat(gpu / 2));
+    }
+  }
+  ~FakeSysfs() { fs::remove_all(root_); }
+
+  void Write(const std::string& relative, const std::string& text) {
+    fs::path path = fs::path(root_) / relative;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << text << "\n";
+  }
+  const std::string& root() const { return root_; }
+
+ private:
+  void Cache(const std::string& cpu, int index, int level, const char* type,
+             const std::string& shared) {
+    std::string at = absl::StrCat(cpu, "/cache/index", index);
+    Write(at + "/level", absl::StrCat(level));
+    Write(at + "/type", type);
+    Write(at + "/shared_cpu_list", shared);
+  }
+
+  std::string root_;
+};
+
+std::vector<int> AllCpus() {
+  std::vector<int> cpus;
+  for (int c = 0; c < 64; ++c) cpus.push_back(c);
+  return cpus;
+}
+
+class NumaBindingTest : public ::testing::Test {
+ protected:
+  // One tree for the suite: writing its ~900 files takes seconds on a loaded machine.
+  static void SetUpTestSuite() { sysfs_ = new FakeSysfs(); }
+  static void TearDownTestSuite() {
+    delete sysfs_;
+    sysfs_ = nullptr;
+  }
+
+  // The GPUs' nodes as the agent finds them: through each one's PCI address.
+  std::vector<int> GpuNodes() {
+    std::vector<int> nodes;
+    for (int gpu = 0; gpu < 8; ++gpu) {
+      absl::StatusOr<int> node = topology_.NumaNodeOfPciDevice(
+          absl::StrCat("0000:", absl::Hex(0x18 + gpu, absl::kZeroPad2), ":00.0"));
+      EXPECT_TRUE(node.ok()) << node.status();
+      nodes.push_back(node.value_or(-1));
+    }
+    return nodes;
+  }
+
+  std::string Cpus(NumaBindingMode mode, int gpu, const std::vector<int>& gpu_nodes,
+                   const std::vector<int>& allowed = AllCpus()) {
+    absl::StatusOr<NumaPlacement> p = PlaceNearGpu(mode, gpu, gpu_nodes, allowed, topology_);
+    if (!p.ok()) return std::string(p.status().message());
+    EXPECT_EQ(p->node, gpu_nodes[gpu]);
+    return FormatCpuList(p->cpus);
+  }
+
+  static FakeSysfs* sysfs_;
+  SysfsTopology topology_{sysfs_->root()};
+};
+
+FakeSysfs* NumaBindingTest::sysfs_ = nullptr;
+
+TEST_F(NumaBindingTest, ModesParseAndBadOnesNameTheChoices) {
+  for (const char* name : {"node", "socket", "exclusive", "core-complex"}) {
+    absl::StatusOr<NumaBindingMode> mode = ParseNumaBindingMode(name);
+    ASSERT_TRUE(mode.ok()) << name;
+    EXPECT_STREQ(NumaBindingModeName(*mode), name);
+  }
+  absl::StatusOr<NumaBindingMode> bad = ParseNumaBindingMode("core_complex");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "'core_complex' is not a binding mode; use node, socket, exclusive or core-complex");
+}
+
+TEST_F(NumaBindingTest, EachModeOnTwoSocketsEightGpus) {
+  std::vector<int> nodes = GpuNodes();
+  EXPECT_EQ(nodes, (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+  const char* node[] = {"0-7,32-39", "8-15,40-47", "16-23,48-55", "24-31,56-63"};
+  const char* socket[] = {"0-15,32-47", "16-31,48-63"};
+  // Exclusive: a node's 8 cores split 4 + 4 between its two GPUs, hyperthreads included;
+  // core-complex: one L3 (4 cores) each, the same CPUs on this machine.
+  const char* half[] = {"0-3,32-35",   "4-7,36-39",   "8-11,40-43",  "12-15,44-47",
+                        "16-19,48-51", "20-23,52-55", "24-27,56-59", "28-31,60-63"};
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    SCOPED_TRACE(gpu);
+    EXPECT_EQ(Cpus(NumaBindingMode::kNode, gpu, nodes), node[gpu / 2]);
+    EXPECT_EQ(Cpus(NumaBindingMode::kSocket, gpu, nodes), socket[gpu / 4]);
+    EXPECT_EQ(Cpus(NumaBindingMode::kExclusive, gpu, nodes), half[gpu]);
+    EXPECT_EQ(Cpus(NumaBindingMode::kCoreComplex, gpu, nodes), half[gpu]);
+  }
+}
+
+TEST_F(NumaBindingTest, OnlyTheAgentsCpusAreGiven) {
+  std::vector<int> nodes = GpuNodes();
+  std::vector<int> allowed = AllCpus();
+  allowed.erase(allowed.begin());  // CPU 0 is not the agent's
+  EXPECT_EQ(Cpus(NumaBindingMode::kNode, 0, nodes, allowed), "1-7,32-39");
+  EXPECT_EQ(Cpus(NumaBindingMode::kSocket, 0, nodes, allowed), "1-15,32-47");
+  // Core 0 keeps its second thread (32): still 8 cores, 4 each.
+  EXPECT_EQ(Cpus(NumaBindingMode::kExclusive, 0, nodes, allowed), "1-3,32-35");
+  EXPECT_EQ(Cpus(NumaBindingMode::kExclusive, 1, nodes, allowed), "4-7,36-39");
+  // The fuller core complex comes first: GPU 0 gets the second one, GPU 1 what is left of
+  // the first.
+  EXPECT_EQ(Cpus(NumaBindingMode::kCoreComplex, 0, nodes, allowed), "4-7,36-39");
+  EXPECT_EQ(Cpus(NumaBindingMode::kCoreComplex, 1, nodes, allowed), "1-3,32-35");
+  // Socket mode skips a node with no CPU of the agent's, as it adds nothing.
+  std::vector<int> socket0_minus_node1 = {0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39};
+  EXPECT_EQ(Cpus(NumaBindingMode::kSocket, 0, nodes, socket0_minus_node1), "0-7,32-39");
+  EXPECT_EQ(
+      Cpus(NumaBindingMode::kNode, 2, nodes, socket0_minus_node1),
+      "GPU 2 is on NUMA node 1, none of whose CPUs this agent may use (it may use 0-7,32-39); "
+      "widen the agent's CPU set (taskset, the container's cpuset)");
+}
+
+TEST_F(NumaBindingTest, UnevenSplitsAndMoreGpusThanGroups) {
+  std::vector<int> three = {0, 0, 0};  // three GPUs on node 0's 8 cores: 3 + 3 + 2
+  EXPECT_EQ(Cpus(NumaBindingMode::kExclusive, 0, three), "0-2,32-34");
+  EXPECT_EQ(Cpus(NumaBindingMode::kExclusive, 1, three), "3-5,35-37");
+  EXPECT_EQ(Cpus(NumaBindingMode::kExclusive, 2, three), "6-7,38-39");
+  // Two core complexes for three GPUs: the third shares the first.
+  EXPECT_EQ(Cpus(NumaBindingMode::kCoreComplex, 2, three), "0-3,32-35");
+  std::vector<int> nine(9, 0);
+  EXPECT_EQ(Cpus(NumaBindingMode::kExclusive, 0, nine),
+            "exclusive: NUMA node 0 has 8 physical cores this agent may use for its 9 GPUs; use "
+            "--numa-binding node, or fewer GPUs");
+  EXPECT_EQ(Cpus(NumaBindingMode::kNode, 8, nine), "0-7,32-39");
+}
+
+TEST_F(NumaBindingTest, SysfsGapsAreNamed) {
+  // A kernel without NUMA information for the device: -1, which is node 0.
+  sysfs_->Write("bus/pci/devices/0000:c1:00.0/numa_node", "-1");
+  EXPECT_EQ(topology_.NumaNodeOfPciDevice("0000:c1:00.0").value_or(-2), 0);
+  absl::StatusOr<int> missing = topology_.NumaNodeOfPciDevice("0000:99:00.0");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_NE(missing.status().message().find("/bus/pci/devices/0000:99:00.0/numa_node"),
+            std::string::npos);
+  absl::StatusOr<NumaPlacement> gone =
+      PlaceNearGpu(NumaBindingMode::kNode, 0, {7}, AllCpus(), topology_);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("node7/cpulist"), std::string::npos);
+}
+
+TEST(FormatCpuListTest, RangesAndSingles) {
+  EXPECT_EQ(FormatCpuList({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(FormatCpuList({5}), "5");
+  EXPECT_EQ(FormatCpuList({}), "");
+  EXPECT_EQ(FormatCpuList(*ParseCpuList("0-7,32-39")), "0-7,32-39");
+}
+
+}  // namespace
+}  // namespace muster

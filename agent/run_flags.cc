@@ -407,8 +407,8 @@ constexpr Subcommand kRun = {
 // passed to workers as worker ranks, but a malformed one is a configuration
 // error worth stopping on.
 constexpr const char* kNumericNodeVars[] = {
-    "WORLD_SIZE",           "RANK",          "NODE_RANK",    "MASTER_PORT", "PET_MASTER_PORT",
-    "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX"};
+    "WORLD_SIZE",           "RANK",          "NODE_RANK",     "MASTER_PORT",    "PET_MASTER_PORT",
+    "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"};
 
 // What the environment gives before any flag is applied (a flag overrides it).
 absl::Status ApplyDefaults(const std::map<std::string, std::string>& env, const HostInfo& host,

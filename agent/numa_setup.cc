@@ -6,11 +6,11 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/errno_status.h"
 #include "base/status_macros.h"
 #include "launch/cpu_topology.h"
 #include "launch/sysfs_topology.h"
@@ -29,19 +29,20 @@ std::optional<std::string> SysfsPciAddress(const std::string& bus_id) {
   return absl::StrFormat("%04x:%02x:%02x.0", domain, bus, device);
 }
 
-// Whether this process may set a memory policy (a container's seccomp profile may forbid
-// set_mempolicy). Tried on a thread of its own: the policy is per thread, and the agent's
-// own stays as it is.
-bool MemoryPolicyPermitted(int node) {
-  bool permitted = false;
+// Whether this process may prefer `node` for its memory: a container's seccomp profile may
+// forbid set_mempolicy, its cpuset may not allow the node (EINVAL). Tried on a thread of its
+// own: the policy is per thread, and the agent's own stays as it is.
+absl::Status TryPreferringNode(int node) {
+  int err = 0;
   std::thread probe([&] {
-    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {};
-    mask[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
-    permitted = syscall(SYS_set_mempolicy, MPOL_PREFERRED, mask, 1025UL) == 0;
-    if (!permitted) spdlog::debug("set_mempolicy: {}", strerror(errno));
+    constexpr size_t kWordBits = 8 * sizeof(unsigned long);
+    unsigned long mask[1024 / kWordBits] = {};
+    mask[node / kWordBits] = 1UL << (node % kWordBits);
+    if (syscall(SYS_set_mempolicy, MPOL_PREFERRED, mask, 1025UL) != 0) err = errno;
   });
   probe.join();
-  return permitted;
+  if (err == 0) return absl::OkStatus();
+  return ErrnoStatus(absl::StrCat("set_mempolicy(MPOL_PREFERRED, node ", node, ")"), err);
 }
 
 absl::Status NoGpuFor(const Config& c, int local_rank, const std::string& why) {
@@ -122,13 +123,17 @@ absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env, C
     }
     c->numa_placements.push_back(*std::move(p));
   }
-  c->numa_memory = MemoryPolicyPermitted(c->numa_placements.front().node);
-  if (!c->numa_memory) {
+  c->numa_memory = true;
+  for (const NumaPlacement& p : c->numa_placements) {
+    absl::Status preferred = TryPreferringNode(p.node);
+    if (preferred.ok()) continue;
+    c->numa_memory = false;
     spdlog::warn(
-        "--numa-binding {}: this process may not set a memory policy (set_mempolicy refused: "
-        "a container's seccomp profile?); workers are bound to their CPUs only, and the "
-        "kernel's default policy allocates on the node they run on",
-        mode);
+        "--numa-binding {}: workers are bound to their CPUs only, with the kernel's default "
+        "memory policy (allocate on the node they run on): {} (a container's seccomp profile "
+        "or cpuset?)",
+        mode, std::string(preferred.message()));
+    break;
   }
   for (int local = 0; local < c->nproc_per_node; ++local) {
     const NumaPlacement& p = c->numa_placements[local];

@@ -135,6 +135,31 @@ def test_each_worker_runs_on_its_gpus_cpus_and_prefers_its_node(sysfs, mode, tmp
                 f"memory preferred on node {node}") in r.stderr, r.stderr
 
 
+def test_a_node_the_kernel_cannot_prefer_leaves_cpus_bound_and_the_default_policy(sysfs, tmp_path):
+    """GPU 1 on a NUMA node this kernel does not have (a fake node1 listing this machine's
+    CPUs): set_mempolicy refuses it (EINVAL), so the agent warns and binds CPUs only."""
+    root, node = sysfs
+    fake = tmp_path / "sysfs"
+    shutil.copytree(root, fake)
+    missing = 1 + max(int(p.name[4:]) for p in (fake / "devices/system/node").glob("node*"))
+    (fake / f"devices/system/node/node{missing}").mkdir()
+    cpus = (fake / f"devices/system/node/node{node}/cpulist").read_text()
+    (fake / f"devices/system/node/node{missing}/cpulist").write_text(cpus)
+    (fake / "bus/pci/devices/0000:19:00.0/numa_node").write_text(f"{missing}\n")
+    r = run_muster(["--standalone", "--nproc-per-node", "2", "--numa-binding", "node",
+                    "--no-python", "sh", "-c", SHOW], env=env_with_gpus(fake))
+    assert r.returncode == 0, r.stderr
+    want = ranges(cpulist(cpus) & os.sched_getaffinity(0))
+    assert sorted(map(worker_line, r.stdout.splitlines())) == \
+        [["0", want, "default"], ["1", want, "default"]], r.stdout
+    assert (f"--numa-binding node: workers are bound to their CPUs only, with the kernel's "
+            f"default memory policy (allocate on the node they run on): "
+            f"set_mempolicy(MPOL_PREFERRED, node {missing}): Invalid argument") in r.stderr, \
+        r.stderr
+    assert f"local rank 1 near GPU 1 (0000:19:00.0, NUMA node {missing}): CPUs {want}\n" in \
+        r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("args,env,message", [
     (["--numa-binding", "numa"], {},
      "--numa-binding: 'numa' is not a binding mode; use node, socket, exclusive or core-complex"),

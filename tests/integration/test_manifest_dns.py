@@ -184,6 +184,8 @@ FAKES = BUILD / "tests" / "fakes"
 
 def fake_gpus(count):
     """A node with `count` GPUs: the fake driver libraries muster's probe loads."""
+    assert (FAKES / "libcuda.so.1").exists(), \
+        f"{FAKES} lacks the fake driver: cmake --build build --target muster_probe_fakes"
     return dict(MUSTER_LIBCUDA=str(FAKES / "libcuda.so.1"),
                 MUSTER_LIBNVML=str(FAKES / "libnvidia-ml.so.1"),
                 MUSTER_LIBNCCL=str(FAKES / "libnccl.so.2"), FAKE_GPU_COUNT=str(count))

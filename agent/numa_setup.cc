@@ -33,6 +33,9 @@ std::optional<std::string> SysfsPciAddress(const std::string& bus_id) {
 // forbid set_mempolicy, its cpuset may not allow the node (EINVAL). Tried on a thread of its
 // own: the policy is per thread, and the agent's own stays as it is.
 absl::Status TryPreferringNode(int node) {
+  if (node < 0 || node >= 1024) {  // the kernel's largest MAX_NUMNODES; the mask's size
+    return absl::InvalidArgumentError(absl::StrCat("NUMA node ", node, " is out of range"));
+  }
   int err = 0;
   std::thread probe([&] {
     constexpr size_t kWordBits = 8 * sizeof(unsigned long);

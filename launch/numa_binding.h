@@ -1,5 +1,5 @@
 // NUMA binding of a GPU's worker, as torchrun's --numa-binding computes it
-// (torch/numa/binding.py, torch 2.8 and later): the worker whose local rank is N runs on
+// (torch/numa/binding.py, torch 2.9 and later): the worker whose local rank is N runs on
 // CPUs of the NUMA node of GPU N (CUDA ordinal N), chosen by one of four modes, and
 // prefers that node for its memory. Pure functions over a SysfsTopology; thread-safe.
 #ifndef MUSTER_LAUNCH_NUMA_BINDING_H_

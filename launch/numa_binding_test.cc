@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,53 +20,42 @@ namespace fs = std::filesystem;
 // A fake /sys for a 2-socket host with 8 GPUs: each socket has two NUMA nodes, each node 8
 // physical cores with two hardware threads (CPU c and c+32, as Linux numbers them) in two
 // core complexes of 4 cores (an L3 each), and two GPUs (PCI 0000:18:00.0 + GPU index).
-class FakeSysfs {
- public:
-  FakeSysfs() {
-    char dir[] = "/tmp/muster_sysfs_XXXXXX";
-    root_ = mkdtemp(dir);
-    Write("devices/system/node/possible", "0-3");
-    for (int node = 0; node < 4; ++node) {
-      Write(absl::StrCat("devices/system/node/node", node, "/cpulist"),
-            absl::StrCat(8 * node, "-", 8 * node + 7, ",", 32 + 8 * node, "-", 32 + 8 * node + 7));
-    }
-    for (int cpu = 0; cpu < 64; ++cpu) {
-      int core = cpu % 32, node = core / 8, ccx = core / 4;
-      std::string at = absl::StrCat("devices/system/cpu/cpu", cpu);
-      Write(at + "/topology/physical_package_id", absl::StrCat(node / 2));
-      Write(at + "/topology/thread_siblings_list", absl::StrCat(core, ",", core + 32));
-      Cache(at, 0, 1, "Data", absl::StrCat(core, ",", core + 32));
-      Cache(at, 1, 1, "Instruction", absl::StrCat(core, ",", core + 32));
-      Cache(at, 2, 2, "Unified", absl::StrCat(core, ",", core + 32));
-      Cache(at, 3, 3, "Unified",
-            absl::StrCat(4 * ccx, "-", 4 * ccx + 3, ",", 32 + 4 * ccx, "-", 32 + 4 * ccx + 3));
-    }
-    for (int gpu = 0; gpu < 8; ++gpu) {
-      Write(absl::StrCat("bus/pci/devices/0000:", absl::Hex(0x18 + gpu, absl::kZeroPad2),
-                         ":00.0/numa_node"),
-            absl::StrCat(gpu / 2));
+std::map<std::string, std::string> TwoSocketsEightGpus() {
+  std::map<std::string, std::string> files;
+  files["devices/system/node/possible"] = "0-3\n";
+  for (int node = 0; node < 4; ++node) {
+    files[absl::StrCat("devices/system/node/node", node, "/cpulist")] =
+        absl::StrCat(8 * node, "-", 8 * node + 7, ",", 32 + 8 * node, "-", 32 + 8 * node + 7, "\n");
+  }
+  for (int cpu = 0; cpu < 64; ++cpu) {
+    int core = cpu % 32, node = core / 8, ccx = core / 4;
+    std::string at = absl::StrCat("devices/system/cpu/cpu", cpu);
+    std::string threads = absl::StrCat(core, ",", core + 32);
+    files[at + "/topology/physical_package_id"] = absl::StrCat(node / 2, "\n");
+    files[at + "/topology/thread_siblings_list"] = threads;
+    const struct {
+      int level;
+      const char* type;
+      std::string shared;
+    } caches[] = {
+        {1, "Data", threads},
+        {1, "Instruction", threads},
+        {2, "Unified", threads},
+        {3, "Unified",
+         absl::StrCat(4 * ccx, "-", 4 * ccx + 3, ",", 32 + 4 * ccx, "-", 32 + 4 * ccx + 3)}};
+    for (int index = 0; index < 4; ++index) {
+      std::string dir = absl::StrCat(at, "/cache/index", index);
+      files[dir + "/level"] = absl::StrCat(caches[index].level);
+      files[dir + "/type"] = caches[index].type;
+      files[dir + "/shared_cpu_list"] = caches[index].shared;
     }
   }
-  ~FakeSysfs() { fs::remove_all(root_); }
-
-  void Write(const std::string& relative, const std::string& text) {
-    fs::path path = fs::path(root_) / relative;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << text << "\n";
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    files[absl::StrCat("bus/pci/devices/0000:", absl::Hex(0x18 + gpu, absl::kZeroPad2),
+                       ":00.0/numa_node")] = absl::StrCat(gpu / 2, "\n");
   }
-  const std::string& root() const { return root_; }
-
- private:
-  void Cache(const std::string& cpu, int index, int level, const char* type,
-             const std::string& shared) {
-    std::string at = absl::StrCat(cpu, "/cache/index", index);
-    Write(at + "/level", absl::StrCat(level));
-    Write(at + "/type", type);
-    Write(at + "/shared_cpu_list", shared);
-  }
-
-  std::string root_;
-};
+  return files;
+}
 
 std::vector<int> AllCpus() {
   std::vector<int> cpus;
@@ -75,13 +65,6 @@ std::vector<int> AllCpus() {
 
 class NumaBindingTest : public ::testing::Test {
  protected:
-  // One tree for the suite: writing its ~900 files takes seconds on a loaded machine.
-  static void SetUpTestSuite() { sysfs_ = new FakeSysfs(); }
-  static void TearDownTestSuite() {
-    delete sysfs_;
-    sysfs_ = nullptr;
-  }
-
   // The GPUs' nodes as the agent finds them: through each one's PCI address.
   std::vector<int> GpuNodes() {
     std::vector<int> nodes;
@@ -102,11 +85,8 @@ class NumaBindingTest : public ::testing::Test {
     return FormatCpuList(p->cpus);
   }
 
-  static FakeSysfs* sysfs_;
-  SysfsTopology topology_{sysfs_->root()};
+  SysfsTopology topology_ = SysfsTopology::InMemory(TwoSocketsEightGpus());
 };
-
-FakeSysfs* NumaBindingTest::sysfs_ = nullptr;
 
 TEST_F(NumaBindingTest, ModesParseAndBadOnesNameTheChoices) {
   for (const char* name : {"node", "socket", "exclusive", "core-complex"}) {
@@ -180,7 +160,9 @@ TEST_F(NumaBindingTest, UnevenSplitsAndMoreGpusThanGroups) {
 
 TEST_F(NumaBindingTest, SysfsGapsAreNamed) {
   // A kernel without NUMA information for the device: -1, which is node 0.
-  sysfs_->Write("bus/pci/devices/0000:c1:00.0/numa_node", "-1");
+  std::map<std::string, std::string> files = TwoSocketsEightGpus();
+  files["bus/pci/devices/0000:c1:00.0/numa_node"] = "-1\n";
+  topology_ = SysfsTopology::InMemory(files);
   EXPECT_EQ(topology_.NumaNodeOfPciDevice("0000:c1:00.0").value_or(-2), 0);
   absl::StatusOr<int> missing = topology_.NumaNodeOfPciDevice("0000:99:00.0");
   ASSERT_FALSE(missing.ok());
@@ -191,6 +173,35 @@ TEST_F(NumaBindingTest, SysfsGapsAreNamed) {
       PlaceNearGpu(NumaBindingMode::kNode, 0, {7}, AllCpus(), topology_);
   ASSERT_FALSE(gone.ok());
   EXPECT_NE(gone.status().message().find("node7/cpulist"), std::string::npos);
+}
+
+// The same reader over a directory, as the agent uses /sys.
+TEST(SysfsTopologyTest, ReadsADirectoryTree) {
+  char dir[] = "/tmp/muster_sysfs_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  fs::path root = dir;
+  auto write = [&](const std::string& relative, const std::string& text) {
+    fs::create_directories((root / relative).parent_path());
+    std::ofstream(root / relative) << text;
+  };
+  write("devices/system/node/node0/cpulist", "0-3\n");
+  write("devices/system/cpu/cpu2/cache/index0/type", "Instruction\n");
+  write("devices/system/cpu/cpu2/cache/index0/level", "1\n");
+  write("devices/system/cpu/cpu2/cache/index2/type", "Unified\n");
+  write("devices/system/cpu/cpu2/cache/index2/level", "2\n");
+  write("devices/system/cpu/cpu2/cache/index2/shared_cpu_list", "2-3\n");
+  write("devices/system/cpu/cpu2/cache/uevent", "\n");
+  SysfsTopology topology(root.string());
+  EXPECT_EQ(topology.CpusOfNode(0).value_or(std::vector<int>{}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(topology.LastLevelCacheSharersOf(2).value_or(std::vector<int>{}),
+            (std::vector<int>{2, 3}));
+  absl::StatusOr<int> socket = topology.SocketOfCpu(2);
+  ASSERT_FALSE(socket.ok());
+  EXPECT_EQ(socket.status().message(),
+            absl::StrCat("open ", dir,
+                         "/devices/system/cpu/cpu2/topology/physical_package_id: No such file or "
+                         "directory"));
+  fs::remove_all(root);
 }
 
 TEST(FormatCpuListTest, RangesAndSingles) {

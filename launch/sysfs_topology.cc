@@ -6,23 +6,60 @@
 #include <fstream>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "base/errno_status.h"
 #include "base/status_macros.h"
 #include "launch/cpu_topology.h"
 
 namespace muster {
 
+SysfsTopology SysfsTopology::InMemory(std::map<std::string, std::string> files) {
+  SysfsTopology topology("(memory)");
+  topology.files_ = std::move(files);
+  return topology;
+}
+
 absl::StatusOr<std::string> SysfsTopology::ReadLine(const std::string& relative) const {
   std::string path = absl::StrCat(root_, "/", relative);
-  std::ifstream in(path);
-  if (!in) return ErrnoStatus(absl::StrCat("open ", path), errno);
   std::string line;
-  std::getline(in, line);
+  if (files_) {
+    auto it = files_->find(relative);
+    if (it == files_->end()) return ErrnoStatus(absl::StrCat("open ", path), ENOENT);
+    line = it->second.substr(0, it->second.find('\n'));
+  } else {
+    std::ifstream in(path);
+    if (!in) return ErrnoStatus(absl::StrCat("open ", path), errno);
+    std::getline(in, line);
+  }
   return std::string(absl::StripAsciiWhitespace(line));
+}
+
+absl::StatusOr<std::vector<std::string>> SysfsTopology::List(const std::string& relative,
+                                                             const std::string& prefix) const {
+  std::vector<std::string> names;
+  if (files_) {
+    std::string dir = relative + "/";
+    for (auto it = files_->lower_bound(dir); it != files_->end() && it->first.starts_with(dir);
+         ++it) {
+      std::string name = it->first.substr(dir.size());
+      name.resize(name.find('/') == std::string::npos ? name.size() : name.find('/'));
+      if (name.starts_with(prefix) && (names.empty() || names.back() != name)) {
+        names.push_back(name);
+      }
+    }
+    if (names.empty()) return ErrnoStatus(absl::StrCat("opendir ", root_, "/", relative), ENOENT);
+    return names;
+  }
+  std::string path = absl::StrCat(root_, "/", relative);
+  DIR* dir = opendir(path.c_str());
+  if (dir == nullptr) return ErrnoStatus(absl::StrCat("opendir ", path), errno);
+  while (dirent* e = readdir(dir)) {
+    std::string name = e->d_name;
+    if (name.starts_with(prefix)) names.push_back(name);
+  }
+  closedir(dir);
+  return names;
 }
 
 absl::StatusOr<int> SysfsTopology::ReadInt(const std::string& relative) const {
@@ -68,18 +105,12 @@ absl::StatusOr<std::vector<int>> SysfsTopology::CoreSiblingsOf(int cpu) const {
 
 absl::StatusOr<std::vector<int>> SysfsTopology::LastLevelCacheSharersOf(int cpu) const {
   std::string cache = absl::StrCat("devices/system/cpu/cpu", cpu, "/cache");
-  std::string dir_path = absl::StrCat(root_, "/", cache);
-  DIR* dir = opendir(dir_path.c_str());
-  if (dir == nullptr) return ErrnoStatus(absl::StrCat("opendir ", dir_path), errno);
+  ASSIGN_OR_RETURN(std::vector<std::string> entries, List(cache, "index"));
   std::vector<std::string> indexes;
-  while (dirent* e = readdir(dir)) {
-    absl::string_view name = e->d_name;
+  for (const std::string& entry : entries) {
     int n = 0;
-    if (absl::ConsumePrefix(&name, "index") && absl::SimpleAtoi(name, &n)) {
-      indexes.push_back(e->d_name);
-    }
+    if (absl::SimpleAtoi(absl::string_view(entry).substr(5), &n)) indexes.push_back(entry);
   }
-  closedir(dir);
   int best_level = -1;
   std::vector<int> sharers;
   for (const std::string& index : indexes) {
@@ -92,7 +123,8 @@ absl::StatusOr<std::vector<int>> SysfsTopology::LastLevelCacheSharersOf(int cpu)
     best_level = level;
   }
   if (best_level < 0) {
-    return absl::NotFoundError(absl::StrCat(dir_path, ": no data or unified cache listed"));
+    return absl::NotFoundError(
+        absl::StrCat(root_, "/", cache, ": no data or unified cache listed"));
   }
   return sharers;
 }

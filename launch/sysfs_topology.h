@@ -1,9 +1,12 @@
 // SysfsTopology: the machine's CPU, NUMA and PCI topology as Linux's sysfs describes it,
-// read from a root directory ("/sys" on a real machine; a tree a test builds otherwise).
-// Each query reads its files when called (nothing is cached); thread-safe.
+// read from a root directory ("/sys" on a real machine, a copy in integration tests) or
+// from files held in memory (unit tests). Each query reads its files when called (nothing
+// is cached); thread-safe.
 #ifndef MUSTER_LAUNCH_SYSFS_TOPOLOGY_H_
 #define MUSTER_LAUNCH_SYSFS_TOPOLOGY_H_
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,8 +17,8 @@ namespace muster {
 class SysfsTopology {
  public:
   explicit SysfsTopology(std::string root = "/sys") : root_(std::move(root)) {}
-
-  const std::string& root() const { return root_; }
+  // A tree in memory: path relative to the root ("devices/system/node/possible") -> text.
+  static SysfsTopology InMemory(std::map<std::string, std::string> files);
 
   // The NUMA node of PCI device `address` ("0000:18:00.0", as in bus/pci/devices/);
   // a kernel without NUMA information writes -1 there, which is node 0 (the one node).
@@ -34,10 +37,14 @@ class SysfsTopology {
 
  private:
   absl::StatusOr<std::string> ReadLine(const std::string& relative) const;
+  // The entries of directory `relative` whose names start with `prefix`.
+  absl::StatusOr<std::vector<std::string>> List(const std::string& relative,
+                                                const std::string& prefix) const;
   absl::StatusOr<int> ReadInt(const std::string& relative) const;
   absl::StatusOr<std::vector<int>> ReadCpuList(const std::string& relative) const;
 
   std::string root_;
+  std::optional<std::map<std::string, std::string>> files_;  // InMemory's
 };
 
 }  // namespace muster

@@ -12,6 +12,7 @@ import glob
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -133,6 +134,38 @@ def test_each_worker_runs_on_its_gpus_cpus_and_prefers_its_node(sysfs, mode, tmp
         assert (f"--numa-binding {mode}: local rank {rank} near GPU {rank} "
                 f"(0000:{0x18 + rank:02x}:00.0, NUMA node {node}): CPUs {ranges(want[rank])}, "
                 f"memory preferred on node {node}") in r.stderr, r.stderr
+
+
+# Runs in torch 2.x's python: torch.numa.binding's CPU sets for CUDA devices 0 and 1 on the
+# NUMA node argv[1], on this machine's /sys, one "MODE CPUS0 CPUS1" line per mode.
+TORCH_BINDING = """
+import sys
+import torch.numa.binding as b
+node = int(sys.argv[1])
+b._get_device_count = lambda: 2
+b._get_numa_node_index_for_device_index = lambda device_index: node
+for mode in b.AffinityMode:
+    sets = [b._get_ranges_str_from_ints(b._get_logical_cpus_to_bind_to(
+        device_index=d, numa_options=b.NumaOptions(affinity_mode=mode))) for d in (0, 1)]
+    print(mode.value, *sets)
+"""
+
+
+def test_cpu_sets_are_torchs_own(sysfs, torch2_python):
+    """torch 2.x's binding.py itself, with its GPU lookup replaced by the fake GPUs' node,
+    against what muster's workers run on, mode by mode."""
+    root, node = sysfs
+    out = subprocess.run([torch2_python, "-c", TORCH_BINDING, str(node)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    torch_sets = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()}
+    assert sorted(torch_sets) == ["core-complex", "exclusive", "node", "socket"], out.stdout
+    for mode, want in torch_sets.items():
+        r = run_muster(["--standalone", "--nproc-per-node", "2", "--numa-binding", mode,
+                        "--no-python", "sh", "-c", SHOW], env=env_with_gpus(root))
+        assert r.returncode == 0, r.stderr
+        seen = sorted(worker_line(line)[:2] for line in r.stdout.splitlines())
+        assert seen == [["0", want[0]], ["1", want[1]]], (mode, r.stdout)
 
 
 def test_a_node_the_kernel_cannot_prefer_leaves_cpus_bound_and_the_default_policy(sysfs, tmp_path):

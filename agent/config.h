@@ -16,6 +16,7 @@
 
 #include "absl/time/time.h"
 #include "launch/containment.h"
+#include "launch/numa_binding.h"
 #include "launch/restart_policy.h"
 #include "nlohmann/json.hpp"
 
@@ -85,8 +86,9 @@ struct Config {
   bool virtual_local_rank = false;   // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's own GPU
   bool bind_cores_to_rank = false;   // give each local rank its own share of CPUs
   std::vector<int> bind_core_list;   // CPUs to split (empty: the agent's affinity)
-  std::string save_pid;              // --save-pid FILE: the agent's pid
-  std::string hostfile;              // --hostfile FILE: DeepSpeed-style "host slots=N" per round
+  std::optional<NumaBindingMode> numa_binding;  // --numa-binding: CPUs near each rank's GPU
+  std::string save_pid;                         // --save-pid FILE: the agent's pid
+  std::string hostfile;  // --hostfile FILE: DeepSpeed-style "host slots=N" per round
   std::string python_exec = "python3";
 
   // Shape of the job.
@@ -166,6 +168,10 @@ struct Config {
   StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;
   absl::Duration probe_timeout = absl::Seconds(30);
   nlohmann::json probe_summary;  // the last probe report, for the status file
+  // --numa-binding resolved after the probe (agent/numa_setup.h): local rank N's CPUs and
+  // node; empty without the flag. numa_memory: whether workers may be given a memory policy.
+  std::vector<NumaPlacement> numa_placements;
+  bool numa_memory = false;
 
   // Debug mode (docs/design.md §4.7): rendezvous, write per-rank env files and a hostfile, then run
   // debug_command instead of the workers; `muster exec --rank N` starts a rank by hand.

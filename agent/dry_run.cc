@@ -106,6 +106,13 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   line("signals", absl::StrCat(absl::StrJoin(sigs, ","), "; SIGKILL after ",
                                HumanDuration(c.shutdown_timeout)));
   line("containment", DescribeContainment(c.containment) + source("containment"));
+  if (c.numa_binding) {
+    line("numa binding",
+         absl::StrCat(NumaBindingModeName(*c.numa_binding),
+                      ": local rank N on CPUs near GPU N, memory preferred on its node (resolved "
+                      "at start from the GPU probe and /sys)",
+                      source("numa-binding")));
+  }
   line("log dir", c.log_dir.empty() ? std::string("temporary (removed at exit)") : c.log_dir);
   std::vector<std::string> detected;
   for (const auto& [k, v] : env) {

@@ -414,8 +414,8 @@ constexpr Subcommand kRun = {
 // passed to workers as worker ranks, but a malformed one is a configuration
 // error worth stopping on.
 constexpr const char* kNumericNodeVars[] = {
-    "WORLD_SIZE",           "RANK",          "NODE_RANK",    "MASTER_PORT", "PET_MASTER_PORT",
-    "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX"};
+    "WORLD_SIZE",           "RANK",          "NODE_RANK",     "MASTER_PORT",    "PET_MASTER_PORT",
+    "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"};
 
 // What the environment gives before any flag is applied (a flag overrides it).
 absl::Status ApplyDefaults(const std::map<std::string, std::string>& env, const HostInfo& host,
@@ -520,8 +520,9 @@ absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, con
 // MUSTER_STACKS_*: a worker's, launch/watchdog.h, agent/stack_hook.h; an agent started inside
 // a worker inherits them).
 constexpr const char* kOtherVariables[] = {
-    "MUSTER_TOKEN",      "MUSTER_LIBCUDA",    "MUSTER_LIBNVML",       "MUSTER_LIBNCCL",
-    "MUSTER_AGENT_MARK", "MUSTER_STACKS_DIR", "MUSTER_STACKS_SIGNAL", "MUSTER_PREEMPTED"};
+    "MUSTER_TOKEN",         "MUSTER_LIBCUDA",    "MUSTER_LIBNVML",
+    "MUSTER_LIBNCCL",       "MUSTER_AGENT_MARK", "MUSTER_STACKS_DIR",
+    "MUSTER_STACKS_SIGNAL", "MUSTER_PREEMPTED",  "MUSTER_TEST_SYSFS_ROOT"};
 
 // MUSTER_<X> variables that set no flag of `muster run` but are a typo away from one
 // (MUSTER_NPROC_PER_NODES): ignored, so a warning names the variable meant. Other

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -47,6 +48,7 @@ struct ChildArgs {
   int cgroup_procs_fd;
   int report_fd;
   int fd_limit;  // RLIMIT_NOFILE's soft limit: the fallback's bound when close_range fails
+  bool new_cgroup_namespace;
 };
 
 [[noreturn]] void ChildFail(const ChildArgs* a, int err) {
@@ -60,6 +62,9 @@ struct ChildArgs {
 // A watchdog that is gone is being restarted; the agent re-sends its workers then.
 void EnterContainment(const ChildArgs* a) {
   if (a->cgroup_procs_fd >= 0 && write(a->cgroup_procs_fd, "0", 1) != 1) ChildFail(a, errno);
+  // Rooted at the cgroup just entered: with nsdelegate the kernel keeps the worker and all it
+  // starts in that cgroup's subtree (launch/cgroup.h).
+  if (a->new_cgroup_namespace && unshare(CLONE_NEWCGROUP) != 0) ChildFail(a, errno);
   if (a->report_fd >= 0) {
     int self = PidfdOpen(getpid());
     SendPidAndPidfd(a->report_fd, '+', getpid(), self);
@@ -260,13 +265,21 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
   UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
 
-  ChildArgs args{path->c_str(),    argv.data(),
-                 envp.data(),      spec.fds.data(),
-                 spec.fds.size(),  spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
-                 spec.new_session, spec.parent_death_signal,
-                 getpid(),         spec.cpus.empty() ? nullptr : &cpus,
-                 write_end.get(),  spec.cgroup_procs_fd,
-                 spec.report_fd,   FdLimit()};
+  ChildArgs args{path->c_str(),
+                 argv.data(),
+                 envp.data(),
+                 spec.fds.data(),
+                 spec.fds.size(),
+                 spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
+                 spec.new_session,
+                 spec.parent_death_signal,
+                 getpid(),
+                 spec.cpus.empty() ? nullptr : &cpus,
+                 write_end.get(),
+                 spec.cgroup_procs_fd,
+                 spec.report_fd,
+                 FdLimit(),
+                 spec.new_cgroup_namespace};
 
   ASSIGN_OR_RETURN(pid_t pid, StartChild(spec, args));
   write_end.reset();

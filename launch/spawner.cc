@@ -23,6 +23,7 @@
 #include "base/unique_fd.h"
 #include "launch/clone_into_cgroup.h"
 #include "launch/pidfd.h"
+#include "launch/reaper.h"
 
 namespace muster {
 namespace {
@@ -292,9 +293,9 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   if (n == sizeof(child_errno)) {
     // The child _exit'ed before exec; reap it here so the agent's SIGCHLD
     // handling never sees a pid it did not hear about.
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
+    // It has exited (the pipe said so): at once, unless a ptrace tracer holds its zombie;
+    // then the agent's SIGCHLD handling reaps it later.
+    ReapChildWithin(pid, absl::Seconds(1));
     std::string what = absl::StrCat("cannot execute ", *path);
     if (child_errno == ENOENT) return absl::NotFoundError(absl::StrCat(what, ": no such file"));
     if (child_errno == EACCES || child_errno == ENOEXEC || child_errno == EISDIR) {

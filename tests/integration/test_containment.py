@@ -436,6 +436,31 @@ def test_nested_cgroups_get_sigterm_then_sigkill_and_are_removed(tmp_path):
 
 
 @needs_cgroup
+def test_nested_cgroups_die_and_are_removed_with_a_sigkilled_agent(tmp_path):
+    """Issue 31 item 2, the watchdog's side: after SIGKILL of the agent, cgroup.kill of the
+    job cgroup reaches the nested cgroups too, and the watchdog removes them depth first
+    (on main the job cgroup stayed behind)."""
+    out, status = tmp_path / "out", tmp_path / "status.json"
+    worker = tmp_path / "worker.py"
+    worker.write_text(NESTED_WORKER)
+    agent = start_agent([*contain("cgroup"), "--status-file", status, "--no-python",
+                         sys.executable, worker, own_cgroup_dir(), out])
+    try:
+        wait_for(lambda: len([x for x in text_lines(out) if x.startswith("ready")]) == 2, 20,
+                 what="2 processes in nested cgroups")
+        job = json.loads(status.read_text())["containment"].split(" ", 1)[1]
+        nested = [int(x.split()[2]) for x in text_lines(out) if x.startswith("ready")]
+        agent.kill()
+        agent.wait(timeout=5)
+        wait_for(lambda: not any(pid_alive(p) for p in nested), 5,
+                 what=f"nested {nested} to die after SIGKILL of the agent")
+        wait_for(lambda: not os.path.exists(job), 5, what=f"the watchdog to remove {job}")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+@needs_cgroup
 def test_a_dead_agents_nested_job_cgroup_is_removed_at_start(tmp_path):
     """Issue 31 item 2: an agent's leftover job cgroup with cgroups a worker made below its
     leaf is removed (depth first) by the next agent (on main it stayed forever)."""

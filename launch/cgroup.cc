@@ -73,8 +73,9 @@ bool EventsSayPopulated(const char* dir) {
   return strstr(buf, "populated 1") != nullptr;
 }
 
-// Deeper than this, sub-cgroups are left in place (cgroup.max.depth is unlimited by default;
-// each level costs RemoveTree a frame of some 8 KiB).
+// Deeper than this, sub-cgroups are neither signalled one by one (cgroup.kill still reaches
+// them) nor removed (cgroup.max.depth is unlimited by default; each level costs RemoveTree
+// a frame of some 8 KiB).
 constexpr int kMaxRemoveDepth = 64;
 
 // rmdir of every sub-cgroup of `dir`, depth first (a worker may have made cgroups below its
@@ -105,14 +106,16 @@ bool RemoveTree(const char* dir, int depth = 0) {
   return rmdir(dir) == 0 || errno == ENOENT;
 }
 
-// `dir` and every cgroup below it, parents before children (not async-signal-safe).
-void ListCgroupTree(const std::string& dir, std::vector<std::string>* out) {
+// `dir` and every cgroup below it (down to kMaxRemoveDepth levels), parents before children
+// (not async-signal-safe).
+void ListCgroupTree(const std::string& dir, std::vector<std::string>* out, int depth = 0) {
   out->push_back(dir);
+  if (depth >= kMaxRemoveDepth) return;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
   while (dirent* e = readdir(d)) {
     if (e->d_type == DT_DIR && e->d_name[0] != '.') {
-      ListCgroupTree(absl::StrCat(dir, "/", e->d_name), out);
+      ListCgroupTree(absl::StrCat(dir, "/", e->d_name), out, depth + 1);
     }
   }
   closedir(d);

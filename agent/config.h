@@ -142,6 +142,8 @@ struct Config {
   std::string preempt_file;
   std::vector<int> signals_to_handle;
   Containment containment = Containment::kAuto;  // launch/containment.h
+  bool allow_cgroup_escape =
+      false;  // --allow-cgroup-escape: mode cgroup with workers that can leave
   // Hang detection (agent/hang_watch.h): zero is off; a hang restarts the job (within the
   // budget) unless --hang-action fail.
   absl::Duration hang_timeout = absl::ZeroDuration();

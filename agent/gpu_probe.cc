@@ -18,6 +18,7 @@
 #include "base/log_format.h"
 #include "base/status_macros.h"
 #include "base/unique_fd.h"
+#include "launch/reaper.h"
 #include "launch/spawner.h"
 #include "spdlog/spdlog.h"
 
@@ -84,7 +85,7 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
+      ReapChildWithin(pid, absl::Seconds(5));  // else the agent's reaper takes it later
       return absl::DeadlineExceededError(
           absl::StrCat("muster-probe did not finish within ", HumanDuration(timeout)));
     }
@@ -94,7 +95,11 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
     out.append(buf, n);
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // Its output ended: it exits now (or was killed), within 5 s unless stuck in the kernel.
+  if (!ReapChildWithin(pid, absl::Seconds(5), &status)) {
+    kill(pid, SIGKILL);
+    return absl::DeadlineExceededError(
+        absl::StrCat("muster-probe (pid ", pid, ") closed its output but did not exit"));
   }
   ProbeResult result;
   result.exit_code =

@@ -248,6 +248,13 @@ constexpr FlagSpec kMusterFlags[] = {
          "cgroup.kill), session (sessions, pidfds, watchdog, and a supervisor process above the "
          "agent unless it is PID 1) or auto (cgroup when one can be made)",
      .apply = ApplyContainment},
+    {.name = "allow-cgroup-escape",
+     .takes_value = false,
+     .group = "Failures",
+     .default_text = "off",
+     .help = "--containment cgroup even when workers hold what lets them leave their cgroup "
+             "(uid 0 without nsdelegate; README: No process left behind)",
+     .apply = SetSwitch<&Config::allow_cgroup_escape>},
     {.name = "monitor-interval",
      .group = "Failures",
      .default_text = "-",

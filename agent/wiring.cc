@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "agent/etcd_security_flags.h"
 #include "agent/listen_address.h"
@@ -313,8 +314,10 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
     std::string summary = absl::StrCat(
         "the supervisor (pid ", pid, ") is gone: killed every process of the job; exiting ", code);
     spdlog::error("the supervisor (pid {}) is gone: killing every process of the job", pid);
-    if (!KillAndReapChildren(absl::Seconds(10))) {
-      spdlog::error("some processes of the job did not die within 10 s of SIGKILL");
+    std::vector<pid_t> stuck;
+    if (!KillAndReapChildren(absl::Seconds(10), &stuck)) {
+      spdlog::error("processes of the job not reaped within 10 s of SIGKILL: {}",
+                    stuck.empty() ? "unknown (/proc is not mounted)" : absl::StrJoin(stuck, ", "));
     }
     WriteTerminationLog(termination_log, summary);
     spdlog::error("{}", summary);
@@ -414,7 +417,8 @@ int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
 int RunAgent(Config config) {
   // Chosen before anything else: in mode session (not PID 1) this process stays as the
   // supervisor and the agent is its child (launch/supervisor.h).
-  absl::StatusOr<ContainmentChoice> containment = ChooseContainment(config.containment);
+  absl::StatusOr<ContainmentChoice> containment =
+      ChooseContainment(config.containment, config.allow_cgroup_escape);
   Supervisor supervisor;
   if (containment.ok() && containment->supervised) {
     absl::StatusOr<Supervisor> s = SplitOffAgent(config.signals_to_handle);

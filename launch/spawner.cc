@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <linux/mempolicy.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -23,6 +24,7 @@
 #include "base/unique_fd.h"
 #include "launch/clone_into_cgroup.h"
 #include "launch/pidfd.h"
+#include "launch/reaper.h"
 
 namespace muster {
 namespace {
@@ -50,6 +52,7 @@ struct ChildArgs {
   int cgroup_procs_fd;
   int report_fd;
   int fd_limit;  // RLIMIT_NOFILE's soft limit: the fallback's bound when close_range fails
+  bool new_cgroup_namespace;
 };
 
 [[noreturn]] void ChildFail(const ChildArgs* a, int err) {
@@ -63,6 +66,9 @@ struct ChildArgs {
 // A watchdog that is gone is being restarted; the agent re-sends its workers then.
 void EnterContainment(const ChildArgs* a) {
   if (a->cgroup_procs_fd >= 0 && write(a->cgroup_procs_fd, "0", 1) != 1) ChildFail(a, errno);
+  // Rooted at the cgroup just entered: with nsdelegate the kernel keeps the worker and all it
+  // starts in that cgroup's subtree (launch/cgroup.h).
+  if (a->new_cgroup_namespace && unshare(CLONE_NEWCGROUP) != 0) ChildFail(a, errno);
   if (a->report_fd >= 0) {
     int self = PidfdOpen(getpid());
     SendPidAndPidfd(a->report_fd, '+', getpid(), self);
@@ -292,7 +298,8 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
                  write_end.get(),
                  spec.cgroup_procs_fd,
                  spec.report_fd,
-                 FdLimit()};
+                 FdLimit(),
+                 spec.new_cgroup_namespace};
 
   ASSIGN_OR_RETURN(pid_t pid, StartChild(spec, args));
   write_end.reset();
@@ -305,9 +312,9 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   if (n == sizeof(child_errno)) {
     // The child _exit'ed before exec; reap it here so the agent's SIGCHLD
     // handling never sees a pid it did not hear about.
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
+    // It has exited (the pipe said so): at once, unless a ptrace tracer holds its zombie;
+    // then the agent's SIGCHLD handling reaps it later.
+    ReapChildWithin(pid, absl::Seconds(1));
     std::string what = absl::StrCat("cannot execute ", *path);
     if (child_errno == ENOENT) return absl::NotFoundError(absl::StrCat(what, ": no such file"));
     if (child_errno == EACCES || child_errno == ENOEXEC || child_errno == EISDIR) {

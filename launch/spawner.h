@@ -44,6 +44,9 @@ struct SpawnSpec {
   // The same cgroup's directory: where the kernel can, the child is created in it
   // (clone_into_cgroup.h) and cgroup_procs_fd is not used. -1: enter by cgroup_procs_fd.
   int cgroup_dir_fd = -1;
+  // Once in that cgroup: unshare(CLONE_NEWCGROUP), a cgroup namespace rooted there (needs
+  // CAP_SYS_ADMIN; JobCgroup::namespaced()).
+  bool new_cgroup_namespace = false;
 };
 
 // Returns the child's pid, or: NotFound (command not in PATH / no such file:

@@ -253,7 +253,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .group = "Failures",
      .default_text = "off",
      .help = "--containment cgroup even when workers hold what lets them leave their cgroup "
-             "(uid 0 without nsdelegate; README: No process left behind)",
+             "(uid 0 without nsdelegate; docs/operations/containment.md)",
      .apply = SetSwitch<&Config::allow_cgroup_escape>},
     {.name = "monitor-interval",
      .group = "Failures",

@@ -31,7 +31,7 @@ absl::StatusOr<ContainmentChoice> ChooseContainment(Containment requested, bool 
           (*cgroup)->escape(),
           ". Mount cgroup2 with nsdelegate and run muster in a user namespace whose cgroup "
           "namespace an outer one owns (a container), or pass --allow-cgroup-escape to run "
-          "them anyway (README: No process left behind)"));
+          "them anyway (docs/operations/containment.md)"));
     }
     spdlog::info("containment cgroup: workers can leave their cgroup: they hold {}{}",
                  (*cgroup)->escape(),

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Manual check of issue 31 item 1 (README: No process left behind): whether a worker can
+# Manual check of issue 31 item 1 (docs/operations/containment.md): whether a worker can
 # move itself out of its attempt's cgroup, with the host's cgroup2 remounted nsdelegate for
 # the few seconds it takes. nsdelegate is system-wide, so this is not part of the test suite
 # (tests/integration/test_containment.py checks the refusal without it). Needs root.

@@ -76,8 +76,8 @@ int RunCommand(const std::vector<std::string>& args) {
 // calls torchrun under muster, with no edit.
 bool InvokedAsTorchrun(const char* argv0) {
   std::string_view name = argv0 != nullptr ? argv0 : "";
-  if (size_t slash = name.rfind('/'); slash != std::string_view::npos)
-    name.remove_prefix(slash + 1);
+  const size_t slash = name.rfind('/');
+  if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
   return name == "torchrun";
 }
 

@@ -453,5 +453,5 @@ def test_endpoint_naming_this_pods_headless_service_hosts_the_rendezvous(tmp_pat
         return re.search(r"hosted here: (\w+)", r.stdout).group(1)
 
     assert hosted("idx-0") == "true"
-    assert hosted("idx-1") == "auto"           # the agent's own check: not this host
+    assert hosted("idx-1") == "false"          # node rank 1 (the index): node rank 0 serves
     assert hosted("idx-0", "--rdzv-host=false") == "false"

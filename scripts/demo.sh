@@ -22,19 +22,25 @@ quote() {
   fi
 }
 PORT=${MUSTER_DEMO_PORT:-29400}
+unset MUSTER_DEMO_PORT  # the demo's own: the agents would warn about an unknown MUSTER_ name
 export PYTHON_EXEC=/usr/bin/python3  # Debian's python3-torch
-echo "== two agents, as on two machines (both on 127.0.0.1 here); to run them yourself:"
-echo "\$ export PYTHON_EXEC=$PYTHON_EXEC"
-step=$SECONDS
-pids=()
+commands=()
 for node in 0 1; do
   cmd=(build/bin/muster run --nnodes 2 --nproc-per-node 2 --node-rank "$node"
        --rdzv-endpoint "127.0.0.1:$PORT" --rdzv-id demo
        --log-line-prefix-template "[node$node rank\${rank}]:" examples/allreduce.py)
-  printf '$'
-  for word in "${cmd[@]}"; do printf ' %s' "$(quote "$word")"; done
-  printf ' &\n'
-  "${cmd[@]}" &
+  line=""
+  for word in "${cmd[@]}"; do line+=" $(quote "$word")"; done
+  commands+=("${line# }")
+done
+# Printed whole before either agent starts, so no agent's output splits a line.
+echo "== two agents, as on two machines (both on 127.0.0.1 here); to run them yourself:"
+echo "\$ export PYTHON_EXEC=$PYTHON_EXEC"
+for line in "${commands[@]}"; do echo "\$ $line &"; done
+step=$SECONDS
+pids=()
+for line in "${commands[@]}"; do
+  eval "$line" &  # the very line printed above
   pids+=($!)
 done
 rc=0

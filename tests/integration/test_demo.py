@@ -75,6 +75,7 @@ def test_demo_builds_muster_alone_and_times_set_up_and_build(demo):
 def test_demo_prints_the_commands_it_runs_and_shares_one_port(demo):
     r, port, _ = demo
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "warning" not in r.stderr, r.stderr[-3000:]  # e.g. about the demo's MUSTER_DEMO_PORT
     commands = _commands(r.stdout)
     for node, argv in enumerate(commands):
         assert argv[:2] == ["build/bin/muster", "run"], argv

@@ -175,7 +175,7 @@ absl::Status CheckNodeRankInRange(const Config& c) {
 // With node ranks given, node rank 0's agent serves the rendezvous at --rdzv-endpoint (when
 // the endpoint names its host) and the others only join, also when they share that host:
 // group rank 0 (node rank 0) serves the round's store, which shares the endpoint's port only
-// in the agent that serves the rendezvous (DESIGN §4.3 "Ports"). Had node rank 1 bound the
+// in the agent that serves the rendezvous (docs/design.md §4.3 "Ports"). Had node rank 1 bound the
 // port first, the store would land on a second port. --rdzv-host and is_host still decide.
 void JoinUnlessNodeRankZero(Config* c) {
   if (c->node_rank <= 0 || c->rdzv_host_name.empty() || c->rdzv_etcd ||

@@ -88,11 +88,14 @@ def test_wheel_runs_a_torch_job_in_a_fresh_venv_without_the_debian_libraries(tmp
     # auditwheel's tag: the oldest glibc the binaries run on.
     assert re.fullmatch(r"muster-[\d.]+-py3-none-manylinux_2_\d+_x86_64\.whl", wheel.name), wheel
 
-    venv = tmp_path / "venv"  # a user's training venv: the system's torch, muster from pip
-    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True, timeout=120)
-    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps",
-                        "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
+    # A user's training venv: the system's torch, muster from pip (the tools' pip, pointed at
+    # the venv: its own would cost a pip install into the venv first).
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(venv)], check=True, timeout=120)
+    r = subprocess.run([tools.stdout.strip(), "-m", "pip", "--python", str(venv / "bin" / "python"),
+                        "install", "--no-deps", "--no-index", str(wheel)], capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     for name in ("muster", "muster-probe", "torchrun"):
         assert (venv / "bin" / name).exists(), name

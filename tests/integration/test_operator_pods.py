@@ -230,8 +230,9 @@ CONVENTION_RUNS = [(c, "torch113") for c in CONVENTIONS] + [("kubeflow-pytorchjo
 
 # -- running and checking ------------------------------------------------------------------
 
-_LINE = re.compile(r"^\[\w+?\d+\]:rank (\d+)/(\d+) \(local (\d+), restart (\d+)\): "
-                   r"all_reduce = ([\d.]+) OK$")
+# examples/allreduce.py's line; the store it names (", store ADDR:PORT") is not checked here.
+_LINE = re.compile(r"^\[\w+?\d+\]:rank (\d+)/(\d+) \(local (\d+), restart (\d+)"
+                   r"(?:, store \S+)?\): all_reduce = ([\d.]+) OK$")
 
 
 def worker_lines(text):

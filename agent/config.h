@@ -126,7 +126,7 @@ struct Config {
 
   // Failure handling.
   int max_restarts = 0;
-  RestartPolicy restart_policy = RestartPolicy::kExitCode;
+  RestartPolicy restart_policy = RestartPolicy::kOnFailure;  // torchrun's rule
   std::set<int> restartable_exit_codes;
   absl::Duration shutdown_timeout = absl::Seconds(30);
   // Preemption (README "Preemption"): the signal workers get with the notice (0: none, the

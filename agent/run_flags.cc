@@ -188,8 +188,9 @@ constexpr FlagSpec kMusterFlags[] = {
      .apply = ApplyMaxRestarts},
     {.name = "restart-policy",
      .group = "Failures",
-     .default_text = "ExitCode",
-     .help = "Never, OnFailure, Always or ExitCode",
+     .default_text = "OnFailure",
+     .help = "OnFailure: any failure restarts while --max-restarts lasts (torchrun's rule); "
+             "ExitCode: only --restartable-exit-codes restart; Never; Always",
      .apply = ApplyRestartPolicy},
     {.name = "restartable-exit-codes",
      .group = "Failures",

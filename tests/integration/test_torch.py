@@ -11,7 +11,7 @@ SCRIPTS = REPO / "tests" / "integration" / "scripts"
 # Names that legitimately differ between torchrun 1.13 and muster, with the reason.
 ONLY_MUSTER = {
     "NODE_RANK": "DESIGN §4.1: DeepSpeed/Horovod users expect it (seeds/004)",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "the torch >= 2.2 spelling; 1.13 reads only the old one",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE": "torchrun 2.x sets it (launcher/api.py); 1.13 does not",
     "CROSS_RANK": "DESIGN §4.1: DeepSpeed's per-node contract (= GROUP_RANK)",
     "CROSS_SIZE": "DESIGN §4.1: DeepSpeed's per-node contract (= GROUP_WORLD_SIZE)",
     "LOCAL_SIZE": "DESIGN §4.1: DeepSpeed's per-node contract (= LOCAL_WORLD_SIZE)",
@@ -22,9 +22,8 @@ ONLY_MUSTER = {
     "MUSTER_STACKS_OWNER": "README Stacks: set by the hook in the worker (its pid), so that "
                            "the worker's Python children do not register",
     "MUSTER_PREEMPTED": "README Preemption: the file a preemption notice is written to",
-    "TORCH_FR_BUFFER_SIZE": "README Collective traces (torch 2.15's flight recorder)",
-    "TORCH_FR_DUMP_ON_TIMEOUT": "README Collective traces",
-    "TORCH_FR_DUMP_TEMP_FILE": "README Collective traces: dumps in the attempt's directory",
+    # Issue 28: each under the spelling the workers' torch reads: for 1.13 the older one
+    # (TORCH_NCCL_ASYNC_ERROR_HANDLING and TORCH_FR_* are torch 2.x's, not set here).
     "TORCH_NCCL_TRACE_BUFFER_SIZE": "README Collective traces (older torch 2.x's spelling)",
     "TORCH_NCCL_DUMP_ON_TIMEOUT": "README Collective traces (older torch 2.x's spelling)",
     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "README Collective traces (older torch 2.x's spelling)",

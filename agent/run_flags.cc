@@ -404,6 +404,19 @@ constexpr Subcommand kRun = {
         "worth a restart.\n",
 };
 
+constexpr Subcommand kLaunch = {
+    .name = "launch",
+    .usage =
+        "Usage: muster launch [flags] [--] SCRIPT [ARGS...]\n\n"
+        "torch.distributed.launch's command line: `python -m torch.distributed.launch ARGS`\n"
+        "becomes `muster launch ARGS`. It is `muster run`, and each worker's script also gets\n"
+        "--local-rank=N (--local_rank=N when the workers' torch is 1.x, as its launch module\n"
+        "passes) unless --use-env (then LOCAL_RANK only, as torchrun). --no-python needs\n"
+        "--use-env. Every flag of `muster run` applies, spelled with dashes or underscores.\n",
+    .flags = kRunFlags,
+    .epilogue = kRun.epilogue,
+};
+
 // Environment variables operators set at node level (DESIGN §4.8). They are not
 // passed to workers as worker ranks, but a malformed one is a configuration
 // error worth stopping on.
@@ -494,6 +507,12 @@ absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, con
   if (c.module && c.no_python) {
     return FlagError("--module", "cannot be combined with --no-python (a module needs Python)");
   }
+  if (c.legacy_local_rank_arg && c.no_python) {
+    return FlagError(c.SourceOf("no-python"),
+                     "needs --use-env under `muster launch` (torch.distributed.launch refuses "
+                     "it too): the command then reads LOCAL_RANK instead of a --local-rank "
+                     "argument");
+  }
   for (const char* var : kNumericNodeVars) {
     auto e = env.find(var);
     if (e == env.end()) continue;
@@ -554,7 +573,7 @@ absl::Status ApplyFlags(const FlagValues& flags, absl::Span<const FlagSpec> spec
 
 }  // namespace
 
-const Subcommand& RunSubcommand() { return kRun; }
+const Subcommand& RunSubcommand(RunForm form) { return form == RunForm::kLaunch ? kLaunch : kRun; }
 
 bool RunHelpRequested(const std::vector<std::string>& args) {
   return HelpRequested(args, kRunFlags);
@@ -562,10 +581,11 @@ bool RunHelpRequested(const std::vector<std::string>& args) {
 
 std::string RunHelp() { return SubcommandHelp(kRun); }
 
-absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& host) {
+absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& host, RunForm form) {
   const std::map<std::string, std::string>& env = flags.env();
   Config c;
   c.command = flags.rest();
+  c.legacy_local_rank_arg = form == RunForm::kLaunch;  // --use-env turns it off
   RETURN_IF_ERROR(ApplyDefaults(env, host, &c));
   // The operator conventions complete the rendezvous flags before the rest is applied:
   // they read PET_MASTER_ADDR:PET_MASTER_PORT as the rendezvous endpoint, and their errors
@@ -577,6 +597,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
   RETURN_IF_ERROR(FinishEtcdEndpoints(&c));  // reads --rdzv-backend
   RETURN_IF_ERROR(FinishStaticForm(&c));     // reads --master-addr/--master-port
+  RETURN_IF_ERROR(FinishAnyFreePort(&c));
   RETURN_IF_ERROR(FinishEtcdSecurity(env, &c));
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
@@ -588,9 +609,11 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
 
 absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
                                      const std::map<std::string, std::string>& env,
-                                     const HostInfo& host) {
-  ASSIGN_OR_RETURN(SplitArgs split, SplitFlags(args, kRunFlags, "muster run"));
-  return ParseRunFlags(FlagValues(std::move(split), env), host);
+                                     const HostInfo& host, RunForm form) {
+  ASSIGN_OR_RETURN(
+      SplitArgs split,
+      SplitFlags(args, kRunFlags, form == RunForm::kLaunch ? "muster launch" : "muster run"));
+  return ParseRunFlags(FlagValues(std::move(split), env), host, form);
 }
 
 }  // namespace muster

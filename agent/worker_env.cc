@@ -82,6 +82,9 @@ std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank) {
     if (config.module) argv.push_back("-m");
   }
   argv.insert(argv.end(), config.command.begin(), config.command.end());
+  if (config.legacy_local_rank_arg) {
+    argv.push_back(LegacyLocalRankArgument(config.worker_torch, local_rank));
+  }
   if (config.local_rank_arg) argv.push_back(absl::StrCat("--local_rank=", local_rank));
   return argv;
 }

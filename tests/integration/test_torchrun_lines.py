@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import FAKE, MUSTER, muster_env
+from conftest import FAKE, MUSTER, TORCH_PYTHON, muster_env, needs_torch
 from multinode import Agents, free_port, wait_job_exists
 
 # Records this worker's argv, LOCAL_RANK and TORCHELASTIC_SIGNALS_TO_HANDLE in
@@ -93,6 +93,19 @@ def test_torchrun_line_behaves_as_under_torchrun(tmp_path, torch2_python, name, 
                                                                  "--local-rank=1"}
     # A key torchrun ignores is no error; no key is unknown here once the quotes are off.
     assert "warning" not in ours.stderr, ours.stderr
+
+
+@needs_torch
+def test_launch_spells_local_rank_as_torch_113_does(tmp_path):
+    """torch 1.13's torch.distributed.launch passes --local_rank=N (the dashed form came with
+    2.0): muster launch follows the torch its workers import."""
+    script = tmp_path / "train.py"
+    script.write_text(WORKER)
+    r, seen = _run_line([str(MUSTER), "launch", "--nproc_per_node=2", script],
+                        tmp_path / "muster", {}, TORCH_PYTHON)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {k: w["argv"] for k, w in seen.items()} == {"0-0": ["--local_rank=0"],
+                                                      "0-1": ["--local_rank=1"]}, seen
 
 
 def test_several_nodes_refuse_port_0_with_the_reason(tmp_path):

@@ -43,7 +43,8 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "rdzv-endpoint",
      .group = "Rendezvous",
      .default_text = "none",
-     .help = "HOST[:PORT] of the rendezvous server (port 29400); needed when --nnodes > 1",
+     .help = "HOST[:PORT] of the rendezvous server (port 29400); needed when --nnodes > 1; "
+             "port 0 (one node only): a free port, as torchrun",
      .apply = ApplyRdzvEndpoint},
     {.name = "standalone",
      .takes_value = false,
@@ -55,7 +56,8 @@ constexpr FlagSpec kMusterFlags[] = {
      .group = "Rendezvous",
      .default_text = "",
      .help = "join_timeout=600s,last_call_timeout=30s,heartbeat_interval=5s,heartbeat_misses=3,"
-             "hang_timeout=0,hang_action=restart",
+             "hang_timeout=0,hang_action=restart; torch's keys too; other keys: one warning, "
+             "ignored",
      .apply = ApplyRdzvConf},
     {.name = "rdzv-host",
      .group = "Rendezvous",
@@ -128,7 +130,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .group = "Job",
      .default_text = "29500",
      .help = "MASTER_PORT: on one node the agent's store binds it every attempt (default "
-             "there: a free port); with --store rank0 worker rank 0 binds it",
+             "there, and 0: a free port); with --store rank0 worker rank 0 binds it",
      .apply = ApplyMasterPort},
     {.name = "rdzv-backend",
      .group = "Job",

@@ -1,7 +1,10 @@
 #include "agent/worker_torch.h"
 
+#include <fcntl.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 #include "launch/captured_run.h"
 #include "spdlog/spdlog.h"
 
@@ -38,6 +41,9 @@ std::optional<TorchVersion> FindWorkerTorch(const Config& config, const std::str
   if (python.empty()) return std::nullopt;
   SpawnSpec spec;
   spec.argv = {python, "-c", kFindTorchVersion};
+  // What the interpreter may say on stderr (a site warning) is no part of the job's output.
+  UniqueFd devnull(open("/dev/null", O_WRONLY | O_CLOEXEC));
+  if (devnull.get() >= 0) spec.fds.push_back({devnull.get(), 2});  // else: stderr as it is
   for (const auto& [k, v] : config.worker_env_base) {
     if (k != "MUSTER_TOKEN") spec.env.push_back(absl::StrCat(k, "=", v));
   }

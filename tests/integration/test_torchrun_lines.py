@@ -119,6 +119,17 @@ def test_several_nodes_refuse_port_0_with_the_reason(tmp_path):
     assert not stamp.exists()
 
 
+@pytest.mark.parametrize("store", ["agent", "rank0"])
+def test_master_port_0_on_one_node_is_a_free_port(tmp_path, store):
+    dump = tmp_path / "env"
+    r = subprocess.run([str(MUSTER), "run", "--master-port", "0", "--store", store,
+                        "--no-python", str(FAKE), f"envdump={dump}"], capture_output=True,
+                       text=True, timeout=30, env=muster_env())
+    assert r.returncode == 0, r.stderr
+    env = dict(line.split("=", 1) for line in dump.read_text().splitlines())
+    assert 0 < int(env["MASTER_PORT"]) < 65536, env["MASTER_PORT"]
+
+
 def test_unknown_rdzv_conf_keys_are_ignored_with_one_warning(tmp_path):
     stamp = tmp_path / "stamp"
     r = subprocess.run([str(MUSTER), "run", "--rdzv-conf", "colour=blue,size=3,join_timeout=5",

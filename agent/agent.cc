@@ -315,7 +315,8 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
   } else {
     std::string summary = absl::StrCat("job failed: ", o.reason, "; exiting ", o.exit_code);
     if (o.root_cause && !o.root_cause->restartable && config_.max_restarts > 0 &&
-        config_.restart_policy == RestartPolicy::kExitCode && o.root_cause->what != "hung") {
+        config_.restart_policy == RestartPolicy::kExitCode &&
+        o.root_cause->kind != rdzv::FailureKind::kHung) {
       // Users coming from torchrun expect any failure to restart while the budget lasts.
       absl::StrAppend(&summary, " (--restart-policy ExitCode restarts only on ",
                       absl::StrJoin(config_.restartable_exit_codes, ", "),
@@ -328,13 +329,13 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
   }
 }
 
-void Agent::OnRendezvousError(const absl::Status& error) {
-  int code = exit_code::ForStatus(error);
+void Agent::OnRendezvousError(const rdzv::RendezvousError& error) {
+  int code = exit_code::ForStatus(error.status);
   ExitAfterStop(
       {.code = code,
-       .summary = absl::StrCat("rendezvous failed: ", error.message(), "; exiting ", code),
+       .summary = absl::StrCat("rendezvous failed: ", error.status.message(), "; exiting ", code),
        .is_error = true});
-  FenceAtKillBy(error);
+  if (error.kill_by) FenceAtKillBy(*error.kill_by);
 }
 
 void Agent::StartRound(const rdzv::Assignment& a) {
@@ -395,7 +396,7 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
       round.info.restart_count, round_, count, count == 1 ? "" : "s",
       absl::ToDoubleMilliseconds(EventLoop::Now() - t0), round.rank_base, round.rank_base + n - 1,
       round.world_size, round.info.master_addr, round.info.master_port);
-  // The job's status shows the pids (DESIGN §4.6). A worker that could not be executed has
+  // The job's status shows the pids (docs/design.md §4.6). A worker that could not be executed has
   // none; its exit follows through OnWorkerExit.
   std::vector<rdzv::StartedWorker> started;
   for (const WorkerView& w : workers) {
@@ -484,7 +485,7 @@ int Agent::Run() {
   Publish();
   rdzv_->Start(
       node_, spec, [this](const rdzv::Event& e) { OnRendezvousEvent(e); },
-      [this](const absl::Status& s) { OnRendezvousError(s); });
+      [this](const rdzv::RendezvousError& e) { OnRendezvousError(e); });
   while (!done()) {
     st = loop_->RunOnce();
     if (!st.ok()) {

@@ -1,4 +1,4 @@
-// Agent: this node's part of a job, from start to the job's outcome (DESIGN §3).
+// Agent: this node's part of a job, from start to the job's outcome (docs/design.md §3).
 //
 // One thread, one EventLoop: a signalfd carries child exits (SIGCHLD) and the signals the
 // agent handles; worker output, timers and rendezvous events (posted from other threads)
@@ -37,7 +37,7 @@ class HangWatch;  // agent/hang_watch.h
 
 class Agent {
  public:
-  // Where the agent is in its lifecycle (DESIGN §3).
+  // Where the agent is in its lifecycle (docs/design.md §3).
   enum class Phase {
     kInit,        // before the rendezvous starts
     kRendezvous,  // joined, or stopped and reported: waiting for the next round
@@ -56,7 +56,7 @@ class Agent {
   Agent(Config config, AgentParts parts);
   ~Agent();
 
-  // Runs the job; returns the agent's exit code (DESIGN §4.4).
+  // Runs the job; returns the agent's exit code (docs/design.md §4.4).
   int Run();
 
   Phase phase() const { return phase_; }
@@ -83,7 +83,7 @@ class Agent {
   void OnRendezvousEvent(const rdzv::Event& event);
   void OnStopRequested(const rdzv::Event& event);
   void OnFinished(const rdzv::Outcome& outcome);
-  void OnRendezvousError(const absl::Status& error);
+  void OnRendezvousError(const rdzv::RendezvousError& error);
   void StartRound(const rdzv::Assignment& a);
   void StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs);
   void StartDebugCommand(const rdzv::Assignment& a, const std::vector<WorkerSpec>& specs);
@@ -99,12 +99,13 @@ class Agent {
   bool done() const { return phase_ == Phase::kSucceeded || phase_ == Phase::kFailed; }
   // Rewrites --status-file and the health service's state for the current phase.
   void Publish();
-  // The job's hang (README "Hangs") while the round it ended is the last: its failure.
+  // The job's hang (docs/guides/hangs-and-stacks.md "Hangs") while the round it ended is the last:
+  // its failure.
   const rdzv::Failure* HangShown() const;
   void Teardown();
   void ReleaseDebugDirIfHeld();
 
-  // Preemption (agent_preempt.cc, README "Preemption").
+  // Preemption (agent_preempt.cc, docs/guides/preemption.md).
   struct PreemptState {
     int round = 0;        // the round it concerns
     bool self = false;    // this node is the one preempted: it leaves and exits 143
@@ -129,7 +130,7 @@ class Agent {
   // kStopWorkers / kFinished while the workers checkpoint: true when held back.
   bool HoldWhilePreempting(const rdzv::Event& e);
 
-  // Flight recorder dumps of every node (agent_traces.cc, README "Collective traces").
+  // Flight recorder dumps of every node (agent_traces.cc, docs/guides/collective-traces.md).
   struct TraceState {
     int round = 0;          // the round whose dumps were sent
     bool sent = false;      // the backend takes them (the job answers)
@@ -147,10 +148,11 @@ class Agent {
   void EndTracesWait(bool finish);
   void OnTracesStored(const rdzv::TracesSummary& t);
 
-  // The fence (agent_fence.cc, README "etcd backend"): a rendezvous error with a kill-by
-  // time (rendezvous/kill_by.h) has the workers SIGKILLed by then, whatever
+  // The fence (agent_fence.cc, docs/operations/liveness-and-partitions.md "etcd backend: the lease
+  // and the fence"): a rendezvous error with a kill-by time (rendezvous/rendezvous_error.h) has the
+  // workers SIGKILLed by then, whatever
   // --shutdown-timeout says: the other nodes may start without this one from then on.
-  void FenceAtKillBy(const absl::Status& error);
+  void FenceAtKillBy(absl::Time kill_by);
   void KillAtFence();
   bool fence_armed_ = false;  // once: a second error with a kill-by time changes nothing
 

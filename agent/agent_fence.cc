@@ -1,8 +1,8 @@
-// The agent's hard fence (README "etcd backend", liveness and partitions): an agent cut
-// off from etcd learns, with the rendezvous error, the earliest moment etcd may drop its
-// lease and key (rendezvous/kill_by.h); from then on the other nodes may start a round on
-// this node's ranks. The workers got SIGTERM with the error; whatever is left of them at
-// that moment gets SIGKILL, however long --shutdown-timeout is (a checkpoint in a SIGTERM
+// The agent's hard fence (docs/operations/liveness-and-partitions.md "etcd backend: the lease and
+// the fence"): an agent cut off from etcd learns, with the rendezvous error, the earliest moment
+// etcd may drop its lease and key (rendezvous/rendezvous_error.h); from then on the other nodes may
+// start a round on this node's ranks. The workers got SIGTERM with the error; whatever is left of
+// them at that moment gets SIGKILL, however long --shutdown-timeout is (a checkpoint in a SIGTERM
 // handler would otherwise run on beside the survivors' new round: a split brain).
 #include <string>
 #include <vector>
@@ -12,16 +12,14 @@
 #include "absl/time/clock.h"
 #include "agent/agent.h"
 #include "base/duration.h"
-#include "rendezvous/kill_by.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
 
-void Agent::FenceAtKillBy(const absl::Status& error) {
-  std::optional<absl::Time> kill_by = rdzv::KillByOf(error);
-  if (!kill_by || fence_armed_) return;
+void Agent::FenceAtKillBy(absl::Time kill_by) {
+  if (fence_armed_) return;
   fence_armed_ = true;
-  const absl::Duration left = *kill_by - absl::Now();  // wall time, as the keeper's
+  const absl::Duration left = kill_by - absl::Now();  // wall time, as the keeper's
   if (left <= absl::ZeroDuration()) return KillAtFence();
   spdlog::info("the workers get SIGKILL in {} at the latest, at the lease's end",
                HumanDuration(left));

@@ -17,6 +17,7 @@
 #include "base/event_loop.h"
 #include "base/unique_fd.h"
 #include "launch/worker_launcher.h"
+#include "base/agent_phase.h"
 #include "rendezvous/c10d/store_server.h"
 #include "rendezvous/client.h"
 
@@ -27,16 +28,15 @@ namespace muster {
 class HealthReporter {
  public:
   virtual ~HealthReporter() = default;
-  // `phase` as --status-file names it.
-  virtual void Report(const char* phase) = 0;
+  virtual void Report(AgentPhase phase) = 0;
 };
 
-// Where the agent reports each transition's phase as --status-file names it
-// (Prometheus metrics on --metrics-port: agent/metered_parts.h).
+// Where the agent reports each transition's phase (Prometheus metrics on --metrics-port:
+// agent/metered_parts.h).
 class PhaseReporter {
  public:
   virtual ~PhaseReporter() = default;
-  virtual void SetPhase(const char* phase) = 0;
+  virtual void SetPhase(AgentPhase phase) = 0;
 };
 
 // The rendezvous server this agent hosts for the whole job. The agent keeps it until the
@@ -47,7 +47,7 @@ class HostedRendezvous {
   // Blocks until every agent but `except_node_id` has hung up, or `timeout`; false on
   // timeout.
   virtual bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) = 0;
-  // Flight recorder dumps of every node go under `dir` (README "Collective traces"); `host`
+  // Flight recorder dumps of every node go under `dir` (docs/guides/collective-traces.md); `host`
   // names this machine in the locations every agent is told.
   virtual void KeepTracesIn(const std::string& /*dir*/, const std::string& /*host*/) {}
 };

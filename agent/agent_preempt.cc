@@ -1,4 +1,4 @@
-// The agent's part of a preemption (issue 17 item 4, README "Preemption"): SIGTERM, a
+// The agent's part of a preemption (issue 17 item 4, docs/guides/preemption.md): SIGTERM, a
 // --preempt-file notice or `muster drain` make the job tell every agent before anything is
 // stopped; each agent hands the notice to its workers (agent/preempt_notice.h) and waits
 // up to --preempt-grace for them to exit on their own. The preempted node then leaves and

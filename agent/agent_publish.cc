@@ -4,34 +4,35 @@
 #include "absl/time/clock.h"
 #include "agent/agent.h"
 #include "agent/failure_report.h"
+#include "base/agent_phase.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
 namespace {
 
-// The phase as --status-file and the health service name it.
-const char* PublishedPhase(Agent::Phase phase) {
+// What the agent tells others of its state machine's phase.
+AgentPhase PublishedPhase(Agent::Phase phase) {
   switch (phase) {
     case Agent::Phase::kInit:
     case Agent::Phase::kRendezvous:
-      return "Rendezvous";
+      return AgentPhase::kRendezvous;
     case Agent::Phase::kRunning:
     case Agent::Phase::kDebug:
-      return "Running";
+      return AgentPhase::kRunning;
     case Agent::Phase::kCleaningUp:
     case Agent::Phase::kAtBarrier:
     case Agent::Phase::kRestarting:
     case Agent::Phase::kExiting:
-      return "Stopping";
+      return AgentPhase::kStopping;
     case Agent::Phase::kPreempting:
     case Agent::Phase::kPreempted:
-      return "Preempting";
+      return AgentPhase::kPreempting;
     case Agent::Phase::kSucceeded:
-      return "Succeeded";
+      return AgentPhase::kSucceeded;
     case Agent::Phase::kFailed:
-      return "Failed";
+      return AgentPhase::kFailed;
   }
-  return "Unknown";
+  return AgentPhase::kFailed;
 }
 
 }  // namespace
@@ -69,17 +70,17 @@ const rdzv::Failure* Agent::HangShown() const {
   } else if (last_stop_ && last_stop_->failure) {
     f = &*last_stop_->failure;
   }
-  return f != nullptr && f->what == "hung" ? f : nullptr;
+  return f != nullptr && f->kind == rdzv::FailureKind::kHung ? f : nullptr;
 }
 
 void Agent::Publish() {
-  const char* phase = PublishedPhase(phase_);
+  const AgentPhase phase = PublishedPhase(phase_);
   if (parts_.health) parts_.health->Report(phase);
   if (parts_.metrics) parts_.metrics->SetPhase(phase);
   // The document lists every worker and is published on every worker's exit: O(K^2) for K
   // workers, which slowed spawning at K=256 (B7) with nobody reading it.
   if (!status_file_->enabled()) return;
-  nlohmann::json doc = {{"phase", phase},
+  nlohmann::json doc = {{"phase", AgentPhaseName(phase)},
                         {"run_id", config_.run_id},
                         {"node_id", node_.node_id},
                         {"host", hostname_},

@@ -1,7 +1,7 @@
-// The agent's part of collecting flight recorder dumps (issue 17 item 3, README "Collective
-// traces"): once the workers of a round that did not succeed have stopped (torch writes its
-// dumps at the timeout or abort, before the worker exits), the agent sends the dump files
-// of that attempt to the job, which stores every node's in one place, the log dir of the
+// The agent's part of collecting flight recorder dumps (issue 17 item 3,
+// docs/guides/collective-traces.md): once the workers of a round that did not succeed have stopped
+// (torch writes its dumps at the timeout or abort, before the worker exits), the agent sends the
+// dump files of that attempt to the job, which stores every node's in one place, the log dir of the
 // process serving the rendezvous. Before exiting after a failed job it waits at most
 // kTracesWait for the job to say where every node's dumps are, and names that place in its
 // last line; restarts never wait.

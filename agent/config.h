@@ -1,5 +1,5 @@
 // Config: everything `muster run` resolved from flags, MUSTER_* / PET_*
-// variables and defaults (DESIGN §1 precedence). Plain data; built once by
+// variables and defaults (docs/design.md §1 precedence). Plain data; built once by
 // ParseRunFlags (agent/run_flags.h), checked against the host by CheckRunConfig.
 #ifndef MUSTER_AGENT_CONFIG_H_
 #define MUSTER_AGENT_CONFIG_H_
@@ -29,7 +29,7 @@ struct StreamSelection {
   int For(int local_rank) const;
 };
 
-// --probe: whether the agent runs muster-probe before the first rendezvous (DESIGN §4.9).
+// --probe: whether the agent runs muster-probe before the first rendezvous (docs/design.md §4.9).
 enum class ProbeMode {
   kOff,
   kAuto,  // inventory when a GPU driver may be present, else nothing
@@ -65,7 +65,7 @@ std::optional<Mode> ParseMode(std::string_view name);
 template <typename Mode>
 std::string ModeNames();
 
-// How the etcd backend reaches etcd (README "etcd backend"; agent/etcd_security_flags.cc):
+// How the etcd backend reaches etcd (docs/guides/etcd.md "Security"; agent/etcd_security_flags.cc):
 // the --rdzv-conf keys as given, then, once the flags are in, the files' contents.
 struct EtcdAccess {
   bool tls = false;               // protocol=https
@@ -107,14 +107,14 @@ struct Config {
   int master_port = 29500;
   bool master_port_given = false;
 
-  // Multi-node rendezvous (DESIGN §4.3).
+  // Multi-node rendezvous (docs/design.md §4.3).
   std::string rdzv_host_name;  // --rdzv-endpoint host; empty: in-process (one node)
   // torchrun's static form: no --rdzv-endpoint, so the rendezvous is at
   // --master-addr:--master-port, served by node rank 0 (rendezvous_flags.cc).
   bool static_rendezvous = false;
   int rdzv_port = 29400;
-  // --rdzv-backend etcd (or etcd-v2): the rendezvous is etcd at rdzv_endpoints (README
-  // "etcd backend"); rdzv_host_name/rdzv_port are then the first member.
+  // --rdzv-backend etcd (or etcd-v2): the rendezvous is etcd at rdzv_endpoints
+  // (docs/guides/etcd.md); rdzv_host_name/rdzv_port are then the first member.
   bool rdzv_etcd = false;
   EtcdAccess etcd_access;  // --rdzv-conf protocol, cacert, cert, key, username, password_file
   std::string rdzv_endpoint_text;                 // --rdzv-endpoint as given (several for etcd)
@@ -136,7 +136,7 @@ struct Config {
   RestartPolicy restart_policy = RestartPolicy::kOnFailure;  // torchrun's rule
   std::set<int> restartable_exit_codes;
   absl::Duration shutdown_timeout = absl::Seconds(30);
-  // Preemption (README "Preemption"): the signal workers get with the notice (0: none, the
+  // Preemption (docs/guides/preemption.md): the signal workers get with the notice (0: none, the
   // MUSTER_PREEMPTED file only), how long they may take to exit on their own (capped at
   // shutdown_timeout), and a file whose appearance preempts this node ("": none).
   int preempt_signal = SIGUSR1;
@@ -165,13 +165,13 @@ struct Config {
   // The environment workers inherit (the agent's own), before the torchrun set is added.
   std::map<std::string, std::string> worker_env_base;
 
-  // GPU probe (DESIGN §4.9).
+  // GPU probe (docs/design.md §4.9).
   ProbeMode probe = ProbeMode::kAuto;
   StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;
   absl::Duration probe_timeout = absl::Seconds(30);
   nlohmann::json probe_summary;  // the last probe report, for the status file
 
-  // Debug mode (DESIGN §4.7): rendezvous, write per-rank env files and a hostfile, then run
+  // Debug mode (docs/design.md §4.7): rendezvous, write per-rank env files and a hostfile, then run
   // debug_command instead of the workers; `muster exec --rank N` starts a rank by hand.
   bool debug = false;
   std::string debug_command;  // empty: /usr/sbin/sshd -D -e when present, else sleep infinity

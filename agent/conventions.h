@@ -1,4 +1,4 @@
-// Operator conventions (DESIGN §4.8): what Kubernetes operators already put into a Pod's
+// Operator conventions (docs/design.md §4.8): what Kubernetes operators already put into a Pod's
 // environment, read as node-level facts so that users change only their Pod's command to
 // `muster run -- python train.py`.
 //

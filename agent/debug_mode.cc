@@ -58,6 +58,8 @@ constexpr Subcommand kExec = {
 
 }  // namespace
 
+const Subcommand& ExecSubcommand() { return kExec; }
+
 std::string EnvFileText(const std::map<std::string, std::string>& agent_env,
                         const std::vector<std::string>& worker_env) {
   std::string out = "# written by muster run --debug: source it, or use muster exec --rank N\n";

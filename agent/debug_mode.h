@@ -1,4 +1,4 @@
-// Debug mode's files (DESIGN §4.7, seeds/000-001): per local rank a shell-sourceable env
+// Debug mode's files (docs/design.md §4.7, seeds/000-001): per local rank a shell-sourceable env
 // file `<dir>/rank-<RANK>.env` with exactly what muster would give that worker, the
 // worker's command line in `<dir>/rank-<RANK>.argv` (NUL-separated), and a DeepSpeed-style
 // `<dir>/hostfile`. `muster exec --rank N` reads them back. Thread-safe (no state).
@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/config.h"
+#include "agent/subcommand.h"
 #include "launch/worker_spec.h"
 #include "rendezvous/core/types.h"
 
@@ -48,6 +49,8 @@ absl::StatusOr<std::string> PrepareDebugRound(const Config& config,
 // `muster exec --rank N [--debug-dir D] [--] [CMD...]`: runs rank N by hand with its env.
 int ExecCommand(const std::vector<std::string>& args,
                 const std::map<std::string, std::string>& env);
+// `muster exec`'s usage and flag table (for docs/reference/flags.md).
+const Subcommand& ExecSubcommand();
 
 }  // namespace muster
 

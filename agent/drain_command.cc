@@ -1,4 +1,4 @@
-// `muster drain`: preempt one node of a running job (README "Preemption"), as if its agent
+// `muster drain`: preempt one node of a running job (docs/guides/preemption.md), as if its agent
 // had received SIGTERM: every agent hears the notice first, every worker may checkpoint,
 // then the node leaves (an elastic job goes on without it; a fixed-size one ends with 143).
 #include <cstdio>
@@ -92,6 +92,8 @@ int DrainWithEtcd(const FlagValues& values, const DrainTarget& t) {
 }
 
 }  // namespace
+
+const Subcommand& DrainSubcommand() { return kDrain; }
 
 int DrainCommand(const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env) {

@@ -19,7 +19,8 @@ std::string DescribeContainment(Containment requested) {
   return choice->description;
 }
 
-// What the policy does with a failure, in the words of the README's table, and the budget.
+// What the policy does with a failure, in the words of docs/reference/exit-codes.md's table, and
+// the budget.
 std::string RestartSummary(const Config& c) {
   std::string codes = absl::StrJoin(c.restartable_exit_codes, ", ");
   std::string what;

@@ -1,8 +1,8 @@
-// The etcd backend's security keys of --rdzv-conf (README "etcd backend"): TLS with torch's
-// key names (etcd backend: protocol, cacert, cert, key; etcd-v2 backend: ca_cert,
-// ssl_cert, ssl_cert_key) and an etcd user (username, password_file, or the password in
-// MUSTER_ETCD_PASSWORD: never on the command line). Files are read once every flag is in,
-// so that a bad one is an exit 2 naming its key and path before anything starts.
+// The etcd backend's security keys of --rdzv-conf (docs/guides/etcd.md "Security"): TLS with
+// torch's key names (etcd backend: protocol, cacert, cert, key; etcd-v2 backend: ca_cert, ssl_cert,
+// ssl_cert_key) and an etcd user (username, password_file, or the password in MUSTER_ETCD_PASSWORD:
+// never on the command line). Files are read once every flag is in, so that a bad one is an exit 2
+// naming its key and path before anything starts.
 #ifndef MUSTER_AGENT_ETCD_SECURITY_FLAGS_H_
 #define MUSTER_AGENT_ETCD_SECURITY_FLAGS_H_
 

@@ -66,7 +66,7 @@ std::string StderrBlock(int rank, const std::string& host, const std::string& st
 }
 
 std::string StderrBlock(const rdzv::Failure& f) {
-  return StderrBlock(f.rank, f.host, f.stderr_tail, f.what == "hung");
+  return StderrBlock(f.rank, f.host, f.stderr_tail, f.kind == rdzv::FailureKind::kHung);
 }
 
 std::string TerminationLogText(const std::string& summary, const std::string& block) {

@@ -13,6 +13,22 @@
 namespace muster {
 namespace {
 
+// Each group once, in the order groups first appear in the table.
+std::vector<std::string_view> Groups(absl::Span<const FlagSpec> specs) {
+  std::vector<std::string_view> groups;
+  for (const FlagSpec& f : specs) {
+    if (std::find(groups.begin(), groups.end(), f.group) == groups.end()) {
+      groups.push_back(f.group);
+    }
+  }
+  return groups;
+}
+
+// Text in a Markdown table cell: a '|' would end the cell.
+std::string MarkdownCell(std::string_view text) {
+  return absl::StrReplaceAll(absl::string_view(text.data(), text.size()), {{"|", "\\|"}});
+}
+
 const FlagSpec* FindFlag(std::string_view word, absl::Span<const FlagSpec> specs) {
   for (const FlagSpec& f : specs) {
     std::string dash = absl::StrCat("--", f.name);
@@ -139,17 +155,10 @@ bool HelpRequested(const std::vector<std::string>& args, absl::Span<const FlagSp
   return false;
 }
 
-// Each group once, in the order groups first appear in the table; a flag without a default
-// text gets no "(default: )".
+// A flag without a default text gets no "(default: )".
 std::string FlagHelp(absl::Span<const FlagSpec> specs) {
-  std::vector<std::string_view> groups;
-  for (const FlagSpec& f : specs) {
-    if (std::find(groups.begin(), groups.end(), f.group) == groups.end()) {
-      groups.push_back(f.group);
-    }
-  }
   std::string out;
-  for (std::string_view group : groups) {
+  for (std::string_view group : Groups(specs)) {
     absl::StrAppend(&out, "\n", std::string(group), ":\n");
     for (const FlagSpec& f : specs) {
       if (f.group != group) continue;
@@ -160,6 +169,22 @@ std::string FlagHelp(absl::Span<const FlagSpec> specs) {
       absl::StrAppend(
           &out, "  ", names, std::string(names.size() < 30 ? 30 - names.size() : 1, ' '), f.help,
           *f.default_text ? absl::StrCat(" (default: ", f.default_text, ")") : "", "\n");
+    }
+  }
+  return out;
+}
+
+std::string FlagMarkdown(absl::Span<const FlagSpec> specs) {
+  std::string out;
+  for (std::string_view group : Groups(specs)) {
+    absl::StrAppend(&out, "\n### ", std::string(group),
+                    "\n\n| flag | default | meaning |\n|---|---|---|\n");
+    for (const FlagSpec& f : specs) {
+      if (f.group != group) continue;
+      std::string names = absl::StrCat("`--", f.name, f.takes_value ? " V" : "", "`");
+      if (f.short_name != 0) names = absl::StrCat("`-", std::string(1, f.short_name), "`, ", names);
+      absl::StrAppend(&out, "| ", names, " | ", MarkdownCell(f.default_text), " | ",
+                      MarkdownCell(f.help), " |\n");
     }
   }
   return out;

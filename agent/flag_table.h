@@ -57,6 +57,10 @@ bool HelpRequested(const std::vector<std::string>& args, absl::Span<const FlagSp
 // The grouped flag table with defaults, for --help.
 std::string FlagHelp(absl::Span<const FlagSpec> specs);
 
+// The same table as Markdown, for docs/reference/flags.md: per group a "### group" heading
+// and a table of flag, default and meaning, in the order of FlagHelp.
+std::string FlagMarkdown(absl::Span<const FlagSpec> specs);
+
 // A subcommand's flags resolved against the environment. Holds a reference to `env`,
 // which must outlive it.
 class FlagValues {

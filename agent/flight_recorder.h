@@ -1,4 +1,4 @@
-// Collective traces (issue 17 item 3, README "Collective traces"): every worker gets torch's
+// Collective traces (issue 17 item 3, docs/guides/collective-traces.md): every worker gets torch's
 // flight recorder settings unless the user set them (either spelling of each), so that a
 // collective that times out or fails leaves a trace per rank in the attempt's directory,
 // and a worker's failure names the trace files found there. Names checked against torch

@@ -1,4 +1,4 @@
-// The agent's use of muster-probe (DESIGN §4.9): run it as a child before the first
+// The agent's use of muster-probe (docs/design.md §4.9): run it as a child before the first
 // rendezvous, count GPUs for --nproc-per-node gpu|auto, and refuse GPUs held by processes
 // that are not ours (--stale-gpu-policy). The probe has its own deadline and runs in its
 // own process, so a hung or crashing driver can never take the agent down.

@@ -1,4 +1,5 @@
-// Hang detection's flags (README "Hangs"): --hang-timeout DURATION (off by default),
+// Hang detection's flags (docs/guides/hangs-and-stacks.md "Hangs"): --hang-timeout DURATION (off by
+// default),
 // --hang-action restart|fail, the same as --rdzv-conf keys hang_timeout/hang_action, and the
 // check that the rendezvous backend can carry the job-wide rule.
 #ifndef MUSTER_AGENT_HANG_FLAGS_H_

@@ -192,7 +192,7 @@ void HangWatch::OnJobEvent(const rdzv::Event& e) {
   const rdzv::Failure* f = nullptr;
   if (e.kind == rdzv::Event::Kind::kStopWorkers && e.failure) f = &*e.failure;
   if (e.kind == rdzv::Event::Kind::kFinished && e.outcome.root_cause) f = &*e.outcome.root_cause;
-  if (f == nullptr || f->what != "hung" || written_round_ == round_) return;
+  if (f == nullptr || f->kind != rdzv::FailureKind::kHung || written_round_ == round_) return;
   written_round_ = round_;
   WriteHangFile(*f);
 }

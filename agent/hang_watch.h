@@ -1,4 +1,5 @@
-// HangWatch: this node's part of hang detection (issue 17 item 2, README "Hangs").
+// HangWatch: this node's part of hang detection (issue 17 item 2, docs/guides/hangs-and-stacks.md
+// "Hangs").
 //
 // While a round's workers run it samples the CPU time of each worker's process tree
 // (agent/process_cpu.h) on a loop timer every hang_timeout/4: there is no event for "no

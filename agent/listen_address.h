@@ -1,7 +1,7 @@
 // ListenAddress: the one numeric address each of the agent's listening sockets binds
-// (README "Addresses and listening sockets"). Never a wildcard: the c10d store is
-// unauthenticated (torch's protocol), so it listens only where the workers are told to
-// reach it, and the health and metrics ports only where other hosts reach this node.
+// (docs/operations/network.md "Addresses and listening sockets"). Never a wildcard: the c10d store
+// is unauthenticated (torch's protocol), so it listens only where the workers are told to reach it,
+// and the health and metrics ports only where other hosts reach this node.
 //
 //   store address (the c10d store; the shared rendezvous port and the TLS rendezvous
 //   listener of the agent that serves the rendezvous):

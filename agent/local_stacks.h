@@ -1,7 +1,7 @@
-// Node-local stacks (issue 17 item 1, README "Stacks"): every agent answers `muster stacks`
-// without --rdzv-endpoint on an abstract Unix socket, "@muster-stacks/<run id>/<agent pid>",
-// so that a job with no rendezvous server (one node, --standalone) or one whose server
-// cannot relay it (--rdzv-backend etcd) still shows its ranks, node by node. The socket
+// Node-local stacks (issue 17 item 1, docs/guides/hangs-and-stacks.md "Stacks"): every agent
+// answers `muster stacks` without --rdzv-endpoint on an abstract Unix socket, "@muster-stacks/<run
+// id>/<agent pid>", so that a job with no rendezvous server (one node, --standalone) or one whose
+// server cannot relay it (--rdzv-backend etcd) still shows its ranks, node by node. The socket
 // lives in the network namespace, not the filesystem: nothing to clean up after a crash.
 // Only the agent's own user or root may ask (SO_PEERCRED): an answer signals the workers.
 //

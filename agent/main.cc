@@ -10,6 +10,7 @@
 #include "agent/config_check.h"
 #include "agent/debug_mode.h"
 #include "agent/dry_run.h"
+#include "agent/flags_reference.h"
 #include "agent/gpu_probe.h"
 #include "agent/host_info.h"
 #include "agent/run_flags.h"
@@ -36,23 +37,7 @@ std::map<std::string, std::string> ReadEnvironment() {
   return env;
 }
 
-void PrintUsage(FILE* out) {
-  std::fputs(
-      "Usage: muster COMMAND [flags]\n\n"
-      "Commands:\n"
-      "  run [flags] [--] SCRIPT_OR_CMD [ARGS...]   start and supervise this node's workers\n"
-      "  launch [flags] [--] SCRIPT [ARGS...]       run, as torch.distributed.launch: the script\n"
-      "                                             gets --local-rank=N unless --use-env\n"
-      "  serve [flags]                              a standalone rendezvous server\n"
-      "  status --rdzv-endpoint H[:P] --rdzv-id ID  a job's status (--json)\n"
-      "  stacks --rdzv-endpoint H[:P] --rdzv-id ID  every rank's Python stack, grouped\n"
-      "  drain --rdzv-endpoint H[:P] --rdzv-id ID --node ID|--host H\n"
-      "                                             preempt one node: notice, checkpoint, leave\n"
-      "  exec --rank N [--] [CMD...]                debug mode: start rank N by hand\n"
-      "  --version                                  print the version\n\n"
-      "`muster COMMAND --help` lists each command's flags.\n",
-      out);
-}
+void PrintUsage(FILE* out) { std::fputs(CommandsUsage(), out); }
 
 int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRun) {
   std::map<std::string, std::string> env = ReadEnvironment();
@@ -92,6 +77,11 @@ int main(int argc, char** argv) {
   const std::string& cmd = args[0];
   if (cmd == "--version" || cmd == "-V" || cmd == "version") {
     std::printf("muster %s\n", MUSTER_VERSION);
+    return exit_code::kSuccess;
+  }
+  // Hidden: docs/reference/flags.md, generated from the flag tables (agent/flags_reference.h).
+  if (cmd == "help" && args.size() == 2 && args[1] == "--markdown") {
+    std::fputs(muster::FlagsReferenceMarkdown().c_str(), stdout);
     return exit_code::kSuccess;
   }
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {

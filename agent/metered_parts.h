@@ -20,7 +20,7 @@ class MetricsPhaseReporter : public PhaseReporter {
   MetricsPhaseReporter(std::unique_ptr<metrics::MetricsServer> server,
                        std::shared_ptr<metrics::AgentMetrics> metrics)
       : server_(std::move(server)), metrics_(std::move(metrics)) {}
-  void SetPhase(const char* phase) override { metrics_->SetPhase(phase); }
+  void SetPhase(AgentPhase phase) override { metrics_->SetPhase(phase); }
 
  private:
   std::unique_ptr<metrics::MetricsServer> server_;

@@ -1,4 +1,4 @@
-// PreemptFileWatch: --preempt-file (README "Preemption"). Watches the file's directory with
+// PreemptFileWatch: --preempt-file (docs/guides/preemption.md). Watches the file's directory with
 // inotify (no polling) and calls `on_appeared` once, on the loop thread, when a file of that
 // name is created, moved there or written: a spot-instance notice written by a metadata
 // poller or a node agent. A file already there when the watch starts does not count (a

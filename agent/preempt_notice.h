@@ -1,4 +1,4 @@
-// The preemption notice as a worker sees it (issue 17 item 4, README "Preemption"): the
+// The preemption notice as a worker sees it (issue 17 item 4, docs/guides/preemption.md): the
 // file named by MUSTER_PREEMPTED in its environment, which the agent writes with the
 // reason, then the --preempt-signal (SIGUSR1 by default), sent only to a worker that
 // catches it: to any other its default action would kill it before it could checkpoint.

@@ -1,4 +1,4 @@
-// The preemption notice's pieces (README "Preemption"): its flags, the worker's
+// The preemption notice's pieces (docs/guides/preemption.md): its flags, the worker's
 // MUSTER_PREEMPTED variable, and delivery (file first, signal only to a worker that
 // catches it), against real processes.
 #include <signal.h>

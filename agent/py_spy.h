@@ -1,8 +1,8 @@
 // PySpy: the stacks of workers whose stack hook (agent/stack_hook.h) did not answer, read
 // from outside by PyPI's py-spy (a static binary) when it is on the agent's PATH (issue 17
-// item 1, README "Stacks"). py-spy reads the interpreter's memory through ptrace, so it
-// needs no cooperation from the process: it answers for a rank whose signal is blocked,
-// whose handler was replaced, that runs with -I/-S or with --no-stack-hook. With --native
+// item 1, docs/guides/hangs-and-stacks.md "Stacks"). py-spy reads the interpreter's memory through
+// ptrace, so it needs no cooperation from the process: it answers for a rank whose signal is
+// blocked, whose handler was replaced, that runs with -I/-S or with --no-stack-hook. With --native
 // it adds the C frames (libc's sleep, a CUDA call) between the Python ones.
 //
 // Plain functions; thread-safe. PySpyDumps spawns children: the agent's reaper may reap

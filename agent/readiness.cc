@@ -2,9 +2,9 @@
 
 namespace muster {
 
-Readiness::Health Readiness::Next(std::string_view phase) {
-  // "Running" is also the debug phase: the rendezvous completed either way.
-  const bool running = phase == "Running";
+Readiness::Health Readiness::Next(AgentPhase phase) {
+  // kRunning is also the debug phase: the rendezvous completed either way.
+  const bool running = phase == AgentPhase::kRunning;
   if (running) ready_ = true;
   return {.ready = ready_, .workers_running = running};
 }

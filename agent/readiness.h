@@ -16,7 +16,7 @@
 #ifndef MUSTER_AGENT_READINESS_H_
 #define MUSTER_AGENT_READINESS_H_
 
-#include <string_view>
+#include "base/agent_phase.h"
 
 namespace muster {
 
@@ -29,8 +29,7 @@ class Readiness {
 
   explicit Readiness(bool hosts_rendezvous) : ready_(hosts_rendezvous) {}
 
-  // `phase` as --status-file names it ("Rendezvous", "Running", "Stopping", ...).
-  Health Next(std::string_view phase);
+  Health Next(AgentPhase phase);
 
  private:
   bool ready_;

@@ -136,7 +136,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .group = "Job",
      .default_text = "static",
      .help = "static or c10d: both meet at muster's own rendezvous; etcd (or etcd-v2, the same): "
-             "etcd members at --rdzv-endpoint H1:2379,H2:2379,... (README: etcd backend)",
+             "etcd members at --rdzv-endpoint H1:2379,H2:2379,... (docs/guides/etcd.md)",
      .apply = CheckRdzvBackend},
     {.name = "module",
      .short_name = 'm',
@@ -208,7 +208,8 @@ constexpr FlagSpec kMusterFlags[] = {
      .group = "Failures",
      .default_text = "0 (off)",
      .help = "a hang is every worker of every node without CPU progress and with the same "
-             "stacks this long: the culprit is named, stacks go to the log dir (README \"Hangs\")",
+             "stacks this long: the culprit is named, stacks go to the log dir "
+             "(docs/guides/hangs-and-stacks.md)",
      .apply = ApplyHangTimeout},
     {.name = "hang-action",
      .group = "Failures",
@@ -307,7 +308,7 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "metrics-port",
      .group = "Health",
      .default_text = "none",
-     .help = "Prometheus metrics here (HTTP /metrics; README \"Metrics\")",
+     .help = "Prometheus metrics here (HTTP /metrics; docs/reference/metrics.md)",
      .apply = ApplyMetricsPort},
     {.name = "no-stack-hook",
      .takes_value = false,
@@ -315,7 +316,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "off",
      .help = "give workers no stack hook (no sitecustomize on their PYTHONPATH); `muster "
              "stacks` then shows py-spy's stacks where py-spy is on the PATH, else none "
-             "(README \"Stacks\")",
+             "(docs/guides/hangs-and-stacks.md)",
      .apply = SetSwitch<&Config::no_stack_hook>},
     {.name = "probe",
      .group = "GPU",
@@ -419,7 +420,7 @@ constexpr Subcommand kLaunch = {
     .epilogue = kRun.epilogue,
 };
 
-// Environment variables operators set at node level (DESIGN §4.8). They are not
+// Environment variables operators set at node level (docs/design.md §4.8). They are not
 // passed to workers as worker ranks, but a malformed one is a configuration
 // error worth stopping on.
 constexpr const char* kNumericNodeVars[] = {

@@ -106,8 +106,8 @@ absl::StatusOr<rdzv::RendezvousServer::Options> ServeOptions(const FlagValues& v
   return options;
 }
 
-// --log-dir: the agents' flight recorder dumps go to DIR/traces/<run id>/ (README
-// "Collective traces"); DIR must exist or be creatable now, not at the first failure.
+// --log-dir: the agents' flight recorder dumps go to DIR/traces/<run id>/
+// (docs/guides/collective-traces.md); DIR must exist or be creatable now, not at the first failure.
 absl::Status KeepTraces(const std::string& dir, rdzv::RendezvousServer* server) {
   const std::string root = dir + "/traces";
   for (const std::string& d : {dir, root}) {
@@ -126,6 +126,8 @@ absl::Status KeepTraces(const std::string& dir, rdzv::RendezvousServer* server) 
 }
 
 }  // namespace
+
+const Subcommand& ServeSubcommand() { return kServe; }
 
 int ServeCommand(const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env) {

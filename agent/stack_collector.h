@@ -1,10 +1,10 @@
-// StackCollector: this node's part of `muster stacks` (issue 17 item 1, README "Stacks").
-// On a request it signals every running worker whose stack hook (agent/stack_hook.h) is in
-// place, through a pidfd, and gathers what faulthandler writes to the worker's stack file:
-// a dump is complete once its file has grown and then stayed still for a moment. Workers
-// without the hook and those that wrote nothing in time are read by py-spy where it is on
-// the agent's PATH (agent/py_spy.h), in the second half of the time; the others, and ended
-// workers, are reported with the reason instead of a stack.
+// StackCollector: this node's part of `muster stacks` (issue 17 item 1,
+// docs/guides/hangs-and-stacks.md "Stacks"). On a request it signals every running worker whose
+// stack hook (agent/stack_hook.h) is in place, through a pidfd, and gathers what faulthandler
+// writes to the worker's stack file: a dump is complete once its file has grown and then stayed
+// still for a moment. Workers without the hook and those that wrote nothing in time are read by
+// py-spy where it is on the agent's PATH (agent/py_spy.h), in the second half of the time; the
+// others, and ended workers, are reported with the reason instead of a stack.
 //
 // Ownership: borrows the launcher, which must outlive it; the destructor joins the
 // collections in flight (each ends by its deadline). Collect() runs on the agent's loop

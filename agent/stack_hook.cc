@@ -19,7 +19,7 @@ namespace {
 // "not available". chain=True only over a handler someone installed: chaining to SIG_DFL
 // would re-raise the signal with its default action, which ends the process.
 constexpr char kSiteCustomize[] =
-    R"PY(# Written by muster (README "Stacks"). On signal MUSTER_STACKS_SIGNAL, faulthandler
+    R"PY(# Written by muster (docs/guides/hangs-and-stacks.md "Stacks"). On signal MUSTER_STACKS_SIGNAL, faulthandler
 # writes every thread's Python stack to MUSTER_STACKS_DIR/stacks-<pid>.txt from its C
 # signal handler (no Python code runs); `muster stacks` signals and reads it. Only the
 # worker's own process registers (MUSTER_STACKS_OWNER, its pid, tells its children).

@@ -1,7 +1,7 @@
-// The workers' stack hook (issue 17 item 1, README "Stacks"): a sitecustomize.py that the
-// agent writes into its run directory and puts first on every worker's PYTHONPATH. In a
-// Python worker it registers faulthandler for kStackSignal, writing every thread's stack to
-// <worker dir>/stacks-<pid>.txt, then runs the next sitecustomize on sys.path (the user's
+// The workers' stack hook (issue 17 item 1, docs/guides/hangs-and-stacks.md "Stacks"): a
+// sitecustomize.py that the agent writes into its run directory and puts first on every worker's
+// PYTHONPATH. In a Python worker it registers faulthandler for kStackSignal, writing every thread's
+// stack to <worker dir>/stacks-<pid>.txt, then runs the next sitecustomize on sys.path (the user's
 // or the distribution's), so nothing the user had is shadowed. `muster stacks` (through
 // agent/stack_collector.h) signals the worker and reads the file back.
 //

@@ -1,6 +1,6 @@
-// StackReport: `muster stacks`' reading of the job's stacks (README "Stacks"). Parses
-// faulthandler's text per rank, picks each rank's main thread (the one running the script's
-// <module>), and groups ranks with identical main-thread stacks:
+// StackReport: `muster stacks`' reading of the job's stacks (docs/guides/hangs-and-stacks.md
+// "Stacks"). Parses faulthandler's text per rank, picks each rank's main thread (the one running
+// the script's <module>), and groups ranks with identical main-thread stacks:
 //   ranks 0-2: all_reduce <- c10d_logger.py:81 wrapper <- train.py:57 step
 //   rank 3: stuck_here <- train.py:40 step
 // Ranks without a stack are grouped by their reason. Pure functions; thread-safe.

@@ -1,5 +1,5 @@
 // `muster stacks`: the Python stack of every rank on every node of a job, grouped by
-// identical stack (README "Stacks").
+// identical stack (docs/guides/hangs-and-stacks.md "Stacks").
 #include <cstdio>
 #include <map>
 #include <set>
@@ -62,7 +62,8 @@ constexpr Subcommand kStacks = {
     .flags = kStacksFlags,
     .epilogue =
         "Workers must be Python programs started by `muster run` (they get a "
-        "sitecustomize hook), or py-spy must be on the agents' PATH (README \"Stacks\").\n",
+        "sitecustomize hook), or py-spy must be on the agents' PATH "
+        "(docs/guides/hangs-and-stacks.md).\n",
 };
 
 size_t RankCount(const std::vector<rdzv::NodeStacks>& nodes) {
@@ -137,6 +138,8 @@ int StacksWithEtcd(const FlagValues& values, absl::Duration collect) {
 }
 
 }  // namespace
+
+const Subcommand& StacksSubcommand() { return kStacks; }
 
 int StacksCommand(const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env) {

@@ -88,7 +88,7 @@ void AddTiming(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   }
 }
 
-// The nodes being preempted, with their reasons (README "Preemption").
+// The nodes being preempted, with their reasons (docs/guides/preemption.md).
 void AddPreempting(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   for (const rdzv::Preemption& p : s.preempting) {
     j["preempting"].push_back({{"node_id", p.node_id},
@@ -98,7 +98,7 @@ void AddPreempting(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   }
 }
 
-// Flight recorder dumps the server collected, by round (README "Collective traces").
+// Flight recorder dumps the server collected, by round (docs/guides/collective-traces.md).
 void AddTraces(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   for (const rdzv::TraceRound& r : s.traces) {
     nlohmann::json nodes = nlohmann::json::array();
@@ -178,7 +178,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                            {"address", n.address},
                            {"group_rank", n.group_rank},
                            {"local_world_size", n.local_world_size},
-                           {"state", n.state},
+                           {"state", rdzv::NodeStateName(n.state)},
                            {"probe", n.probe},
                            {"command", n.command},
                            {"log_dir", n.log_dir},
@@ -241,8 +241,9 @@ std::string TimeOfDay(const std::string& rfc3339) {
 void PrintRootCauseStderr(const nlohmann::json& j) {
   if (!j.contains("root_cause")) return;
   const nlohmann::json& f = j["root_cause"];
-  std::string block = StderrBlock(f["rank"].get<int>(), f["host"].get<std::string>(),
-                                  f.value("stderr_tail", ""), f.value("what", "") == "hung");
+  std::string block =
+      StderrBlock(f["rank"].get<int>(), f["host"].get<std::string>(), f.value("stderr_tail", ""),
+                  f.value("kind", "") == rdzv::FailureKindName(rdzv::FailureKind::kHung));
   if (!block.empty()) std::printf("%s\n", block.c_str());
 }
 
@@ -408,6 +409,8 @@ int EtcdStatus(const FlagValues& values, bool json) {
 }
 
 }  // namespace
+
+const Subcommand& StatusSubcommand() { return kStatus; }
 
 int StatusCommand(const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env) {

@@ -15,7 +15,8 @@
 namespace muster {
 
 nlohmann::json FailureJson(const rdzv::Failure& f) {
-  return {{"node_id", f.node_id},
+  return {{"kind", rdzv::FailureKindName(f.kind)},
+          {"node_id", f.node_id},
           {"host", f.host},
           {"rank", f.rank},
           {"local_rank", f.local_rank},

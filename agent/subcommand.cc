@@ -1,6 +1,8 @@
 #include "agent/subcommand.h"
 
 #include <cstdio>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "base/exit_codes.h"
@@ -14,6 +16,17 @@ absl::string_view View(std::string_view s) { return absl::string_view(s.data(), 
 
 std::string SubcommandHelp(const Subcommand& command) {
   return absl::StrCat(View(command.usage), FlagHelp(command.flags), View(command.epilogue));
+}
+
+std::string SubcommandMarkdown(const Subcommand& command) {
+  std::string out = absl::StrCat("## muster ", View(command.name), "\n\n```text\n",
+                                 View(command.usage), "```\n", FlagMarkdown(command.flags));
+  if (!command.epilogue.empty()) {
+    std::string_view epilogue = command.epilogue;
+    while (!epilogue.empty() && epilogue.front() == '\n') epilogue.remove_prefix(1);
+    absl::StrAppend(&out, "\n```text\n", View(epilogue), "```\n");
+  }
+  return out;
 }
 
 std::optional<FlagValues> StartSubcommand(const Subcommand& command,

@@ -28,6 +28,10 @@ struct Subcommand {
 // usage + the grouped flag table + epilogue.
 std::string SubcommandHelp(const Subcommand& command);
 
+// The same as Markdown, for docs/reference/flags.md: a "## muster NAME" section with the
+// usage and epilogue as text blocks and the flag table as Markdown tables.
+std::string SubcommandMarkdown(const Subcommand& command);
+
 // The preamble: returns the subcommand's flags resolved against `env` (which must outlive
 // them), or nullopt after printing the help (*exit_code 0) or a usage error (*exit_code 2).
 std::optional<FlagValues> StartSubcommand(const Subcommand& command,

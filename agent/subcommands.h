@@ -11,6 +11,8 @@
 
 namespace muster {
 
+struct Subcommand;
+
 int ServeCommand(const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env);
 int StatusCommand(const std::vector<std::string>& args,
@@ -21,6 +23,12 @@ int StacksCommand(const std::vector<std::string>& args,
 // `muster drain`: preempt one node of a job (agent/drain_command.cc).
 int DrainCommand(const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env);
+
+// Each subcommand's usage and flag table (for docs/reference/flags.md).
+const Subcommand& ServeSubcommand();
+const Subcommand& StatusSubcommand();
+const Subcommand& StacksSubcommand();
+const Subcommand& DrainSubcommand();
 
 }  // namespace muster
 

@@ -1,7 +1,7 @@
 // torchrun's flags and --rdzv-conf keys (torch/distributed/run.py, torch 2.15) that muster
 // has no flag or key of its own for. Each is accepted where muster does what torchrun does,
-// or refused (exit 2) saying why and what to use instead where it cannot; README's
-// "torchrun's flags" table lists every torchrun flag and which way it went.
+// or refused (exit 2) saying why and what to use instead where it cannot;
+// docs/reference/torchrun-compat.md lists every torchrun flag and which way it went.
 // kTorchrunFlags joins the end of `muster run`'s flag table (run_flags.cc), so --run-path is
 // applied after --module and --no-python, which it overrides as in torchrun.
 // Thread-safe (constant data, pure functions).

@@ -1,5 +1,5 @@
 // The chunks an agent sends the job with its workers' flight recorder dumps of a failed
-// round (README "Collective traces"): every file in order, cut into kMaxTraceChunkBytes
+// round (docs/guides/collective-traces.md): every file in order, cut into kMaxTraceChunkBytes
 // pieces, at most kMaxTraceBytesPerNode (8 MiB) and kMaxTraceFilesPerNode files in all (the
 // first files by name, a file cut at the limit: its tail is left out); the last chunk is
 // `done` and its note says what was truncated or skipped and why. Reads the files; no

@@ -54,7 +54,7 @@ class GrpcHealthReporter : public HealthReporter {
  public:
   GrpcHealthReporter(std::unique_ptr<rdzv::HealthServer> server, bool hosts_rendezvous)
       : server_(std::move(server)), readiness_(hosts_rendezvous) {}
-  void Report(const char* phase) override {
+  void Report(AgentPhase phase) override {
     Readiness::Health health = readiness_.Next(phase);
     server_->SetReady(health.ready);
     server_->SetWorkersRunning(health.workers_running);
@@ -112,8 +112,8 @@ class HostedGrpcRendezvous : public HostedRendezvous {
 };
 
 // The embedded server on the endpoint's port. Without TLS the port is shared with the
-// store (DESIGN §4.3 "Ports"): the server listens on nothing itself, the SharedPort hands it
-// the HTTP/2 connections and every other one to this agent's store of the round, which then
+// store (docs/design.md §4.3 "Ports"): the server listens on nothing itself, the SharedPort hands
+// it the HTTP/2 connections and every other one to this agent's store of the round, which then
 // reports the same port. With TLS, connections cannot be told apart before the handshake,
 // so the server listens on the port itself and the store on a port of its own.
 // Both listen on `address` only (agent/listen_address.h), as the store does.

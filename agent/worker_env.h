@@ -1,5 +1,5 @@
 // The environment and command line of one worker: exactly what torchrun gives
-// (reference/torch_contract.md §2.1-2.2, DESIGN §4.1), plus NODE_RANK, DeepSpeed's
+// (reference/torch_contract.md §2.1-2.2, docs/design.md §4.1), plus NODE_RANK, DeepSpeed's
 // per-node names and PYTHONUNBUFFERED=1 (unless the user set it). Pure
 // functions.
 #ifndef MUSTER_AGENT_WORKER_ENV_H_

@@ -1,4 +1,4 @@
-// The agent's exit codes (DESIGN §4.4, README "Restart policies and exit codes"): the
+// The agent's exit codes (docs/design.md §4.4, docs/reference/exit-codes.md): the
 // root cause travels upward as a process exit code, so every place that decides one names
 // it from here instead of writing a literal.
 #ifndef MUSTER_BASE_EXIT_CODES_H_

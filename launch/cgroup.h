@@ -1,5 +1,5 @@
 // JobCgroup: the cgroup v2 subtree that holds this agent's workers (containment mode
-// "cgroup", DESIGN §4.5).
+// "cgroup", docs/design.md §4.5).
 //
 // Layout: <the agent's own cgroup>/muster-<agent pid>-<random>/a<N>, one leaf per attempt
 // (the suffix: agents in different PID namespaces may share a cgroup and a pid). The agent

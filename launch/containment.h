@@ -1,5 +1,5 @@
 // Containment: how the agent makes sure nothing a worker started outlives the job or the
-// agent (DESIGN §4.5; launch/cgroup.h, launch/watchdog.h, launch/process_group.h).
+// agent (docs/design.md §4.5; launch/cgroup.h, launch/watchdog.h, launch/process_group.h).
 //
 // `--containment auto` (default) uses a cgroup where one can be made, else sessions;
 // `cgroup` refuses to start without one; `session` never tries. The mode in force is shown

@@ -1,6 +1,6 @@
 // ExitStatus: how a worker ended, in the one number the rest of muster talks
 // about: its exit code, or 128+N when it was killed by signal N (the shell's
-// and Kubernetes' convention, DESIGN §4.4).
+// and Kubernetes' convention, docs/design.md §4.4).
 #ifndef MUSTER_LAUNCH_EXIT_STATUS_H_
 #define MUSTER_LAUNCH_EXIT_STATUS_H_
 

@@ -1,4 +1,4 @@
-// Pidfds: signals that cannot hit a recycled pid (DESIGN §4.5), and the way a process
+// Pidfds: signals that cannot hit a recycled pid (docs/design.md §4.5), and the way a process
 // hands a pidfd of itself to the watchdog.
 //
 // A pid names a process only until that process is reaped; afterwards the number may be

@@ -1,7 +1,7 @@
 // ProcessGroup: the processes one attempt started, and how they are stopped so that
-// nothing of the job outlives the attempt (DESIGN §4.5).
+// nothing of the job outlives the attempt (docs/design.md §4.5).
 //
-// Two containment modes (`--containment`, DESIGN §4.5):
+// Two containment modes (`--containment`, docs/design.md §4.5):
 // - cgroup (a JobCgroup is given): each attempt's members start inside a fresh leaf cgroup
 //   (entered by the spawn child before execve). Stop(sig) signals every process in it
 //   through pidfds; SIGKILL is cgroup.kill. Stopped = every member reaped and the leaf

@@ -1,4 +1,4 @@
-// Restart policy and exit classification (DESIGN §4.4, seeds/000): what one
+// Restart policy and exit classification (docs/design.md §4.4, seeds/000): what one
 // worker's ExitStatus means for the job. Pure functions; thread-safe.
 #ifndef MUSTER_LAUNCH_RESTART_POLICY_H_
 #define MUSTER_LAUNCH_RESTART_POLICY_H_

@@ -1,5 +1,5 @@
 // Supervisor: the process above the agent in containment mode "session" when the agent is
-// not PID 1 (launch/containment.h, DESIGN §4.5; issue 18 finding 1).
+// not PID 1 (launch/containment.h, docs/design.md §4.5; issue 18 finding 1).
 //
 // Without a cgroup, a process that left its worker's session and cleared its environment
 // (`env -i setsid`, a double fork) can be found only because the kernel gave it, as an

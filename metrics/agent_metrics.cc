@@ -14,8 +14,6 @@
 namespace muster::metrics {
 namespace {
 
-constexpr std::array<const char*, 6> kPhases = {"Rendezvous", "Running", "Stopping",
-                                                "Succeeded",  "Failed",  "Preempting"};
 constexpr std::array<const char*, 4> kWorkerStates = {"running", "succeeded", "failed", "stopped"};
 
 int64_t SteadyNowNs() {
@@ -36,7 +34,7 @@ prometheus::MetricFamily GaugeFamily(const char* name, const char* help, double 
 std::string ExitCodeLabel(int code) {
   // 0 success, 1 a Python exception, 2 usage, 126 not executable, 127 not found; 128+N:
   // SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGKILL (the OOM killer, a
-  // preemption), 138 (transient, DESIGN §4.4, or SIGUSR1), SIGSEGV, SIGPIPE, SIGTERM.
+  // preemption), 138 (transient, docs/design.md §4.4, or SIGUSR1), SIGSEGV, SIGPIPE, SIGTERM.
   constexpr std::array<int, 16> kNamed = {0,   1,   2,   126, 127, 129, 130, 131,
                                           134, 135, 136, 137, 138, 139, 141, 143};
   if (std::find(kNamed.begin(), kNamed.end(), code) != kNamed.end()) return absl::StrCat(code);
@@ -72,11 +70,11 @@ std::shared_ptr<AgentMetrics> AgentMetrics::Create(MetricsServer* server) {
 
 AgentMetrics::AgentMetrics(MetricsServer* server) : registry_(server->registry()) {
   prometheus::Registry& r = *registry_;
-  phase_ = &prometheus::BuildGauge()
-                .Name("muster_agent_phase")
-                .Help("1 for the phase the agent is in (as --status-file names it), 0 otherwise.")
-                .Register(r);
-  for (const char* p : kPhases) phase_->Add({{"phase", p}});
+  phases_ = &prometheus::BuildGauge()
+                 .Name("muster_agent_phase")
+                 .Help("1 for the phase the agent is in (as --status-file names it), 0 otherwise.")
+                 .Register(r);
+  for (AgentPhase p : kAgentPhases) phases_->Add({{"phase", AgentPhaseName(p)}});
   workers_ = &prometheus::BuildGauge()
                   .Name("muster_workers")
                   .Help("This node's workers of the current attempt, by state.")
@@ -108,11 +106,11 @@ AgentMetrics::AgentMetrics(MetricsServer* server) : registry_(server->registry()
   transition_ns_->store(SteadyNowNs());
 }
 
-void AgentMetrics::SetPhase(const std::string& phase) {
-  if (phase == phase_name_) return;
-  if (!phase_name_.empty()) phase_->Add({{"phase", phase_name_}}).Set(0);
-  phase_->Add({{"phase", phase}}).Set(1);
-  phase_name_ = phase;
+void AgentMetrics::SetPhase(AgentPhase phase) {
+  if (phase_ == phase) return;
+  if (phase_) phases_->Add({{"phase", AgentPhaseName(*phase_)}}).Set(0);
+  phases_->Add({{"phase", AgentPhaseName(phase)}}).Set(1);
+  phase_ = phase;
   transition_ns_->store(SteadyNowNs());
 }
 

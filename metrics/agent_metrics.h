@@ -1,4 +1,4 @@
-// AgentMetrics: what one agent reports on --metrics-port (README "Metrics"), all under the
+// AgentMetrics: what one agent reports on --metrics-port (docs/reference/metrics.md), all under the
 // muster_ prefix, with bounded labels only (no pid, no rank):
 //   muster_agent_phase{phase}                       1 for the phase the agent is in
 //   muster_agent_seconds_since_transition           since the last phase change
@@ -20,8 +20,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "base/agent_phase.h"
 #include "metrics/metrics_server.h"
 
 namespace prometheus {
@@ -44,9 +46,8 @@ class AgentMetrics {
   // Registers the agent's families in `server`'s registry.
   static std::shared_ptr<AgentMetrics> Create(MetricsServer* server);
 
-  // The agent's phase as --status-file names it ("Rendezvous", "Running", "Stopping",
-  // "Succeeded", "Failed"); a transition when it differs from the last one.
-  void SetPhase(const std::string& phase);
+  // The agent's phase; a transition when it differs from the last one.
+  void SetPhase(AgentPhase phase);
   // The agent joined, or reported its workers stopped: a round is being formed.
   void RendezvousOpened();
   // A round started; `restart_count` is the job's (it never goes down).
@@ -65,14 +66,14 @@ class AgentMetrics {
   explicit AgentMetrics(MetricsServer* server);
 
   std::shared_ptr<prometheus::Registry> registry_;  // keeps the families below alive
-  prometheus::Family<prometheus::Gauge>* phase_;
+  prometheus::Family<prometheus::Gauge>* phases_;
   prometheus::Family<prometheus::Gauge>* workers_;
   prometheus::Family<prometheus::Counter>* exits_;
   prometheus::Counter* restarts_;
   prometheus::Counter* rounds_;
   prometheus::Histogram* rendezvous_seconds_;
-  std::string phase_name_;  // loop thread only
-  int restart_count_ = 0;   // loop thread only
+  std::optional<AgentPhase> phase_;  // loop thread only
+  int restart_count_ = 0;            // loop thread only
   std::chrono::steady_clock::time_point rendezvous_opened_;
   bool rendezvous_open_ = false;
   // steady_clock nanoseconds at the last phase change (read by scrapes).

@@ -68,10 +68,10 @@ TEST(MetricsServer, ServesAgentAndServerFamiliesAndKeepsSigchld) {
   ASSERT_GT((*server)->port(), 0);
 
   auto agent = AgentMetrics::Create(server->get());
-  agent->SetPhase("Rendezvous");
+  agent->SetPhase(AgentPhase::kRendezvous);
   agent->RendezvousOpened();
   agent->RoundStarted(0);
-  agent->SetPhase("Running");
+  agent->SetPhase(AgentPhase::kRunning);
   agent->WorkersStarted(2);
   agent->WorkerExited(137, /*while_stopping=*/false, /*was_running=*/true);
   agent->WorkerExited(143, /*while_stopping=*/true, /*was_running=*/true);
@@ -85,8 +85,8 @@ TEST(MetricsServer, ServesAgentAndServerFamiliesAndKeepsSigchld) {
   rdzv->OnJoin();
   rdzv->OnRoundStarted(absl::Milliseconds(30));
   rdzv->SetCounts([] {
-    return rdzv::RegistryCounts{.jobs_by_phase = {{"Running", 1}},
-                                .nodes_by_state = {{"Running", 2}}};
+    return rdzv::RegistryCounts{.jobs_by_phase = {{rdzv::JobPhase::kRunning, 1}},
+                                .nodes_by_state = {{rdzv::NodeState::kRunning, 2}}};
   });
 
   std::string text = Scrape((*server)->port());

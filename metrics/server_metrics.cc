@@ -11,21 +11,17 @@
 namespace muster::metrics {
 namespace {
 
-constexpr std::array<const char*, 6> kJobPhases = {"Pending",   "Running", "Restarting",
-                                                   "Succeeded", "Failed",  "Preempting"};
-constexpr std::array<const char*, 7> kNodeStates = {"Waiting",  "Running", "Succeeded", "Failed",
-                                                    "Stopping", "Stopped", "Left"};
-
 // Every known label value is listed (0 when none), so that a query sees a series drop to
 // zero instead of vanishing.
-template <size_t N>
+template <typename Value, size_t N>
 prometheus::MetricFamily Breakdown(const char* name, const char* help, const char* label,
-                                   const std::array<const char*, N>& values,
-                                   const std::map<std::string, int>& counts) {
+                                   const std::array<Value, N>& values,
+                                   const char* (*value_name)(Value),
+                                   const std::map<Value, int>& counts) {
   prometheus::MetricFamily f{.name = name, .help = help, .type = prometheus::MetricType::Gauge};
-  for (const char* v : values) {
+  for (Value v : values) {
     prometheus::ClientMetric m;
-    m.label.push_back({label, v});
+    m.label.push_back({label, value_name(v)});
     auto it = counts.find(v);
     m.gauge.value = it == counts.end() ? 0 : it->second;
     f.metric.push_back(std::move(m));
@@ -44,9 +40,9 @@ class ServerMetrics::Counted : public prometheus::Collectable {
     if (!owner) return {};
     rdzv::RegistryCounts c = owner->Counts();
     return {Breakdown("muster_server_jobs", "Jobs on this rendezvous server, by phase.", "phase",
-                      kJobPhases, c.jobs_by_phase),
+                      rdzv::kJobPhases, rdzv::JobPhaseName, c.jobs_by_phase),
             Breakdown("muster_server_nodes", "Nodes of this server's jobs, by state.", "state",
-                      kNodeStates, c.nodes_by_state)};
+                      rdzv::kNodeStates, rdzv::NodeStateName, c.nodes_by_state)};
   }
 
  private:

@@ -1,6 +1,6 @@
 // What one probe run found: plain data, filled by the probing child, judged
 // by the parent (verdict.h), rendered as a table or JSON (render.h). The JSON
-// form is the stable contract documented in README.md ("schema_version").
+// form is the stable contract documented in nccl_probe/README.md ("schema_version").
 #ifndef MUSTER_NCCL_PROBE_REPORT_H_
 #define MUSTER_NCCL_PROBE_REPORT_H_
 

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "rendezvous/core/hang.h"
 #include "rendezvous/core/types.h"
+#include "rendezvous/rendezvous_error.h"
 
 namespace muster::rdzv {
 
@@ -25,8 +26,8 @@ class RendezvousClient {
   // permanent problems (bad token, wrong run id, rank conflict: the agent exits 2),
   // Unavailable/DeadlineExceeded for transient ones (server unreachable past the join
   // timeout, stream lost: the agent exits 138). Called at most once, except that an error
-  // with a kill-by time (rendezvous/kill_by.h: its workers must be dead by then) may follow.
-  using ErrorSink = std::function<void(const absl::Status& error)>;
+  // with a kill-by time (rendezvous_error.h: its workers must be dead by then) may follow.
+  using ErrorSink = std::function<void(const RendezvousError& error)>;
 
   virtual ~RendezvousClient() = default;
 
@@ -35,7 +36,7 @@ class RendezvousClient {
                      ErrorSink errors) = 0;
   virtual void ReportFailure(int round, const Failure& failure) = 0;
   virtual void ReportSucceeded(int round) = 0;
-  // Status only (DESIGN §4.6): the workers of `round` were spawned (once per round), and
+  // Status only (docs/design.md §4.6): the workers of `round` were spawned (once per round), and
   // one of them ended, for whatever reason (sent before ReportFailure/ReportSucceeded).
   virtual void ReportWorkersStarted(int round, const std::vector<StartedWorker>& workers) = 0;
   virtual void ReportWorkerEnded(int round, const EndedWorker& worker) = 0;
@@ -46,10 +47,10 @@ class RendezvousClient {
   // stalled, or progress again. The job decides once every node has stalled. A backend
   // without the job-wide path ignores it (the agent refuses --hang-timeout there).
   virtual void ReportStalled(int round, const Stall& stall) = 0;
-  // This node is being preempted (README "Preemption"): the job tells every node (kPreempt,
+  // This node is being preempted (docs/guides/preemption.md): the job tells every node (kPreempt,
   // this one included) before anything is stopped. A backend without notices ignores it.
   virtual void Preempt(const std::string& /*reason*/) {}
-  // Flight recorder dumps of a round that failed (README "Collective traces"): `chunks` in
+  // Flight recorder dumps of a round that failed (docs/guides/collective-traces.md): `chunks` in
   // order, the last one `done`. The job answers every node of the round with kTraces. A
   // backend that keeps no traces ignores it (the agent then waits for no answer).
   virtual bool UploadTraces(const std::vector<TraceChunk>& /*chunks*/) { return false; }

@@ -17,7 +17,8 @@ void LocalRendezvous::Start(const NodeInfo& node, const JobSpec& spec, EventSink
   std::vector<Event> out;
   absl::Status status = job_->Join(node, spec, EventLoop::Now(), &out);
   if (!status.ok()) {
-    loop_->Post([errors = std::move(errors), status] { errors(status); });
+    loop_->Post(
+        [errors = std::move(errors), status] { errors(RendezvousError{.status = status}); });
     return;
   }
   Deliver(std::move(out));

@@ -141,7 +141,7 @@ torch.cuda.nccl.version() if torch.cuda.is_available() else None)'"
       for f in $listed; do [ -s "$f" ] || ok=1; done
     fi
     verdict flight_recorder $(( rc == 0 || ok != 0 )) "muster run exit $rc (non-zero expected)"
-    # The serving agent's copy (README "Flight recorder": every node's dumps, one place):
+    # The serving agent's copy (docs/guides/collective-traces.md: every node's dumps, one place):
     # "flight recorder traces of 1 node (N files) in HOST:DIR/" names it.
     local stored
     stored=$(grep -o 'flight recorder traces of [^)]*) in [^ ]*' "$OUT/flight_recorder.log" |

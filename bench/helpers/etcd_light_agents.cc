@@ -1,6 +1,6 @@
 // etcd_light_agents: M simulated agents of the etcd rendezvous backend in one process, the
 // light client of bench/b2_etcd.py. Each speaks the agents' protocol (rendezvous/etcd,
-// README "etcd backend"): its own lease (kept alive), the coordinator read from the key
+// docs/guides/etcd.md): its own lease (kept alive), the coordinator read from the key
 // naming it (else the oldest node key: rendezvous/etcd/election.h), its node key put ready for that
 // coordinator, a watch of its own events key (to/NODE_ID), one of requests/ and one of the
 // coordinator's node key (deletions only): a real agent's three; a StopWorkers is answered at once

@@ -154,8 +154,8 @@ int main(int argc, char** argv) {
           }
           if (seen[i] == a.rounds) ++done;
         },
-        [&](const absl::Status& s) {
-          std::fprintf(stderr, "agent error: %s\n", s.ToString().c_str());
+        [&](const muster::rdzv::RendezvousError& e) {
+          std::fprintf(stderr, "agent error: %s\n", e.status.ToString().c_str());
           failed = true;
         });
   }

@@ -1,4 +1,4 @@
-// Conditions: a job's Kubernetes-style conditions (DESIGN §4.6, seeds/001's DeepSpeedJob
+// Conditions: a job's Kubernetes-style conditions (docs/design.md §4.6, seeds/001's DeepSpeedJob
 // status). A fixed set of types, each True or False with a reason, a message and the time
 // its status last flipped. Setting a condition to the status it already has updates the
 // reason and message but keeps the transition time, as Kubernetes does.

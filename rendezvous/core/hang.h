@@ -1,6 +1,6 @@
-// Hang detection's job-wide rule (issue 17 item 2, README "Hangs"), as plain data and pure
-// functions: what an agent reports when none of its workers has used CPU for the hang
-// timeout (a Stall), and the verdict the job draws once every node of the round has
+// Hang detection's job-wide rule (issue 17 item 2, docs/guides/hangs-and-stacks.md "Hangs"), as
+// plain data and pure functions: what an agent reports when none of its workers has used CPU for
+// the hang timeout (a Stall), and the verdict the job draws once every node of the round has
 // stalled: which rank is not in the collective the others wait in.
 #ifndef MUSTER_RENDEZVOUS_CORE_HANG_H_
 #define MUSTER_RENDEZVOUS_CORE_HANG_H_

@@ -96,6 +96,7 @@ TEST(JobHangTest, EveryNodeStalledEndsTheRoundAsHungAndRestarts) {
   EXPECT_EQ(stop.kind, Event::Kind::kStopWorkers);
   ASSERT_TRUE(stop.failure.has_value());
   EXPECT_EQ(stop.failure->what, "hung");
+  EXPECT_EQ(stop.failure->kind, FailureKind::kHung);
   EXPECT_EQ(stop.failure->rank, 3);
   EXPECT_EQ(stop.failure->code, 138);
   EXPECT_NE(stop.text.find("rank 3 is not in the collective the others wait in: sleep"),

@@ -1,4 +1,4 @@
-// Job: the rendezvous state machine of one job (DESIGN §4.3, §4.4). Pure: no I/O, no
+// Job: the rendezvous state machine of one job (docs/design.md §4.3, §4.4). Pure: no I/O, no
 // threads, no clock; every call takes `now` and returns the events to deliver, so it is
 // tested with a fake clock and driven by any transport (in-process or gRPC).
 //
@@ -11,20 +11,20 @@
 // every node sees the same TORCHELASTIC_RESTART_COUNT and exits with the same code.
 // Membership changes (a node arriving while a round runs, a node lost while >= min_nodes
 // remain) start a new round without consuming the budget. Liveness is not the job's: its
-// owner calls NodeLost when a node's connection ends (README "Liveness"); silence alone
-// never removes a node.
+// owner calls NodeLost when a node's connection ends (docs/operations/liveness-and-partitions.md
+// "muster's own rendezvous (gRPC)"); silence alone never removes a node.
 //
 // Ranks: hints are honoured (a duplicate is refused naming both nodes; a hint outside
 // [0, max_nodes) is refused); nodes without hints keep their previous order across rounds,
 // newcomers follow in arrival order (rank_order.h).
 //
-// Status (DESIGN §4.6): besides phase, history and outcome, the job keeps Kubernetes-style
+// Status (docs/design.md §4.6): besides phase, history and outcome, the job keeps Kubernetes-style
 // conditions (conditions.h) and every worker of the current round: its rank and local rank
 // from the round's layout, its pid once the agent reports it (WorkersStarted), and how it
 // ended (WorkerEnded, WorkerFailed, WorkersSucceeded). After the outcome, nodes that hang
 // up stay listed (state "Left") so the final status still shows who ran what.
 //
-// Settle window (job_settle.cc, README "Restart policy"): a failure that would finish a
+// Settle window (job_settle.cc, docs/reference/exit-codes.md): a failure that would finish a
 // round of several nodes (not restartable, or the budget spent) is held for kSettleWindow
 // while the round keeps running: the survivors' collectives fail (exit 1) within
 // milliseconds of a node's loss, before its owner learns of the loss. A participant lost
@@ -85,8 +85,7 @@ class Job {
   struct NodeView {
     NodeInfo info;
     int group_rank = -1;  // -1: not in the current round
-    // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left".
-    const char* state = "Waiting";
+    NodeState state = NodeState::kWaiting;
     absl::Time last_seen;
   };
   // Every node (alive, or left after the outcome), by group rank, then waiting ones by
@@ -112,7 +111,8 @@ class Job {
   absl::Status Join(const NodeInfo& node, const JobSpec& spec, absl::Time now,
                     std::vector<Event>* out);
   // Status only: the node was heard from (its last_seen). Liveness is the transport's
-  // (README "Liveness"): the owner calls NodeLost when a node's connection ends.
+  // (docs/operations/liveness-and-partitions.md "muster's own rendezvous (gRPC)"): the owner calls
+  // NodeLost when a node's connection ends.
   void Heartbeat(const std::string& node_id, absl::Time now);
   // The node's stream closed or it left: dead at once.
   void NodeLost(const std::string& node_id, const std::string& why, absl::Time now,
@@ -141,7 +141,7 @@ class Job {
   void NodeStalled(const std::string& node_id, int round, const Stall& stall, absl::Time now,
                    std::vector<Event>* out);
   // The node is being preempted (SIGTERM to its agent, a spot notice, `muster drain`;
-  // README "Preemption"): every live node gets kPreempt naming it, so that every worker can
+  // docs/guides/preemption.md): every live node gets kPreempt naming it, so that every worker can
   // checkpoint before anything is stopped. The node then leaves (NodeLost): an elastic job
   // re-forms without it, a job below min_nodes finishes with 143 (SIGTERM's code).
   // NotFound for an unknown node, FailedPrecondition unless a round runs. Idempotent per
@@ -159,7 +159,7 @@ class Job {
   // messages name the fix (job_preempt.cc).
   absl::StatusOr<NodeInfo> NodeToDrain(const std::string& node_id, const std::string& host) const;
   // The server stored `node_id`'s flight recorder dumps of `round` under `location`
-  // ("HOST:DIR/"; README "Collective traces"), or none (`stored.files` empty; `error` says
+  // ("HOST:DIR/"; docs/guides/collective-traces.md), or none (`stored.files` empty; `error` says
   // why the server refused them). An empty `location`: nothing was collected (etcd) and
   // `stored.files` are "HOST:PATH"s left on the node. The node hears what is stored so far
   // (kTraces); every node of the round still connected hears it once all have reported

@@ -34,7 +34,8 @@ void Job::NodeStalled(const std::string& node_id, int round, const Stall& stall,
   // A hang is the agents' decision to restart or not (--hang-action); 138 says "worth a
   // restart" to whatever runs the agents, 1 says it is not.
   const bool restartable = stall.restartable;
-  Failure f{.node_id = culprit.info.node_id,
+  Failure f{.kind = FailureKind::kHung,
+            .node_id = culprit.info.node_id,
             .host = culprit.info.host,
             .rank = v.rank,
             .local_rank = v.local_rank,

@@ -1,4 +1,4 @@
-// Job (job.h): preemption notices (issue 17 item 4, README "Preemption"). The notice goes
+// Job (job.h): preemption notices (issue 17 item 4, docs/guides/preemption.md). The notice goes
 // to every live node before anything is stopped; the preempted node leaves afterwards and
 // its loss is then handled as any other (job.cc's RemoveNode, with SIGTERM's code).
 #include <signal.h>

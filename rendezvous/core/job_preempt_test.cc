@@ -1,4 +1,4 @@
-// Job::Preempt (README "Preemption"): the notice reaches every node before anything stops,
+// Job::Preempt (docs/guides/preemption.md): the notice reaches every node before anything stops,
 // the job shows Preempting, and the preempted node's loss re-forms an elastic job or ends a
 // fixed-size one with 143.
 #include "gtest/gtest.h"

@@ -77,8 +77,7 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
 
 JobSummary JobSummaryOf(const Job& job) {
   int live = 0;
-  for (const Job::NodeView& v : job.NodeViews())
-    live += std::string_view(v.state) != "Left" ? 1 : 0;
+  for (const Job::NodeView& v : job.NodeViews()) live += v.state != NodeState::kLeft ? 1 : 0;
   return JobSummary{.run_id = job.spec().run_id,
                     .phase = PhaseOf(job),
                     .round = job.round(),

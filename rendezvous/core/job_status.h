@@ -1,10 +1,11 @@
-// JobStatusSnapshot: one job as its status shows it (DESIGN §4.6), as plain data, and
+// JobStatusSnapshot: one job as its status shows it (docs/design.md §4.6), as plain data, and
 // JobStatusOf, which builds it from the job's rdzv::Job. Whatever carries it (the gRPC
 // JobStatus service: rendezvous/grpc/proto_convert; GetJobStatus in
 // rendezvous/grpc/job_status_client.h for `muster status`) converts it; no transport here.
 #ifndef MUSTER_RENDEZVOUS_CORE_JOB_STATUS_H_
 #define MUSTER_RENDEZVOUS_CORE_JOB_STATUS_H_
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,9 +16,14 @@
 
 namespace muster::rdzv {
 
-// kPreempting: a round runs and a node of it announced its preemption (README
-// "Preemption"); the workers are checkpointing before the node leaves.
+// kPreempting: a round runs and a node of it announced its preemption (docs/guides/preemption.md);
+// the workers are checkpointing before the node leaves.
 enum class JobPhase { kPending, kRunning, kRestarting, kSucceeded, kFailed, kPreempting };
+
+// Every phase, in the order above (metrics export one series per phase).
+inline constexpr std::array<JobPhase, 6> kJobPhases = {
+    JobPhase::kPending,   JobPhase::kRunning, JobPhase::kRestarting,
+    JobPhase::kSucceeded, JobPhase::kFailed,  JobPhase::kPreempting};
 
 // "Pending", "Running", "Restarting", "Succeeded", "Failed", "Preempting".
 const char* JobPhaseName(JobPhase phase);
@@ -29,8 +35,7 @@ struct NodeStatus {
   int group_rank = -1;  // -1: waiting for the next round
   int local_world_size = 1;
   absl::Time last_heartbeat = absl::InfinitePast();
-  // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left".
-  std::string state;
+  NodeState state = NodeState::kWaiting;
   std::string probe;        // the node's GPU probe summary, "" when it did not probe
   std::string command;      // the workers' command line
   std::string log_dir;      // per-rank logs, "" when the output goes to the console only

@@ -59,7 +59,7 @@ TEST(JobStatusTest, SnapshotCopiesTheJobWithNodesByGroupRank) {
   ASSERT_EQ(s.nodes.size(), 2u);
   EXPECT_EQ(s.nodes[0].node_id, "1");
   EXPECT_EQ(s.nodes[0].group_rank, 0);
-  EXPECT_EQ(s.nodes[0].state, "Running");
+  EXPECT_EQ(s.nodes[0].state, NodeState::kRunning);
   EXPECT_EQ(s.nodes[0].probe, "probe-1");
   EXPECT_EQ(s.nodes[0].last_heartbeat, t0 + absl::Seconds(1));
   EXPECT_EQ(s.nodes[1].address, "10.0.0.2");

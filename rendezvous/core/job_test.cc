@@ -267,8 +267,9 @@ TEST(JobTest, LostNodeReformsAboveMinAndFails138Below) {
 }
 
 TEST(JobTest, SilenceIsNotLossOnlyNodeLostRemovesANode) {
-  // Liveness is the transport's (README "Liveness"): however long a node is quiet, the job
-  // keeps it until its owner reports the connection gone.
+  // Liveness is the transport's (docs/operations/liveness-and-partitions.md "muster's own
+  // rendezvous (gRPC)"): however long a node is quiet, the job keeps it until its owner reports the
+  // connection gone.
   JobHarness h(Spec(2, 2));
   ASSERT_TRUE(h.Join("1").ok());
   ASSERT_TRUE(h.Join("2").ok());

@@ -1,6 +1,6 @@
-// Job (job.h): the flight recorder dumps the server collected of a failed round (README
-// "Collective traces"). The files are the server's (rendezvous/registry/trace_store); the
-// job keeps what is where, for the status and for the nodes that wait for it before exiting.
+// Job (job.h): the flight recorder dumps the server collected of a failed round
+// (docs/guides/collective-traces.md). The files are the server's (rendezvous/registry/trace_store);
+// the job keeps what is where, for the status and for the nodes that wait for it before exiting.
 #include <algorithm>
 
 #include "rendezvous/core/job.h"

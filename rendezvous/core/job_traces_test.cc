@@ -1,4 +1,4 @@
-// Job::TracesStored (README "Collective traces"): every node of the failed round hears what
+// Job::TracesStored (docs/guides/collective-traces.md): every node of the failed round hears what
 // the server stored so far, counts add up per round, and a second report of a node is no news.
 #include "gtest/gtest.h"
 #include "rendezvous/core/job_harness.h"

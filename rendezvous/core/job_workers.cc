@@ -1,4 +1,4 @@
-// Job (job.h): what the status shows of the job's nodes and workers (DESIGN §4.6). The
+// Job (job.h): what the status shows of the job's nodes and workers (docs/design.md §4.6). The
 // workers' layout comes from the round; agents add pids and how each worker ended, which
 // changes no decision (those are WorkerFailed and WorkersSucceeded in job_round.cc).
 #include <algorithm>
@@ -25,19 +25,19 @@ std::vector<Job::NodeView> Job::NodeViews() const {
     bool in_round = !participants_.empty() && node.prev_group_rank >= 0;
     if (in_round) v.group_rank = node.prev_group_rank;
     if (node.left) {
-      v.state = "Left";
+      v.state = NodeState::kLeft;
     } else if (!in_round) {
-      v.state = "Waiting";
+      v.state = NodeState::kWaiting;
     } else if (node.failed) {
-      v.state = "Failed";
+      v.state = NodeState::kFailed;
     } else if (node.succeeded) {
-      v.state = "Succeeded";
+      v.state = NodeState::kSucceeded;
     } else if (phase_ == Phase::kStopping) {
-      v.state = node.stopped ? "Stopped" : "Stopping";
+      v.state = node.stopped ? NodeState::kStopped : NodeState::kStopping;
     } else if (phase_ == Phase::kFinished) {
-      v.state = "Stopped";
+      v.state = NodeState::kStopped;
     } else {
-      v.state = "Running";
+      v.state = NodeState::kRunning;
     }
     if (in_round) {
       ranked[v.group_rank] = std::move(v);

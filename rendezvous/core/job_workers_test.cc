@@ -78,8 +78,8 @@ TEST(JobWorkersTest, WorkersShowRanksPidsAndHowTheyEnded) {
   EXPECT_EQ(w[1].state, WorkerState::kRunning);
   std::vector<Job::NodeView> nodes = h.job().NodeViews();
   ASSERT_EQ(nodes.size(), 2u);
-  EXPECT_STREQ(nodes[0].state, "Stopping");
-  EXPECT_STREQ(nodes[1].state, "Failed");
+  EXPECT_EQ(nodes[0].state, NodeState::kStopping);
+  EXPECT_EQ(nodes[1].state, NodeState::kFailed);
   // Node 1 says its workers are stopped, without a report for local rank 1: no worker of a
   // stopped node is left Running.
   std::vector<Event> out;
@@ -152,7 +152,7 @@ TEST(JobWorkersTest, ARestartedRoundStartsPendingAndTheFinalStatusKeepsWhoLeft) 
   EXPECT_TRUE(h.job().Nodes().empty());
   std::vector<Job::NodeView> nodes = h.job().NodeViews();
   ASSERT_EQ(nodes.size(), 2u);
-  EXPECT_STREQ(nodes[0].state, "Left");
+  EXPECT_EQ(nodes[0].state, NodeState::kLeft);
   EXPECT_EQ(nodes[1].group_rank, 1);
   w = h.job().Workers();
   ASSERT_EQ(w.size(), 4u);
@@ -172,11 +172,11 @@ TEST(JobWorkersTest, NodeViewsListParticipantsByGroupRankThenWaitingNodes) {
   ASSERT_EQ(nodes.size(), 3u);
   EXPECT_EQ(nodes[0].info.node_id, "1");
   EXPECT_EQ(nodes[0].group_rank, 0);
-  EXPECT_STREQ(nodes[0].state, "Running");
+  EXPECT_EQ(nodes[0].state, NodeState::kRunning);
   EXPECT_EQ(nodes[1].info.node_id, "2");
   EXPECT_EQ(nodes[2].info.node_id, "3");
   EXPECT_EQ(nodes[2].group_rank, -1);
-  EXPECT_STREQ(nodes[2].state, "Waiting");
+  EXPECT_EQ(nodes[2].state, NodeState::kWaiting);
   EXPECT_EQ(h.job().Workers().size(), 4u);  // the waiting node has none
 }
 

@@ -1,4 +1,4 @@
-// What a node's Join must satisfy before its job admits it (DESIGN §4.3), as pure
+// What a node's Join must satisfy before its job admits it (docs/design.md §4.3), as pure
 // functions: the job's spec must be one a job can run and the same on every node, and the
 // node's own values must fit it. Job::Join calls them; conflicts between rank hints need
 // the job's members and are checked there. Every error is InvalidArgument naming the node

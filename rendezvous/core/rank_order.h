@@ -1,4 +1,4 @@
-// RankOrder: who takes part in the next round, and in which group-rank order (DESIGN §4.3
+// RankOrder: who takes part in the next round, and in which group-rank order (docs/design.md §4.3
 // "Ranks"): nodes with a rank hint first (by hint), then the previous round's survivors in
 // their previous order, then newcomers in arrival order; the first max_nodes of them form
 // the round. A hint is then a position, not only a priority: with some nodes hinted and

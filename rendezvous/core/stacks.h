@@ -1,5 +1,6 @@
-// Job-wide stacks (issue 17 item 1, README "Stacks") as plain data: what one agent reports
-// for its workers, and what the server gathers from every agent for `muster stacks`.
+// Job-wide stacks (issue 17 item 1, docs/guides/hangs-and-stacks.md "Stacks") as plain data: what
+// one agent reports for its workers, and what the server gathers from every agent for `muster
+// stacks`.
 #ifndef MUSTER_RENDEZVOUS_CORE_STACKS_H_
 #define MUSTER_RENDEZVOUS_CORE_STACKS_H_
 

@@ -1,7 +1,7 @@
-// Flight recorder dumps collected from every node of a failed round (issue 17 item 3, README
-// "Collective traces"), as plain data: what an agent sends (TraceChunk), what the server
-// stored for one node (TraceNode) and for one round (TraceRound), and what every node of
-// the round is told (TracesSummary). No I/O here: rendezvous/registry/trace_store writes.
+// Flight recorder dumps collected from every node of a failed round (issue 17 item 3,
+// docs/guides/collective-traces.md), as plain data: what an agent sends (TraceChunk), what the
+// server stored for one node (TraceNode) and for one round (TraceRound), and what every node of the
+// round is told (TracesSummary). No I/O here: rendezvous/registry/trace_store writes.
 #ifndef MUSTER_RENDEZVOUS_CORE_TRACES_H_
 #define MUSTER_RENDEZVOUS_CORE_TRACES_H_
 

@@ -16,6 +16,43 @@ std::string FailureDetail(const Failure& f) {
   return std::string(last.substr(0, keep)) + "...";
 }
 
+const char* FailureKindName(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::kWorker:
+      return "worker";
+    case FailureKind::kHung:
+      return "hung";
+  }
+  return "unknown";
+}
+
+const char* NodeStateName(NodeState state) {
+  switch (state) {
+    case NodeState::kWaiting:
+      return "Waiting";
+    case NodeState::kRunning:
+      return "Running";
+    case NodeState::kSucceeded:
+      return "Succeeded";
+    case NodeState::kFailed:
+      return "Failed";
+    case NodeState::kStopping:
+      return "Stopping";
+    case NodeState::kStopped:
+      return "Stopped";
+    case NodeState::kLeft:
+      return "Left";
+  }
+  return "Unknown";
+}
+
+std::optional<NodeState> ParseNodeState(std::string_view name) {
+  for (NodeState s : kNodeStates) {
+    if (name == NodeStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
 const char* WorkerStateName(WorkerState state) {
   switch (state) {
     case WorkerState::kPending:

@@ -1,11 +1,13 @@
-// Plain data of the rendezvous (DESIGN §4.3, §4.4): what agents tell the job and what the
+// Plain data of the rendezvous (docs/design.md §4.3, §4.4): what agents tell the job and what the
 // job tells them. No gRPC or protobuf here; rendezvous/grpc converts these to messages.
 #ifndef MUSTER_RENDEZVOUS_CORE_TYPES_H_
 #define MUSTER_RENDEZVOUS_CORE_TYPES_H_
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -51,7 +53,19 @@ struct NodeInfo {
   std::string containment;
 };
 
+// Why a failure ended its round, as the job judges it: the vocabulary that crosses the
+// rendezvous (both backends carry it), the agent and the status API. `what` stays the
+// text for people; decisions read the kind. FailureKindName is its only spelling.
+enum class FailureKind {
+  kWorker,  // the worker ended on its own: an exit code or a signal (`what` says which)
+  kHung,    // the job judged the round hung and named this rank (core/job_hang.cc)
+};
+
+// "worker", "hung": the root cause's "kind" in --status-file and `muster status --json`.
+const char* FailureKindName(FailureKind kind);
+
 struct Failure {
+  FailureKind kind = FailureKind::kWorker;
   std::string node_id;
   std::string host;
   int rank = -1;  // global rank of the failed worker
@@ -102,7 +116,7 @@ struct RestartRecord {
   std::optional<Failure> failure;
 };
 
-// One local worker an agent has just started (DESIGN §4.6: the job shows pids).
+// One local worker an agent has just started (docs/design.md §4.6: the job shows pids).
 struct StartedWorker {
   int local_rank = 0;
   int rank = -1;  // global rank
@@ -118,6 +132,28 @@ struct EndedWorker {
   std::string what;
   bool stopped = false;  // it ended while its agent was stopping the group
 };
+
+// A node of a job as its status shows it (Job::NodeView, NodeStatus, the server's metrics).
+enum class NodeState {
+  kWaiting,    // alive, not in the current round
+  kRunning,    // in the running round
+  kSucceeded,  // its workers exited 0 (waiting at the exit barrier, or done)
+  kFailed,     // a worker of it failed
+  kStopping,   // the round is stopping; this node has not reported its workers stopped
+  kStopped,    // its workers are stopped
+  kLeft,       // gone after the outcome
+};
+
+// Every state, in the order above (metrics export one series per state).
+inline constexpr std::array<NodeState, 7> kNodeStates = {
+    NodeState::kWaiting,  NodeState::kRunning, NodeState::kSucceeded, NodeState::kFailed,
+    NodeState::kStopping, NodeState::kStopped, NodeState::kLeft};
+
+// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left": the names
+// `muster status` and the JobStatus service show (the service carries the name).
+const char* NodeStateName(NodeState state);
+// The state NodeStateName(state) names, if any.
+std::optional<NodeState> ParseNodeState(std::string_view name);
 
 enum class WorkerState {
   kPending,    // the round is formed; its agent has not reported the pid yet
@@ -162,8 +198,9 @@ struct Event {
     kRoundStarted,  // `assignment`: start workers
     kStopWorkers,   // `text`: why; stop local workers, then ReportStopped
     kFinished,      // `outcome`: stop workers if any, exit with outcome.exit_code
-    // `text`: why; a node of the job is being preempted (`preempted_node`, README
-    // "Preemption"): deliver the notice to the local workers, let them exit on their own
+    // `text`: why; a node of the job is being preempted (`preempted_node`,
+    // docs/guides/preemption.md): deliver the notice to the local workers, let them exit on their
+    // own
     kPreempt,
     // `traces`: flight recorder dumps of a failed round stored on the server (traces.h)
     kTraces,

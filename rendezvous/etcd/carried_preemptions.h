@@ -1,5 +1,5 @@
 // CarriedPreemptions: the preemptions that a coordinator of the etcd backend takes over
-// from the job's state (EtcdJobState.preempting; README "Preemption"): nodes of the round
+// from the job's state (EtcdJobState.preempting; docs/guides/preemption.md): nodes of the round
 // of a coordinator that was lost (killed, cut off) which had announced their preemption.
 // Without them, such a node's leaving was a plain lost node under the next coordinator (a
 // fixed-size job waited up to the join timeout for a replacement instead of ending with

@@ -1,4 +1,4 @@
-// Coordinator: the etcd backend's owner of the job (README "etcd backend"). The agent
+// Coordinator: the etcd backend's owner of the job (docs/guides/etcd.md). The agent
 // whose node key has the lowest create revision runs it: it feeds rendezvous/core's Job
 // with what the agents put in etcd (nodes ready for it, their reports, lost leases) and
 // publishes the Job's events, batch by batch, to each node's own key (to/NODE_ID), which
@@ -79,7 +79,7 @@ class Coordinator {
   void Publish(absl::Time now, const std::vector<Event>& events,
                const std::vector<std::pair<std::string, absl::Status>>& refusals = {});
   void PersistState();
-  // A node's preemption notice (README "Preemption"): Job::Preempt, refusals logged.
+  // A node's preemption notice (docs/guides/preemption.md): Job::Preempt, refusals logged.
   void PreemptNode(const std::string& node_id, const std::string& reason, absl::Time now,
                    std::vector<Event>* events);
   // The previous coordinator's preemptions (carried_): hands the Job one once it is due

@@ -1,4 +1,4 @@
-// Coordinator (coordinator.h): `muster drain` with the etcd backend (README "Preemption").
+// Coordinator (coordinator.h): `muster drain` with the etcd backend (docs/guides/preemption.md).
 // The command's request reaches the coordinator through the watch; the Job tells every
 // node (Job::Preempt), exactly as JobRegistry::Drain does for muster's own server. Also a
 // preempted coordinator's own leaving, and the preemptions a next coordinator continues

@@ -6,7 +6,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "muster/v1/etcd.pb.h"
-#include "rendezvous/kill_by.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -66,7 +65,7 @@ std::unique_ptr<EtcdWatch> CoordinatorInbox::Watch() const {
   return etcd_->Watch(prefix_ + "in/", since_ + 1, {.range_end = PrefixEnd(prefix_ + "nodes/")});
 }
 
-absl::Status CoordinatorInbox::Apply(const std::vector<WatchEvent>& events) {
+std::optional<RendezvousError> CoordinatorInbox::Apply(const std::vector<WatchEvent>& events) {
   for (const WatchEvent& e : events) {
     absl::string_view rel = absl::string_view(e.kv.key).substr(prefix_.size());
     if (absl::StartsWith(rel, "nodes/")) {
@@ -82,9 +81,9 @@ absl::Status CoordinatorInbox::Apply(const std::vector<WatchEvent>& events) {
       nodes_.erase(gone);
       NameSuccessor();  // before NodeGone's batch names it
       if (id == self_) {
-        return rdzv::WithKillBy(
-            absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
-            absl::Now());
+        return RendezvousError{
+            .status = absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
+            .kill_by = absl::Now()};
       }
       coordinator_->NodeGone(id, absl::Now());
     } else if (absl::StartsWith(rel, "in/") && !e.deleted) {
@@ -95,7 +94,7 @@ absl::Status CoordinatorInbox::Apply(const std::vector<WatchEvent>& events) {
       coordinator_->Report(std::string(from), report.message(), absl::Now());
     }
   }
-  return absl::OkStatus();
+  return std::nullopt;
 }
 
 int64_t CoordinatorInbox::LeaseOf(const std::string& node_id) const {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "rendezvous/core/job.h"
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/rendezvous_error.h"
 
 namespace muster::rdzv::etcd {
 
@@ -37,8 +39,9 @@ class CoordinatorInbox {
   absl::Status Begin(int64_t since, absl::Time now);
   // The watch to feed Apply with (after Begin).
   std::unique_ptr<EtcdWatch> Watch() const;
-  // A batch of that watch; Unavailable when this agent's own node key is gone.
-  absl::Status Apply(const std::vector<WatchEvent>& events);
+  // A batch of that watch; an error (Unavailable, to be killed by now) when this agent's
+  // own node key is gone.
+  std::optional<RendezvousError> Apply(const std::vector<WatchEvent>& events);
 
   Coordinator& coordinator() { return *coordinator_; }
   // The lease of `node_id`'s key as last read; 0 when it has no key.

@@ -1,4 +1,4 @@
-// The etcd backend's coordinator election (README "etcd backend"): the agent whose node
+// The etcd backend's coordinator election (docs/guides/etcd.md): the agent whose node
 // key is the oldest (lowest create revision) coordinates. etcd sorts a range by create
 // revision only after reading all of it, so finding the oldest key costs O(nodes) in etcd;
 // read by every joining agent, O(nodes^2) a job. So the coordinator also names itself

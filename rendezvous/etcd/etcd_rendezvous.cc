@@ -27,7 +27,6 @@
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
-#include "rendezvous/kill_by.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -167,7 +166,7 @@ class EtcdRendezvousClient::Impl {
     }
     lease_ = *lease;
     keeper_ = std::make_unique<LeaseKeeper>(etcd_.get(), lease_, ttl_, granted,
-                                            [this](const absl::Status& lost) { Fail(lost); });
+                                            [this](const RendezvousError& lost) { Fail(lost); });
     // The coordinator known before the put, the node key is put ready for it at once (one
     // put per node); new keys are younger, so only its deletion changes the election.
     absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_);
@@ -304,9 +303,9 @@ class EtcdRendezvousClient::Impl {
     if (!found.ok()) return FailOnEtcd(found.status());
     leader_key_ = std::move(found->node_key);
     if (found->node_id.empty()) {
-      return Fail(rdzv::WithKillBy(
-          absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
-          absl::Now()));
+      return Fail(RendezvousError{
+          .status = absl::UnavailableError("this agent's etcd lease ended: dropped from the job"),
+          .kill_by = absl::Now()});
     }
     ElectCoordinator(found->node_id, since);
     WatchLeader(found->revision);
@@ -366,7 +365,7 @@ class EtcdRendezvousClient::Impl {
     if (!begun.ok()) return Fail(absl::UnavailableError(begun.message()));
     AddWatch(inbox_->Watch(), [this](const std::vector<WatchEvent>& events) {
       if (failed_) return;
-      if (absl::Status s = inbox_->Apply(events); !s.ok()) Fail(s);
+      if (std::optional<RendezvousError> e = inbox_->Apply(events)) Fail(*e);
     });
   }
 
@@ -452,10 +451,11 @@ class EtcdRendezvousClient::Impl {
     Fail(IsPermanentEtcdError(error) ? error : absl::UnavailableError(error.message()));
   }
 
-  void Fail(const absl::Status& error) {
+  void Fail(const absl::Status& error) { Fail(RendezvousError{.status = error}); }
+  void Fail(const RendezvousError& error) {
     // The brain's thread or the lease keeper's; a lost lease's kill-by time even after.
-    if (failed_.exchange(true) && !rdzv::KillByOf(error)) return;
-    spdlog::error("etcd rendezvous: {}", std::string(error.message()));
+    if (failed_.exchange(true) && !error.kill_by) return;
+    spdlog::error("etcd rendezvous: {}", std::string(error.status.message()));
     Post([sink = errors_, error] { sink(error); });
   }
 

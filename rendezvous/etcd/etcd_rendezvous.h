@@ -1,5 +1,5 @@
 // EtcdRendezvousClient: an agent's side of the etcd rendezvous backend (--rdzv-backend
-// etcd; README "etcd backend"). No node is special: every agent registers its own key
+// etcd; docs/guides/etcd.md). No node is special: every agent registers its own key
 // under PREFIX/RUN_ID/nodes/ with its own lease (no compare-and-swap on a shared key), the
 // agent with the oldest key coordinates (rendezvous/etcd/coordinator.h runs core's Job),
 // and every agent watches the job's keys for the coordinator's events. When the
@@ -60,7 +60,7 @@ class EtcdRendezvousClient : public RendezvousClient {
   // decides (a hang once every node stalled) and answers through the events key.
   void ReportStalled(int round, const Stall& stall) override;
   void Preempt(const std::string& reason) override;
-  // Flight recorder dumps (README "Collective traces"): etcd values are too small to carry
+  // Flight recorder dumps (docs/guides/collective-traces.md): etcd values are too small to carry
   // them; the job is told where each file stays (HOST:PATH) instead.
   bool UploadTraces(const std::vector<TraceChunk>& chunks) override;
   void Leave(const std::string& why) override;

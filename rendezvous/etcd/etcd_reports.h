@@ -1,5 +1,5 @@
 // Agent reports the etcd backend builds itself rather than converting one-to-one from the
-// gRPC session's messages (README "etcd backend", "Collective traces").
+// gRPC session's messages (docs/guides/etcd.md, docs/guides/collective-traces.md).
 #pragma once
 
 #include <string>

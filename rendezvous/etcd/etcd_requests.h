@@ -1,5 +1,5 @@
-// `muster drain` and job-wide `muster stacks` with --rdzv-backend etcd (README
-// "Preemption", "Stacks"). No server relays them: the command puts a request key
+// `muster drain` and job-wide `muster stacks` with --rdzv-backend etcd (docs/guides/preemption.md,
+// docs/guides/hangs-and-stacks.md "Stacks"). No server relays them: the command puts a request key
 // (PREFIX/RUN_ID/requests/ID, proto/muster/v1/etcd.proto) with a lease of its own; the
 // job's coordinator (a drain) or every agent (stacks) sees it through the watch it keeps
 // anyway and answers under answers/ID/NODE_ID with the same lease. The command waits for

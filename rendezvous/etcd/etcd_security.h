@@ -1,5 +1,5 @@
-// EtcdSecurity: how the etcd client proves itself to etcd and checks etcd (README "etcd
-// backend", --rdzv-conf protocol=https,cacert,cert,key,username,password_file): TLS with an
+// EtcdSecurity: how the etcd client proves itself to etcd and checks etcd (docs/guides/etcd.md
+// "Security", --rdzv-conf protocol=https,cacert,cert,key,username,password_file): TLS with an
 // optional client certificate, and an etcd user whose token goes with every call.
 // Plain data: the PEM texts and the password, never the paths; nothing here is logged.
 #ifndef MUSTER_RENDEZVOUS_ETCD_ETCD_SECURITY_H_

@@ -13,7 +13,7 @@ namespace muster::rdzv::etcd {
 std::string EtcdStatusValue(const JobStatusSnapshot& status) {
   v1::JobStatusReply reply;
   grpc_internal::ToProto(status, &reply);
-  // Flight recorder paths (README "Collective traces"): the last round's only, so that the
+  // Flight recorder paths (docs/guides/collective-traces.md): the last round's only, so that the
   // value stays under etcd's request limit.
   if (reply.traces_size() > 1) reply.mutable_traces()->DeleteSubrange(0, reply.traces_size() - 1);
   return reply.SerializeAsString();

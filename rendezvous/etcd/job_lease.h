@@ -1,7 +1,7 @@
-// JobLease: the etcd lease of a job's own keys (PREFIX/RUN_ID/job and .../status; README
-// "etcd backend"). Its TTL is kJobLeaseFactor x the agents' lease TTL. Whichever agent
-// coordinates keeps it alive (etcd lets any client keep any lease alive) and stores its id
-// in the job's state, so that the next coordinator continues the same lease; a coordinator
+// JobLease: the etcd lease of a job's own keys (PREFIX/RUN_ID/job and .../status;
+// docs/guides/etcd.md "Keys and leases"). Its TTL is kJobLeaseFactor x the agents' lease TTL.
+// Whichever agent coordinates keeps it alive (etcd lets any client keep any lease alive) and stores
+// its id in the job's state, so that the next coordinator continues the same lease; a coordinator
 // change (about one agent TTL) fits well inside it. When every agent of the job is gone,
 // finished or killed, nobody keeps it alive and the job's last keys expire with it: a
 // finished job's status stays readable (`muster status`) until then.

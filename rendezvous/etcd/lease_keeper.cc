@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rendezvous/kill_by.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -88,8 +87,7 @@ void LeaseKeeper::RunFence() {
 
 void LeaseKeeper::Lose(absl::Status why, absl::Time kill_by) {
   if (lost_.exchange(true)) return;
-  rdzv::SetKillBy(&why, kill_by);
-  on_lost_(why);
+  on_lost_(RendezvousError{.status = std::move(why), .kill_by = kill_by});
 }
 
 }  // namespace muster::rdzv::etcd

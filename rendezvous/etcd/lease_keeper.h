@@ -1,11 +1,12 @@
-// LeaseKeeper: keeps an agent's etcd lease alive and fences the agent (README "etcd
-// backend", liveness and partitions). A keep-alive goes every third of the TTL (every
-// 200 ms after a failure); each answer moves the fence deadline to when etcd could let the
-// lease expire at the earliest (the keep-alive's send time + the TTL it reports) less
-// StopMargin. Past that deadline without an answer the agent is out: `lost` is called once,
-// with the lease's earliest expiry as the error's kill-by time (rendezvous/kill_by.h): the
-// agent SIGTERMs its workers at once and SIGKILLs what is left at that time, before etcd
-// drops its key and the others form a round without it (no two rounds at once).
+// LeaseKeeper: keeps an agent's etcd lease alive and fences the agent
+// (docs/operations/liveness-and-partitions.md "etcd backend: the lease and the fence"). A
+// keep-alive goes every third of the TTL (every 200 ms after a failure); each answer moves the
+// fence deadline to when etcd could let the lease expire at the earliest (the keep-alive's send
+// time + the TTL it reports) less StopMargin. Past that deadline without an answer the agent is
+// out: `lost` is called once, with the lease's earliest expiry as the error's kill-by time
+// (rendezvous/rendezvous_error.h): the agent SIGTERMs its workers at once and SIGKILLs what is left
+// at that time, before etcd drops its key and the others form a round without it (no two rounds at
+// once).
 //
 // The deadline has a thread of its own: a caller busy in a slow etcd call (a coordinator
 // renewing the job's lease through a member that does not answer, up to the call timeout)
@@ -24,16 +25,18 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/rendezvous_error.h"
 
 namespace muster::rdzv::etcd {
 
 class LeaseKeeper {
  public:
-  using LostFn = std::function<void(const absl::Status&)>;
+  using LostFn = std::function<void(const RendezvousError&)>;
 
   // How long before etcd may drop the lease the agent gives up: the workers' time to stop
   // on SIGTERM before the SIGKILL at the lease's end. A larger margin would give them more
-  // but ride through less of an etcd outage (README "etcd backend").
+  // but ride through less of an etcd outage (docs/operations/liveness-and-partitions.md "etcd
+  // backend: the lease and the fence").
   static absl::Duration StopMargin(absl::Duration ttl) {
     return std::min(ttl / 10, absl::Milliseconds(500));
   }
@@ -55,7 +58,7 @@ class LeaseKeeper {
   void RunFence();
   // Waits up to `d` unless the keeper stops; false when it stops.
   bool Pause(absl::Duration d);
-  // Calls `lost` once with `why`, marked with `kill_by`.
+  // Calls `lost` once with `why` and `kill_by`.
   void Lose(absl::Status why, absl::Time kill_by);
 
   EtcdClient* const etcd_;

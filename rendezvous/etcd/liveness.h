@@ -1,7 +1,8 @@
-// Liveness: sees an agent PROCESS die at once with the etcd backend (README "etcd backend",
-// "A dead agent is seen at once"). etcd leases see a dead agent only when its TTL ends; its
-// workers die with it at once, and the peers' collectives raise (exit 1) long before, so
-// the coordinator would judge a failure where there is a lost node.
+// Liveness: sees an agent PROCESS die at once with the etcd backend
+// (docs/operations/liveness-and-partitions.md "etcd backend: a dead agent is seen at once"). etcd
+// leases see a dead agent only when its TTL ends; its workers die with it at once, and the peers'
+// collectives raise (exit 1) long before, so the coordinator would judge a failure where there is a
+// lost node.
 //
 // Every agent listens on a TCP port of its own address (ephemeral, published in its node
 // key) and holds one connection to the coordinator's: the coordinator accepts one per

@@ -4,6 +4,7 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -117,29 +118,64 @@ TEST(LivenessTest, AByeResetOrBadHelloIsNotADeath) {
   EXPECT_EQ(seen[0].first, "e");
 }
 
-TEST(LivenessTest, FollowerSeesTheCoordinatorDieButNotLeave) {
-  Ends coordinator_ends, follower_ends;
-  auto coordinator = Start("coord", 0x10, &coordinator_ends);
-  auto follower = Start("node", 0x20, &follower_ends);
-  ASSERT_NE(coordinator, nullptr);
-  ASSERT_NE(follower, nullptr);
-  // The follower's own connection: the coordinator reads its hello.
-  follower->Follow("coord", 0x10, coordinator->address());
-  usleep(200'000);  // connected and greeted
-  // Leaving (destruction) says bye: the coordinator sees no death.
-  follower.reset();
-  EXPECT_TRUE(coordinator_ends.Await(1, milliseconds(500)).empty());
-
-  // A coordinator that dies: a plain listener standing in, closed without a bye.
+// A plain listener on loopback standing in for a coordinator; its "ADDR:PORT" in `at`.
+int Listen(std::string* at) {
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const std::string at = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      listen(listener, 4) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return -1;
+  }
+  *at = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  return listener;
+}
+
+// Reads what `fd` sends until EOF, for at most `wait`; "" on a timeout or an error.
+std::string ReadToEof(int fd, milliseconds wait) {
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) != 1) return "";
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0) return "";
+    if (n == 0) return got;
+    got.append(buf, n);
+  }
+}
+
+TEST(LivenessTest, FollowerSaysByeWhenItLeaves) {
+  // The coordinator's side of a bye is AByeResetOrBadHelloIsNotADeath; this is the
+  // follower's: its hello, then a bye before the close. A plain listener stands in for the
+  // coordinator so that the test waits on what the follower sends, not on a sleep.
+  std::string at;
+  int listener = Listen(&at);
+  ASSERT_GE(listener, 0);
+  Ends ends;
+  auto follower = Start("node", 0x20, &ends);
+  ASSERT_NE(follower, nullptr);
+  follower->Follow("coord", 0x10, at);
+  int conn = accept(listener, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  follower.reset();  // leaving on purpose
+  EXPECT_EQ(ReadToEof(conn, milliseconds(5000)), "muster-liveness node 20\nB");
+  close(conn);
+  close(listener);
+  EXPECT_TRUE(ends.Await(1, milliseconds(0)).empty());
+}
+
+TEST(LivenessTest, FollowerSeesTheCoordinatorDieButNotLeave) {
+  // A coordinator that dies: a plain listener standing in, closed without a bye.
+  std::string at;
+  int listener = Listen(&at);
+  ASSERT_GE(listener, 0);
   Ends ends;
   auto node = Start("node", 0x20, &ends);
   ASSERT_NE(node, nullptr);

@@ -3,7 +3,7 @@
 // events the registry routes to this node through a queue (one write in flight). The
 // first message must be Join; a refused join is answered with ServerMessage.Error and
 // the stream ends with the same status. When the stream closes or fails, the node is
-// lost at once (DESIGN §4.3). RequestStacks queues a StacksRequest like an event.
+// lost at once (docs/design.md §4.3). RequestStacks queues a StacksRequest like an event.
 //
 // Ownership: gRPC holds the reactor until OnDone; the registry holds a shared_ptr to it as
 // the node's route; the session keeps itself alive until OnDone. Thread-safe: reactions
@@ -29,7 +29,7 @@ std::string PeerHost(const std::string& peer);
 using SessionReactor = grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>;
 
 // A new session reading from the stream; gRPC owns the returned reactor. The agent's
-// answers to stacks requests go to `stacks` (README "Stacks").
+// answers to stacks requests go to `stacks` (docs/guides/hangs-and-stacks.md "Stacks").
 SessionReactor* NewAgentSession(JobRegistry* registry, StacksBroker* stacks, std::string peer);
 
 }  // namespace muster::rdzv::grpc_internal

@@ -281,8 +281,9 @@ class GrpcRendezvousClient::Impl {
 
  private:
   // The client's thread: reach the server and open the stream. Liveness is the
-  // connection's from then on (TCP keepalive both ways, README "Liveness"): no heartbeat
-  // messages, which cost the server ~70 us of CPU each.
+  // connection's from then on (TCP keepalive both ways, docs/operations/liveness-and-partitions.md
+  // "muster's own rendezvous (gRPC)"): no heartbeat messages, which cost the server ~70 us of CPU
+  // each.
   void Run() {
     absl::Time started = absl::Now();
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = grpc_internal::ConnectWithBackoff(
@@ -374,7 +375,7 @@ class GrpcRendezvousClient::Impl {
     options_.loop->Post([side = loop_side_, error = std::move(error)] {
       if (!side->alive || side->error_sent) return;
       side->error_sent = true;
-      if (side->errors) side->errors(error);
+      if (side->errors) side->errors(RendezvousError{.status = error});
     });
   }
 

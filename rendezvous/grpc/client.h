@@ -1,4 +1,4 @@
-// GrpcRendezvousClient: an agent's side of the gRPC rendezvous (DESIGN §4.3). Reaches the
+// GrpcRendezvousClient: an agent's side of the gRPC rendezvous (docs/design.md §4.3). Reaches the
 // server (retrying unresolvable or unreachable endpoints with backoff inside the join
 // timeout), holds one Session stream and sends Join, then the agent's reports as they
 // come. Liveness is the connection's: TCP keepalive with spec.heartbeat_interval and
@@ -29,8 +29,8 @@ namespace muster::rdzv {
 
 class GrpcRendezvousClient : public RendezvousClient {
  public:
-  // `muster stacks` (README "Stacks"): called on the loop thread when the server asks for
-  // this node's worker stacks; `reply` may be called once, from any thread, within
+  // `muster stacks` (docs/guides/hangs-and-stacks.md "Stacks"): called on the loop thread when the
+  // server asks for this node's worker stacks; `reply` may be called once, from any thread, within
   // `timeout` (later answers are dropped by the server).
   using StacksReply = std::function<void(std::vector<RankStack> ranks)>;
   using StacksHandler = std::function<void(absl::Duration timeout, StacksReply reply)>;

@@ -1,4 +1,4 @@
-// Reaching the rendezvous server (DESIGN §4.3): the endpoint may not resolve yet (a
+// Reaching the rendezvous server (docs/design.md §4.3): the endpoint may not resolve yet (a
 // Service whose DNS record appears late) or not listen yet (the server's Pod starting),
 // so both are retried with exponential backoff and jitter inside the join timeout, with
 // progress logged. Internal to rendezvous/grpc.

@@ -1,5 +1,5 @@
 // Transport security for rendezvous/grpc: TLS credentials from PEM files, the shared
-// bearer token (DESIGN §4.3: MUSTER_TOKEN / --token-file), and the channel settings every
+// bearer token (docs/design.md §4.3: MUSTER_TOKEN / --token-file), and the channel settings every
 // client uses. Internal to rendezvous/grpc.
 #ifndef MUSTER_RENDEZVOUS_GRPC_CREDENTIALS_H_
 #define MUSTER_RENDEZVOUS_GRPC_CREDENTIALS_H_

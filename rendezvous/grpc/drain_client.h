@@ -1,4 +1,4 @@
-// DrainNode: one muster.v1.Drain.Preempt call (for `muster drain`, README "Preemption").
+// DrainNode: one muster.v1.Drain.Preempt call (for `muster drain`, docs/guides/preemption.md).
 // Blocks the calling thread; gRPC types stay behind this header.
 #ifndef MUSTER_RENDEZVOUS_GRPC_DRAIN_CLIENT_H_
 #define MUSTER_RENDEZVOUS_GRPC_DRAIN_CLIENT_H_

@@ -1,4 +1,4 @@
-// DrainService: muster.v1.Drain (issue 17 item 4, README "Preemption"). Preempt tells every
+// DrainService: muster.v1.Drain (issue 17 item 4, docs/guides/preemption.md). Preempt tells every
 // agent of the job that one node is being preempted, as that node's SIGTERM would; the
 // node's agent then lets its workers checkpoint and leaves. Answers at once.
 //

@@ -1,4 +1,4 @@
-// JobStatusService: muster.v1.JobStatus (DESIGN §4.6) over the server's JobRegistry. Get
+// JobStatusService: muster.v1.JobStatus (docs/design.md §4.6) over the server's JobRegistry. Get
 // answers with the job's cached serialized reply (StatusCache); Watch streams the job's
 // status on every change until its outcome, each snapshot built on one writer thread of
 // the service, never inside a gRPC reaction. Every call must carry the server's token.

@@ -220,6 +220,7 @@ void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
 }
 
 void ToProto(const Failure& f, v1::Failure* out) {
+  out->set_kind(f.kind == FailureKind::kHung ? v1::FAILURE_KIND_HUNG : v1::FAILURE_KIND_WORKER);
   out->set_node_id(f.node_id);
   out->set_host(f.host);
   out->set_rank(f.rank);
@@ -234,6 +235,7 @@ void ToProto(const Failure& f, v1::Failure* out) {
 
 Failure FromProto(const v1::Failure& in) {
   Failure f;
+  f.kind = in.kind() == v1::FAILURE_KIND_HUNG ? FailureKind::kHung : FailureKind::kWorker;
   f.node_id = in.node_id();
   f.host = in.host();
   f.rank = in.rank();
@@ -334,7 +336,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_group_rank(n.group_rank);
     p->set_local_world_size(n.local_world_size);
     p->set_last_heartbeat_unix_ms(UnixMs(n.last_heartbeat));
-    p->set_state(n.state);
+    p->set_state(NodeStateName(n.state));
     p->set_probe(n.probe);
     p->set_command(n.command);
     p->set_log_dir(n.log_dir);
@@ -411,7 +413,9 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
     n.group_rank = p.group_rank();
     n.local_world_size = p.local_world_size();
     n.last_heartbeat = FromUnixMs(p.last_heartbeat_unix_ms());
-    n.state = p.state();
+    // The service carries the name; a name this client does not know (a newer server)
+    // shows as waiting.
+    n.state = ParseNodeState(p.state()).value_or(NodeState::kWaiting);
     n.probe = p.probe();
     n.command = p.command();
     n.log_dir = p.log_dir();

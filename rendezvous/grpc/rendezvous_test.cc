@@ -287,7 +287,7 @@ TEST_F(RendezvousTest, WorkersAndConditionsTravelToTheJobStatus) {
   EXPECT_EQ(s.conditions[1].reason, "RoundStarted");
   EXPECT_GT(s.conditions[1].last_transition, absl::Now() - absl::Seconds(30));
   EXPECT_LE(s.conditions[0].last_transition, s.conditions[1].last_transition);
-  EXPECT_EQ(s.nodes[0].state, "Running");
+  EXPECT_EQ(s.nodes[0].state, NodeState::kRunning);
 }
 
 TEST_F(RendezvousTest, SuccessFinishesEveryNodeWithZero) {

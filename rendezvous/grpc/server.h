@@ -1,4 +1,4 @@
-// RendezvousServer: the gRPC rendezvous server (DESIGN §4.3, §4.6). Serves
+// RendezvousServer: the gRPC rendezvous server (docs/design.md §4.3, §4.6). Serves
 // muster.v1.Rendezvous (one Session stream per agent), muster.v1.JobStatus and
 // grpc.health.v1 on one port. Embedded in the agent whose address matches the endpoint,
 // or run alone by `muster serve`. gRPC types stay behind this header.
@@ -33,10 +33,11 @@ class RendezvousServer {
     std::string tls_client_ca_file;
     // Non-empty: joins with any other run id are refused (InvalidArgument naming both).
     std::string run_id;
-    // Liveness under partitions (README "Liveness"): every agent connection gets TCP
-    // keepalive, a probe after `heartbeat_interval` of silence and then every interval, and
-    // is reset once the agent has been silent for interval x misses; its node is then lost.
-    // The hosting agent passes its --rdzv-conf values.
+    // Liveness under partitions (docs/operations/liveness-and-partitions.md "muster's own
+    // rendezvous (gRPC)"): every agent connection gets TCP keepalive, a probe after
+    // `heartbeat_interval` of silence and then every interval, and is reset once the agent has been
+    // silent for interval x misses; its node is then lost. The hosting agent passes its --rdzv-conf
+    // values.
     absl::Duration heartbeat_interval = absl::Seconds(5);
     int heartbeat_misses = 3;
     // Told of every join and round (the server's metrics, --metrics-port); may be null.
@@ -63,7 +64,7 @@ class RendezvousServer {
   // a hosting agent calls it before exiting, so the others receive the outcome instead of
   // losing the server. Returns whether they all left in time.
   bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout);
-  // Flight recorder dumps the agents send after a failed round (README "Collective traces")
+  // Flight recorder dumps the agents send after a failed round (docs/guides/collective-traces.md)
   // are written under `root` (per_job: one folder per run id below it); `host` names this
   // machine in the locations the agents are told. Without a call none are kept.
   void KeepTracesIn(const std::string& root, bool per_job, const std::string& host);

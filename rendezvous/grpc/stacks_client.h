@@ -1,5 +1,5 @@
-// GetStacks: one muster.v1.Stacks.Get call (for `muster stacks`, README "Stacks"). Blocks the
-// calling thread; gRPC types stay behind this header.
+// GetStacks: one muster.v1.Stacks.Get call (for `muster stacks`, docs/guides/hangs-and-stacks.md
+// "Stacks"). Blocks the calling thread; gRPC types stay behind this header.
 #ifndef MUSTER_RENDEZVOUS_GRPC_STACKS_CLIENT_H_
 #define MUSTER_RENDEZVOUS_GRPC_STACKS_CLIENT_H_
 

@@ -1,6 +1,6 @@
-// StacksService: muster.v1.Stacks (issue 17 item 1, README "Stacks"). Get asks every live
-// agent of the job for its workers' stacks over its Session stream and answers with what
-// came back within the call's timeout; a node that did not answer is marked so. Each call
+// StacksService: muster.v1.Stacks (issue 17 item 1, docs/guides/hangs-and-stacks.md "Stacks"). Get
+// asks every live agent of the job for its workers' stacks over its Session stream and answers with
+// what came back within the call's timeout; a node that did not answer is marked so. Each call
 // waits on a thread of its own (never inside a gRPC reaction); calls are rare and human.
 //
 // Internal to rendezvous/grpc. Ownership: the RendezvousServer owns the service and

@@ -34,7 +34,7 @@ void TestAgent::Start(const NodeInfo& node, const JobSpec& spec) {
   Call([&](GrpcRendezvousClient& c) {
     c.Start(
         node, spec, [this](const Event& e) { OnEvent(e); },
-        [this](const absl::Status& s) { OnError(s); });
+        [this](const RendezvousError& e) { OnError(e.status); });
   });
 }
 

@@ -246,7 +246,7 @@ RegistryCounts JobRegistry::Counts() const {
   std::lock_guard<std::mutex> lock(mu_);
   RegistryCounts counts;
   for (const auto& [run_id, entry] : jobs_) {
-    ++counts.jobs_by_phase[JobPhaseName(PhaseOf(entry.job))];
+    ++counts.jobs_by_phase[PhaseOf(entry.job)];
     for (const Job::NodeView& node : entry.job.NodeViews()) ++counts.nodes_by_state[node.state];
   }
   return counts;

@@ -80,8 +80,8 @@ class RegistryObserver {
 
 // The server's jobs and nodes, counted by what their status shows (the server's metrics).
 struct RegistryCounts {
-  std::map<std::string, int> jobs_by_phase;   // JobPhaseName -> jobs
-  std::map<std::string, int> nodes_by_state;  // Job::NodeView::state -> nodes
+  std::map<JobPhase, int> jobs_by_phase;
+  std::map<NodeState, int> nodes_by_state;
 };
 
 class JobRegistry {
@@ -109,14 +109,14 @@ class JobRegistry {
   void WorkersStopped(const std::string& node_id, int round, int store_port);
   // Hang detection (rendezvous/core/hang.h): see Job::NodeStalled.
   void NodeStalled(const std::string& node_id, int round, const Stall& stall);
-  // The node is being preempted (README "Preemption"): every node of its job hears it.
+  // The node is being preempted (docs/guides/preemption.md): every node of its job hears it.
   void Preempt(const std::string& node_id, const std::string& reason);
   // `muster drain`: preempts the node of job `run_id` whose id is `node_id`, or else whose
   // host is `host` (InvalidArgument when several match). NotFound for an unknown job or
   // node, FailedPrecondition when no round runs. Returns the node drained.
   absl::StatusOr<NodeInfo> Drain(const std::string& run_id, const std::string& node_id,
                                  const std::string& host, const std::string& reason);
-  // Flight recorder dumps (README "Collective traces", job_registry_traces.cc): stores a
+  // Flight recorder dumps (docs/guides/collective-traces.md, job_registry_traces.cc): stores a
   // chunk the node sent through the trace store, and once its upload of the round is done
   // tells the job (Job::TracesStored). Without a store the node hears why none are kept.
   void StoreTraces(const std::string& node_id, const TraceChunk& chunk);

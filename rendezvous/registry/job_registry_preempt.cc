@@ -1,4 +1,4 @@
-// JobRegistry (job_registry.h): preemption notices (README "Preemption"), from the node
+// JobRegistry (job_registry.h): preemption notices (docs/guides/preemption.md), from the node
 // itself (its agent got SIGTERM or a spot notice) or from `muster drain`.
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"

@@ -1,4 +1,4 @@
-// JobRegistry::Preempt and ::Drain (README "Preemption"): the notice reaches every stream of
+// JobRegistry::Preempt and ::Drain (docs/guides/preemption.md): the notice reaches every stream of
 // the job, and `muster drain` finds its node by id or host, or says why not.
 #include <memory>
 #include <mutex>

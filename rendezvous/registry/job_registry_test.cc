@@ -147,7 +147,7 @@ TEST(JobRegistryTest, WatchersHearChangesButNotHeartbeats) {
   ASSERT_EQ(s.workers.size(), 1u);
   EXPECT_EQ(s.workers[0].pid, 4242);
   EXPECT_EQ(s.workers[0].state, WorkerState::kRunning);
-  EXPECT_EQ(s.nodes[0].state, "Running");
+  EXPECT_EQ(s.nodes[0].state, NodeState::kRunning);
   EXPECT_GT(s.nodes[0].last_heartbeat, absl::Now() - absl::Seconds(10));
   registry.WorkerEnded("a", 1,
                        EndedWorker{.local_rank = 0,
@@ -164,7 +164,7 @@ TEST(JobRegistryTest, WatchersHearChangesButNotHeartbeats) {
   registry.NodeLost("a", "stream closed");
   s = registry.Status("r").value();
   ASSERT_EQ(s.nodes.size(), 1u);
-  EXPECT_EQ(s.nodes[0].state, "Left");
+  EXPECT_EQ(s.nodes[0].state, NodeState::kLeft);
   EXPECT_EQ(s.workers.size(), 1u);
   ASSERT_EQ(s.conditions.size(), 5u);
   EXPECT_EQ(s.conditions[3].type, "Succeeded");
@@ -195,16 +195,16 @@ TEST(JobRegistryTest, TellsTheObserverOfJoinsAndRoundsAndCountsByState) {
   EXPECT_EQ(observer->joins, 1);
   EXPECT_EQ(observer->rounds, 0);
   RegistryCounts gathering = registry.Counts();
-  EXPECT_EQ(gathering.jobs_by_phase["Pending"], 1);
-  EXPECT_EQ(gathering.nodes_by_state["Waiting"], 1);
+  EXPECT_EQ(gathering.jobs_by_phase[JobPhase::kPending], 1);
+  EXPECT_EQ(gathering.nodes_by_state[NodeState::kWaiting], 1);
   ASSERT_TRUE(registry.Join(b, Node("b"), spec).ok());
   EXPECT_EQ(observer->joins, 2);
   EXPECT_EQ(observer->rounds, 1);
   EXPECT_GE(observer->last_formed_in, absl::ZeroDuration());
   EXPECT_LT(observer->last_formed_in, absl::Seconds(10));
   RegistryCounts running = registry.Counts();
-  EXPECT_EQ(running.jobs_by_phase["Running"], 1);
-  EXPECT_EQ(running.nodes_by_state["Running"], 2);
+  EXPECT_EQ(running.jobs_by_phase[JobPhase::kRunning], 1);
+  EXPECT_EQ(running.nodes_by_state[NodeState::kRunning], 2);
 
   // A restart: both nodes report stopped, the next round forms.
   registry.WorkerFailed("a", 1,

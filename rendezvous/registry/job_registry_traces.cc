@@ -1,6 +1,6 @@
-// JobRegistry (job_registry.h): flight recorder dumps of a failed round (README "Collective
-// traces"). The chunks are written outside the registry's mutex (the store has its own); the
-// job is told once the node's upload is complete.
+// JobRegistry (job_registry.h): flight recorder dumps of a failed round
+// (docs/guides/collective-traces.md). The chunks are written outside the registry's mutex (the
+// store has its own); the job is told once the node's upload is complete.
 #include "rendezvous/registry/job_registry.h"
 #include "rendezvous/registry/trace_store.h"
 

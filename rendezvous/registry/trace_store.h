@@ -1,5 +1,5 @@
 // TraceStore: where the rendezvous server writes the flight recorder dumps its agents send
-// after a failed round (README "Collective traces"): <root>[/<run id>]/round<N>/<node id>/
+// after a failed round (docs/guides/collective-traces.md): <root>[/<run id>]/round<N>/<node id>/
 // <file>, as each node's chunks arrive. Bounded per node and round (kMaxTraceBytesPerNode,
 // kMaxTraceFilesPerNode) and per job (kMaxTraceBytesPerJob); what is refused is noted, never
 // fatal. Writes go to the page cache (at most 1 MiB per chunk) on the caller's thread.

@@ -1,4 +1,4 @@
-// Tells the two protocols that share a job's port apart (DESIGN §4.3 "Ports") by the first
+// Tells the two protocols that share a job's port apart (docs/design.md §4.3 "Ports") by the first
 // bytes of a new connection. A gRPC client opens with HTTP/2's fixed client preface
 // (RFC 9113 §3.4: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"); a TCPStore client opens with a
 // one-byte opcode: 0..0x14 in every torch generation, VALIDATE (0) for torch 2.4+

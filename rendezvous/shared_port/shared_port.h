@@ -1,4 +1,4 @@
-// SharedPort: the job's one listening port (DESIGN §4.3 "Ports"). It accepts every
+// SharedPort: the job's one listening port (docs/design.md §4.3 "Ports"). It accepts every
 // connection, waits for the connection's first bytes without consuming them (MSG_PEEK)
 // and hands the socket to the gRPC rendezvous (HTTP/2 preface) or to the c10d store
 // (anything else, or silence until `decide_timeout`: torch 1.13's second store connection

@@ -1,5 +1,5 @@
 // StoreRouter: where the shared port sends store connections — to the current round's
-// store (DESIGN §4.2: every round a fresh store, so a failed attempt's keys and
+// store (docs/design.md §4.2: every round a fresh store, so a failed attempt's keys and
 // connections end with it). Between rounds there is none and such connections are
 // closed. Shared by the SharedPort's thread and the agent's; thread-safe.
 #ifndef MUSTER_RENDEZVOUS_SHARED_PORT_STORE_ROUTER_H_

@@ -12,7 +12,7 @@ from chaos_etcd import LEASE_TTL, PREFIX
 
 
 def check_outcome(chaos, final):
-    """DESIGN §4.4: every worker exited 0, so the job succeeded and every agent exits 0."""
+    """docs/design.md §4.4: every worker exited 0, so the job succeeded and every agent exits 0."""
     for i in range(len(NPROC)):
         inc = chaos.current(i)
         if inc.ended_at is None:
@@ -59,7 +59,7 @@ def check_early_end(chaos, final):
                 not (inc.rc == 143 and inc.termed_at) and \
                 not (inc.rc == 2 and "already finished" in read_text(inc.proc.err_path)):
             chaos.violate(f"agent {inc.name} exited {inc.rc}; the job's outcome is {code} "
-                          f"(DESIGN §4.4: the same code on every node)")
+                          f"(docs/design.md §4.4: the same code on every node)")
 
 
 def check_rounds(chaos, final):
@@ -181,7 +181,7 @@ def account_worker_kill(chaos, k, history, explained):
     ok_codes = {code} if ex["while"] == "running" else {code, 137, 143}
     if ex["code"] not in ok_codes:
         chaos.violate(f"{what}: the agent recorded exit {ex['code']} ({ex['while']}), "
-                      f"expected {code} (DESIGN §4.4: 128+N)")
+                      f"expected {code} (docs/design.md §4.4: 128+N)")
     # Pids repeat across a pod's incarnations: the node id tells them apart.
     direct = [j for j, h in enumerate(history) if h.get("failure") and
               h["failure"]["node_id"] == node_id(inc) and
@@ -293,7 +293,8 @@ def peer_failure(chaos, h, kills):
     """etcd mode (--restart-policy OnFailure): a counted exit 1 of a worker whose peer was
     killed or whose pod's link was down (its collective raised; a partition is seen a lease
     TTL later), within 10 s after the chaos event. Not after a SIGKILL of an agent: its
-    death is seen at once (README "etcd backend"), before its peers' collectives fail."""
+    death is seen at once (docs/operations/liveness-and-partitions.md
+    "etcd backend: a dead agent is seen at once"), before its peers' collectives fail."""
     f = h.get("failure")
     if chaos.etcd is None or not f or f.get("code") != 1:
         return False
@@ -387,7 +388,7 @@ def check_round_overlap(chaos):
 
 
 def check_etcd_keys_gone(chaos):
-    """etcd mode (README "etcd backend"): the agents' keys go with their leases, a lease TTL
+    """etcd mode (docs/guides/etcd.md): the agents' keys go with their leases, a lease TTL
     + 1 s after the last agent ended none is left; the job's two keys (job, status) live
     with the job lease, 3 TTLs, which no one keeps alive any more: each must have a lease
     with at most that left."""

@@ -151,7 +151,7 @@ class ChaosEtcd:
             if kvs:  # still there: the job runs, or its coordinator has not exited yet
                 return self.decode_status(base64.b64decode(kvs[0].get("value", "")))
         # Newest first, the last one with an outcome: an agent restarted after the job ended
-        # finds no key of it and starts a new job under the same id (README "etcd backend").
+        # finds no key of it and starts a new job under the same id (docs/guides/etcd.md).
         values = [v for v in self.status_values() if v][-5:]
         docs = [self.decode_status(v) for v in reversed(values)]
         docs = [d for d in docs if d]

@@ -121,7 +121,7 @@ class Chaos:
         k = len(self.incs[i])
         events = self.root / f"{pod.name}.{k}.events.jsonl"
         # ExitCode (muster's default until issue 28): the checks judge a job that ends early
-        # by DESIGN §4.4's table (chaos_checks.check_early_end).
+        # by docs/design.md §4.4 (chaos_checks.check_early_end).
         rdzv = ["--rdzv-endpoint", ENDPOINT, "--restart-policy", "ExitCode"]
         if self.etcd is not None:
             # By name, as ENDPOINT: the withheld DNS entry delays the etcd client too.
@@ -206,7 +206,7 @@ class Chaos:
                 self.start_agent(i, dns)
 
     def check_agent_exit(self, inc):
-        """DESIGN §4.4: a SIGKILLed agent reports 137 (through its PID 1), one cut off from
+        """docs/design.md §4.4: a SIGKILLed agent reports 137 (through its PID 1), one cut off from
         the server 138; during the chaos no other exit is expected."""
         rc = inc.rc
         if inc.killed_at is not None:
@@ -214,7 +214,7 @@ class Chaos:
                 self.violate(f"agent {inc.name} was SIGKILLed but its pod exited {rc}")
             return
         if inc.termed_at is not None:
-            # README "Preemption notice": the node leaves the job and exits 143.
+            # docs/guides/preemption.md: the node leaves the job and exits 143.
             if rc != 143:
                 self.violate(f"agent {inc.name} was sent SIGTERM but its pod exited {rc}, not "
                              f"143; stderr tail:\n{read_text(inc.proc.err_path)[-1500:]}")
@@ -225,7 +225,7 @@ class Chaos:
             if rc != 138:
                 self.violate(f"agent {inc.name} lost its link at "
                              f"{cut[-1]['down'] - self.t0:.2f}s and exited {rc}, not 138 "
-                             f"(DESIGN §4.4: server lost)")
+                             f"(docs/design.md §4.4: server lost)")
             return
         if self.finishing:
             return  # checked at the end: every agent must exit 0

@@ -12,7 +12,7 @@ it runs and at the end; any breach fails the test with the whole event timeline.
 
 The pods (tests/integration/pods.py) are network + PID namespaces on a bridge. pod0..pod3 run
 `muster run --nnodes 2:4` with 2, 1, 2, 1 workers; pod4 runs `muster serve`, the standalone
-rendezvous server DESIGN §1 has for elastic jobs whose server must outlive every worker pod
+rendezvous server docs/design.md §1 has for elastic jobs whose server must outlive every worker pod
 (an embedded server would take the job down with its agent). Each agent runs under a small
 `sh` as the pod's PID 1, so the kernel does not kill the pod's processes when the agent dies:
 whether anything outlives the agent is up to muster (watchdog, PDEATHSIG).
@@ -21,7 +21,7 @@ The etcd mode (issue 16, chaos_etcd.py) runs the same job with `--rdzv-backend e
 against a 3-member etcd in pod4 instead, and adds SIGKILL of the agent that coordinates
 (the oldest node key), SIGTERM of an agent (it leaves the job: exit 143) and SIGKILL of one
 etcd member (the leader half of the time), started again 1-4 s later; its agents run with
-`--restart-policy OnFailure` and a lease TTL of 5 s (README "etcd backend", its limits: a
+`--restart-policy OnFailure` and a lease TTL of 5 s (docs/operations/limits.md "etcd backend": a
 cut-off pod's peers fail with exit 1 before its lease ends; a SIGKILLed agent is seen at
 once, so no exit 1 after one is excused). Same invariants,
 plus: the coordinator's death is a lost node (the history says "the coordinator", a

@@ -362,7 +362,7 @@ void Check(const Case& c, const Config& cfg) {
   }
   for (int r : cfg.local_ranks_filter) CHECK_OR_FAIL(r >= 0, absl::StrCat("filter ", r));
   // Pod-level RANK/WORLD_SIZE are node facts; they must never be passed through as worker
-  // ranks (DESIGN §4.8) - the worker environment is built later from the assignment.
+  // ranks (docs/design.md §4.8) - the worker environment is built later from the assignment.
   for (const auto& [name, where] : cfg.sources) {
     CHECK_OR_FAIL(!where.empty(), absl::StrCat("empty source for ", name));
   }

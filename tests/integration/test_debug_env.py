@@ -60,7 +60,8 @@ def test_debug_env_files_equal_the_real_workers_env(tmp_path):
     assert "OMP_NUM_THREADS" in set_by_muster  # the --bind-cores-to-rank share
     assert without(env_file, PER_RUN) == without(set_by_muster, PER_RUN | {"MUSTER_AGENT_MARK"})
     # The watchdog's mark (containment mode session only) is the agent's, not the rank's.
-    # MUSTER_STACKS_OWNER: the stack hook sets it inside the worker (README "Stacks").
+    # MUSTER_STACKS_OWNER: the stack hook sets it inside the worker
+    # (docs/guides/hangs-and-stacks.md "Stacks").
     assert set(env_file) == set(set_by_muster) - {"MUSTER_AGENT_MARK", "MUSTER_STACKS_OWNER"}
     argv = (snap / "rank-0.argv").read_bytes().split(b"\0")[:-1]
     assert [a.decode() for a in argv] == JOB[JOB.index("/usr/bin/python3"):]

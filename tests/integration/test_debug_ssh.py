@@ -154,7 +154,8 @@ def test_ssh_into_debug_pods_and_exec_every_rank(tmp_path):
         # The debug command is the pod's main process: SIGTERM to PID 1 ends the pod with 143.
         # The pods form one 2-node job: when the first one's Leave reaches the server before
         # the second agent handles its own SIGTERM, the second ends as the job does, 138
-        # naming the node that left (DESIGN 4.4) - a race between two signals, not a fault.
+        # naming the node that left (docs/design.md §4.4) - a race between two signals, not a
+        # fault.
         for p in agents:
             assert p.poll() is None, pod_output(p)
             signal_agent(p, signal.SIGTERM)

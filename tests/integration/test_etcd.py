@@ -338,9 +338,10 @@ def fence_kills(events_path, master):
 
 
 # Serial: the fence SIGKILLs the cut-off node's workers at the earliest moment etcd may drop
-# its key (README "etcd backend"); on a machine at load 15 (the parallel stage) the agent's
-# timers and the reaping ran late, and the overlap check failed once. The assertion stays
-# strict; the timing it measures needs an idle CPU.
+# its key (docs/operations/liveness-and-partitions.md "etcd backend: the lease and the fence");
+# on a machine at load 15 (the parallel stage) the agent's timers and the reaping ran late,
+# and the overlap check failed once. The assertion stays strict; the timing it measures needs
+# an idle CPU.
 @pytest.mark.serial
 def test_partitioned_agent_is_dropped_then_rejoins_without_split_brain(tmp_path):
     """The node cut off has workers that take 5 s to stop on SIGTERM (a checkpoint): they
@@ -442,7 +443,7 @@ def test_stacks_of_an_etcd_job_node_by_node(etcd, tmp_path):
 
 
 def test_flight_recorder_dumps_are_listed_where_they_stay(etcd, tmp_path, torch2_python):
-    """README "Collective traces": etcd carries no dump data; every agent's last line lists
+    """docs/guides/collective-traces.md: etcd carries no dump data; every agent's last line lists
     each node's files as HOST:PATH (real torch 2.x gloo dumps, rank 3 fails)."""
     worker = REPO / "tests" / "integration" / "scripts" / "fr_dump_worker.py"
     env = muster_env(PYTHON_EXEC=torch2_python, FAIL_RANK="3")

@@ -1,7 +1,8 @@
-"""The etcd backend's job lease (README "etcd backend"): the job's own keys (PREFIX/RUN_ID/job
-and .../status) live with a lease of 3 x the agents' TTL that the coordinator keeps alive
-and a next coordinator continues, so a job whose agents were all killed leaves nothing in
-etcd, and a job that just ended keeps its final status for `muster status` until then."""
+"""The etcd backend's job lease (docs/guides/etcd.md "Keys and leases"): the job's own keys
+(PREFIX/RUN_ID/job and .../status) live with a lease of 3 x the agents' TTL that the
+coordinator keeps alive and a next coordinator continues, so a job whose agents were all
+killed leaves nothing in etcd, and a job that just ended keeps its final status for
+`muster status` until then."""
 import json
 import os
 import signal

@@ -1,8 +1,8 @@
 """Issue 17's job-wide features with the etcd backend (--rdzv-backend etcd), against a real
 3-member etcd and real torch gloo workers: a preemption notice reaches every node before
-anything stops (README "Preemption"), and --hang-timeout names the culprit (README "Hangs"),
-as with the gRPC rendezvous. The reports travel to the coordinator as keys, its Job's
-answers through the events key."""
+anything stops (docs/guides/preemption.md), and --hang-timeout names the culprit
+(docs/guides/hangs-and-stacks.md "Hangs"), as with the gRPC rendezvous. The reports travel to
+the coordinator as keys, its Job's answers through the events key."""
 import json
 import os
 import pathlib

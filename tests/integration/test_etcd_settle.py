@@ -2,7 +2,7 @@
 under the default ExitCode restart policy and --max-restarts 0: its lease ends, its fence
 SIGTERMs its workers at once, and the survivors' gloo all_reduce fails with exit 1 (fatal
 under ExitCode) milliseconds later, before the coordinator sees the node's lease end. The
-coordinator holds that fatal failure for the settle window (README "Restart policy"): the
+coordinator holds that fatal failure for the settle window (docs/reference/exit-codes.md): the
 loss that follows makes it a membership change, so the survivors re-form at WORLD_SIZE 4
 with the budget unused; the node cut off exits 138."""
 import os

@@ -1,9 +1,9 @@
-"""Acceptance 2: the exit-code matrix (DESIGN §4.4) with a fake worker.
+"""Acceptance 2: the exit-code matrix (docs/design.md §4.4) with a fake worker.
 
 For every exit code 0-255 and death by SIGINT, SIGKILL, SIGTERM, SIGUSR1, SIGSEGV, SIGABRT,
 under each restart policy, one worker fails that way on attempt 0 and succeeds on
 attempt 1 (--max-restarts 1). The expected decision is computed here from the table in
-DESIGN §4.4, independently of the agent's code:
+docs/design.md §4.4, independently of the agent's code:
   restart -> agent exits 0 after a second attempt
   fail    -> agent exits with the worker's code (128+N for signals), no second attempt
   succeed -> agent exits 0 after one attempt

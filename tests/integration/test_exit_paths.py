@@ -1,5 +1,5 @@
 """Every way the agent ends (issue 14 item 9, issue 18 finding 8): each exits with a code of
-README's table and leaves nothing in the temporary directory. TMPDIR points at a fresh
+the exit-code table in docs/reference/exit-codes.md and leaves nothing in the temporary directory. TMPDIR points at a fresh
 directory per test, and the agent makes its run directory there (agent/run_dir.cc prefers
 TMPDIR to /dev/shm), so concurrent tests never see each other's."""
 import os
@@ -41,7 +41,7 @@ def _free_port():
 
 class Run:
     """One exit path: how it is driven (`drive(tmp_path, env) -> CompletedProcess`), the code
-    README's table gives it and a phrase its last lines must hold."""
+    docs/reference/exit-codes.md's table gives it and a phrase its last lines must hold."""
 
     def __init__(self, drive, code, says):
         self.drive, self.code, self.says = drive, code, says
@@ -182,9 +182,9 @@ EXIT_PATHS = {
 
 
 def _readme_codes():
-    """The agent's own exit codes in README's "agent exit code" table, as text: "0", "2",
+    """The agent's own exit codes in docs/reference/exit-codes.md's "agent exit code" table, as text: "0", "2",
     "126", "127", "128+N", "138"."""
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "reference" / "exit-codes.md").read_text()
     table = text[text.index("| agent exit code | meaning |"):].split("\n\n", 1)[0]
     codes = set()
     for row in table.splitlines()[2:]:
@@ -214,7 +214,7 @@ def test_every_exit_path_has_its_documented_code_and_leaves_nothing(tmp_path, pa
     assert r.returncode == run.code, r.stderr
     if path not in ("worker_fails_fatally", "restart_budget_spent", "debug_command_exits"):
         # The agent's own code (the others are the worker's, as the table's second row says).
-        assert str(run.code) in _readme_codes(), f"exit {run.code} is not in README's table"
+        assert str(run.code) in _readme_codes(), f"exit {run.code} is not in docs/reference/exit-codes.md's table"
     assert run.says in r.stderr, r.stderr
     assert os.listdir(tmpdir) == [], "left in the temporary directory"
 

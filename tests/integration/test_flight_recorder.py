@@ -58,7 +58,7 @@ def test_root_cause_names_the_dump_files(tmp_path):
     assert pathlib.Path(where.group(1), "flight_recorder_rank_0").read_bytes() == b"trace"
 
 
-# ---- every node's dumps collected in one place (README "Collective traces") ----
+# ---- every node's dumps collected in one place (docs/guides/collective-traces.md) ----
 # Real torch 2.x gloo workers, 2 nodes x 2 ranks: each rank has torch write its flight
 # recorder dump at the prefix muster gave (gloo writes none on its own on CPU: see
 # scripts/fr_dump_worker.py), then rank 3 fails. Every node's dumps must end up, byte for

@@ -102,6 +102,7 @@ def test_busy_rank_is_not_a_hang_then_hang_action_fail_ends_the_job_with_the_cul
         assert failed["reason"] == "Hung" and CULPRIT in failed["message"], failed
         cause = s["root_cause"]
         assert cause["rank"] == 3 and cause["what"] == "hung" and cause["code"] == 1
+        assert cause["kind"] == "hung", cause
         assert cause["message"].startswith(CULPRIT)
         table = subprocess.run([str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}",
                                 "--rdzv-id", "test"], capture_output=True, text=True,

@@ -16,7 +16,7 @@ yaml = pytest.importorskip("yaml", reason="SKIPPED LOUDLY: PyYAML is needed to r
 K8S = REPO / "examples" / "k8s"
 CRDS = REPO / "tests" / "fixtures" / "crds"
 CHECKER = REPO / "tests" / "integration" / "scripts" / "validate_manifests.py"
-# The oldest Kubernetes the examples promise to work on (README "muster on Kubernetes").
+# The oldest Kubernetes the examples promise to work on (docs/guides/kubernetes.md).
 K8S_VERSION = "1.30"
 
 

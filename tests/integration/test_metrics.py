@@ -1,5 +1,5 @@
-"""Prometheus metrics on --metrics-port (README "Metrics"), checked with the real Prometheus
-server from Debian (scripts/setup.sh installs it; run directly, no system service): it
+"""Prometheus metrics on --metrics-port (docs/reference/metrics.md), checked with the real
+Prometheus server from Debian (scripts/setup.sh installs it; run directly, no system service): it
 scrapes a 2-node job of real torch workers every second, and its query API must report the
 job's one restart after a worker is killed with SIGKILL (137)."""
 import json

@@ -1,4 +1,4 @@
-"""Issue 17 item 4: a preemption notice with a checkpoint (README "Preemption").
+"""Issue 17 item 4: a preemption notice with a checkpoint (docs/guides/preemption.md).
 
 SIGTERM to one agent, a --preempt-file appearing or `muster drain` make the job tell every
 agent before anything is stopped; every rank gets SIGUSR1 and a MUSTER_PREEMPTED file, may

@@ -10,23 +10,25 @@ SCRIPTS = REPO / "tests" / "integration" / "scripts"
 
 # Names that legitimately differ between torchrun 1.13 and muster, with the reason.
 ONLY_MUSTER = {
-    "NODE_RANK": "DESIGN §4.1: DeepSpeed/Horovod users expect it (seeds/004)",
+    "NODE_RANK": "docs/design.md §4.1: DeepSpeed/Horovod users expect it (seeds/004)",
     "TORCHELASTIC_SIGNALS_TO_HANDLE": "torchrun 2.x sets it (launcher/api.py); 1.13 does not",
-    "CROSS_RANK": "DESIGN §4.1: DeepSpeed's per-node contract (= GROUP_RANK)",
-    "CROSS_SIZE": "DESIGN §4.1: DeepSpeed's per-node contract (= GROUP_WORLD_SIZE)",
-    "LOCAL_SIZE": "DESIGN §4.1: DeepSpeed's per-node contract (= LOCAL_WORLD_SIZE)",
-    "PYTHONPATH": "README Stacks: the stack hook's directory, first (the test unsets the "
-                  "inherited value so that the name, not only the value, differs)",
-    "MUSTER_STACKS_DIR": "README Stacks: where the hook writes the worker's stacks",
-    "MUSTER_STACKS_SIGNAL": "README Stacks: the signal the hook dumps on",
-    "MUSTER_STACKS_OWNER": "README Stacks: set by the hook in the worker (its pid), so that "
-                           "the worker's Python children do not register",
-    "MUSTER_PREEMPTED": "README Preemption: the file a preemption notice is written to",
+    "CROSS_RANK": "docs/design.md §4.1: DeepSpeed's per-node contract (= GROUP_RANK)",
+    "CROSS_SIZE": "docs/design.md §4.1: DeepSpeed's per-node contract (= GROUP_WORLD_SIZE)",
+    "LOCAL_SIZE": "docs/design.md §4.1: DeepSpeed's per-node contract (= LOCAL_WORLD_SIZE)",
+    "PYTHONPATH": "docs/guides/hangs-and-stacks.md: the stack hook's directory, first (the test "
+                  "unsets the inherited value so that the name, not only the value, differs)",
+    "MUSTER_STACKS_DIR": "docs/guides/hangs-and-stacks.md: where the hook writes the worker's "
+                         "stacks",
+    "MUSTER_STACKS_SIGNAL": "docs/guides/hangs-and-stacks.md: the signal the hook dumps on",
+    "MUSTER_STACKS_OWNER": "docs/guides/hangs-and-stacks.md: set by the hook in the worker "
+                           "(its pid), so that the worker's Python children do not register",
+    "MUSTER_PREEMPTED": "docs/guides/preemption.md: the file a preemption notice is written to",
     # Issue 28: each under the spelling the workers' torch reads: for 1.13 the older one
     # (TORCH_NCCL_ASYNC_ERROR_HANDLING and TORCH_FR_* are torch 2.x's, not set here).
-    "TORCH_NCCL_TRACE_BUFFER_SIZE": "README Collective traces (older torch 2.x's spelling)",
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": "README Collective traces (older torch 2.x's spelling)",
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "README Collective traces (older torch 2.x's spelling)",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": "docs/guides/collective-traces.md (older torch 2.x's spelling)",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "docs/guides/collective-traces.md (older torch 2.x's spelling)",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "docs/guides/collective-traces.md (older torch 2.x's "
+                                       "spelling)",
 }
 ONLY_TORCHRUN = {
     # torchrun 1.13 exports these into its own environment when it starts; they are

@@ -1,4 +1,4 @@
-"""A training loop that honours muster's preemption notice (README "Preemption").
+"""A training loop that honours muster's preemption notice (docs/guides/preemption.md).
 
 Every step all-reduces a value, logs "attempt world_size rank step" to STEP_LOG, then
 all-reduces the "stop" flag (MAX): a rank that got the notice (SIGUSR1, or the

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -16,6 +17,7 @@
 #include "absl/time/time.h"
 #include "agent/torch_names.h"
 #include "launch/containment.h"
+#include "launch/numa_binding.h"
 #include "launch/restart_policy.h"
 #include "nlohmann/json.hpp"
 
@@ -88,8 +90,9 @@ struct Config {
   bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's own GPU
   bool bind_cores_to_rank = false;  // give each local rank its own share of CPUs
   std::vector<int> bind_core_list;  // CPUs to split (empty: the agent's affinity)
-  std::string save_pid;             // --save-pid FILE: the agent's pid
-  std::string hostfile;             // --hostfile FILE: DeepSpeed-style "host slots=N" per round
+  std::optional<NumaBindingMode> numa_binding;  // --numa-binding: CPUs near each rank's GPU
+  std::string save_pid;                         // --save-pid FILE: the agent's pid
+  std::string hostfile;  // --hostfile FILE: DeepSpeed-style "host slots=N" per round
   std::string python_exec = "python3";
   // The torch the workers import (agent/worker_torch.h), found once before the first round;
   // nullopt when unknown (no Python, no torch, a command that is not Python).
@@ -103,6 +106,8 @@ struct Config {
   bool standalone = false;
   std::string run_id = "none";
   StoreOwner store = StoreOwner::kAgent;
+  // --store-max-bytes: what the agent's store may hold; unset: c10d::Limits' default.
+  std::optional<uint64_t> store_max_bytes;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool master_port_given = false;
@@ -144,6 +149,8 @@ struct Config {
   std::string preempt_file;
   std::vector<int> signals_to_handle;
   Containment containment = Containment::kAuto;  // launch/containment.h
+  bool allow_cgroup_escape =
+      false;  // --allow-cgroup-escape: mode cgroup with workers that can leave
   // Hang detection (agent/hang_watch.h): zero is off; a hang restarts the job (within the
   // budget) unless --hang-action fail.
   absl::Duration hang_timeout = absl::ZeroDuration();
@@ -170,6 +177,10 @@ struct Config {
   StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;
   absl::Duration probe_timeout = absl::Seconds(30);
   nlohmann::json probe_summary;  // the last probe report, for the status file
+  // --numa-binding resolved after the probe (agent/numa_setup.h): local rank N's CPUs and
+  // node; empty without the flag. numa_memory: whether workers may be given a memory policy.
+  std::vector<NumaPlacement> numa_placements;
+  bool numa_memory = false;
 
   // Debug mode (docs/design.md §4.7): rendezvous, write per-rank env files and a hostfile, then run
   // debug_command instead of the workers; `muster exec --rank N` starts a rank by hand.

@@ -42,9 +42,13 @@ void HostWhenEndpointNamesThisPod(const std::string& host, Config* c) {
       absl::StrCat("the endpoint ", c->rdzv_host_name, " names this Pod (hostname ", host, ")");
 }
 
+constexpr char kKubeflow[] = "Kubeflow PyTorchJob/TrainJob";
+constexpr char kLeaderWorkerSet[] = "LeaderWorkerSet";
+
 // Which operator's variables the environment holds, or "" for none.
 std::string DetectConvention(const std::map<std::string, std::string>& env) {
-  if (Find(env, "PET_NNODES") || Find(env, "PET_MASTER_ADDR")) return "Kubeflow PyTorchJob";
+  if (Find(env, "PET_NNODES") || Find(env, "PET_MASTER_ADDR")) return kKubeflow;
+  if (Find(env, "LWS_LEADER_ADDRESS") || Find(env, "LWS_GROUP_SIZE")) return kLeaderWorkerSet;
   if (Find(env, "VC_TASK_INDEX") || Find(env, "VK_TASK_INDEX")) return "Volcano";
   for (const auto& [name, value] : env) {  // the svc plugin without the env plugin
     if (absl::StartsWith(name, "VC_") && absl::EndsWith(name, "_HOSTS")) return "Volcano";
@@ -67,21 +71,21 @@ struct PodVariables {
   bool unset(const char* flag) const { return c->sources.count(flag) == 0; }
 
   // Node count: pod-level WORLD_SIZE counts pods (Kubeflow's PET_NNODES, when present, was
-  // already taken by the flag parser and wins).
+  // already taken by the flag parser and wins); a LeaderWorkerSet's group is one job, its
+  // leader and workers the nodes (LWS_GROUP_SIZE counts both).
   absl::Status NodeCount() {
-    const std::string* ws = Find(env, "WORLD_SIZE");
-    if (!unset("nnodes") || ws == nullptr || name == "Kubeflow PyTorchJob") {
-      return absl::OkStatus();
-    }
+    const char* var = name == kLeaderWorkerSet ? "LWS_GROUP_SIZE" : "WORLD_SIZE";
+    const std::string* ws = Find(env, var);
+    if (!unset("nnodes") || ws == nullptr || name == kKubeflow) return absl::OkStatus();
     // WORLD_SIZE=0 would be a job of no nodes (found by tests/fuzz/flags_fuzz).
     if (Int(*ws) < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("WORLD_SIZE: '", *ws,
+          absl::StrCat(var, ": '", *ws,
                        "' in the environment is not a node count (1 or more); fix or unset it"));
     }
     c->min_nodes = c->max_nodes = Int(*ws);
-    c->sources["nnodes"] = "WORLD_SIZE";
-    used.push_back(absl::StrCat("nodes=", *ws, " (WORLD_SIZE)"));
+    c->sources["nnodes"] = var;
+    used.push_back(absl::StrCat("nodes=", *ws, " (", var, ")"));
     return absl::OkStatus();
   }
 
@@ -120,10 +124,12 @@ struct PodVariables {
     return absl::OkStatus();
   }
 
-  // Node rank: RANK is the pod's index; the task index and completion index likewise.
+  // Node rank: RANK is the pod's index; the task index, completion index and a
+  // LeaderWorkerSet's worker index (0: the leader) likewise.
   void NodeRank() {
     if (!unset("node-rank")) return;
-    for (const char* var : {"RANK", "VC_TASK_INDEX", "VK_TASK_INDEX", "JOB_COMPLETION_INDEX"}) {
+    for (const char* var :
+         {"RANK", "VC_TASK_INDEX", "VK_TASK_INDEX", "JOB_COMPLETION_INDEX", "LWS_WORKER_INDEX"}) {
       if (const std::string* v = Find(env, var)) {
         c->node_rank = Int(*v);
         c->sources["node-rank"] = var;
@@ -133,15 +139,20 @@ struct PodVariables {
     }
   }
 
-  // Endpoint: the master Pod's address; its agent hosts the rendezvous on that port.
+  // Endpoint: the master Pod's address; its agent hosts the rendezvous on that port. A
+  // LeaderWorkerSet names its leader (<lws>-<group>.<subdomain>.<namespace>) and no port:
+  // the rendezvous is on --rdzv-endpoint's default port there.
   absl::Status Endpoint() {
     if (!unset("rdzv-endpoint") || c->max_nodes <= 1) return absl::OkStatus();
     bool kubeflow = Find(env, "PET_MASTER_ADDR") != nullptr;
-    const char* addr_var = kubeflow ? "PET_MASTER_ADDR" : "MASTER_ADDR";
-    const char* port_var = kubeflow ? "PET_MASTER_PORT" : "MASTER_PORT";
-    const char* from = kubeflow ? "PET_MASTER_ADDR:PET_MASTER_PORT" : "MASTER_ADDR:MASTER_PORT";
+    bool lws = name == kLeaderWorkerSet;
+    const char* addr_var =
+        kubeflow ? "PET_MASTER_ADDR" : (lws ? "LWS_LEADER_ADDRESS" : "MASTER_ADDR");
+    const char* port_var = kubeflow ? "PET_MASTER_PORT" : (lws ? nullptr : "MASTER_PORT");
+    const char* from = kubeflow ? "PET_MASTER_ADDR:PET_MASTER_PORT"
+                                : (lws ? "LWS_LEADER_ADDRESS" : "MASTER_ADDR:MASTER_PORT");
     const std::string* addr = Find(env, addr_var);
-    const std::string* port = Find(env, port_var);
+    const std::string* port = port_var == nullptr ? nullptr : Find(env, port_var);
     if (addr == nullptr) return absl::OkStatus();
     // A name with a port, blanks or non-ASCII bytes in it would only fail later, as a
     // rendezvous that never resolves.

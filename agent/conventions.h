@@ -7,7 +7,11 @@
 //     pod-level MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK.
 //   Volcano (pytorch + env plugins), T9k PyTorchTrainingJob: MASTER_ADDR, MASTER_PORT,
 //     WORLD_SIZE (pods), RANK (pod index), VC_TASK_INDEX.
+//   Kubeflow Trainer v2 TrainJob (torch-distributed runtime, a JobSet): the same PET_*
+//     variables (PET_NPROC_PER_NODE=auto on GPU nodes), no pod-level ones.
 //   Indexed Job / JobSet: JOB_COMPLETION_INDEX (node rank).
+//   LeaderWorkerSet: LWS_GROUP_SIZE (nodes: leader and workers), LWS_WORKER_INDEX (node
+//     rank, 0 for the leader), LWS_LEADER_ADDRESS (the rendezvous host, default port).
 //
 // They only fill what flags, MUSTER_* and PET_* left unset (precedence: flag > MUSTER_* >
 // conventions > default). The rendezvous endpoint becomes the master's address and port:

@@ -13,8 +13,8 @@ namespace muster {
 namespace {
 
 // The mode a run would use, found the way a run finds it (a cgroup is made and removed).
-std::string DescribeContainment(Containment requested) {
-  absl::StatusOr<ContainmentChoice> choice = ChooseContainment(requested);
+std::string DescribeContainment(Containment requested, bool allow_escape) {
+  absl::StatusOr<ContainmentChoice> choice = ChooseContainment(requested, allow_escape);
   if (!choice.ok()) return absl::StrCat("none: ", choice.status().message());
   return choice->description;
 }
@@ -105,7 +105,15 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   for (int s : c.signals_to_handle) sigs.push_back(SignalName(s));
   line("signals", absl::StrCat(absl::StrJoin(sigs, ","), "; SIGKILL after ",
                                HumanDuration(c.shutdown_timeout)));
-  line("containment", DescribeContainment(c.containment) + source("containment"));
+  line("containment",
+       DescribeContainment(c.containment, c.allow_cgroup_escape) + source("containment"));
+  if (c.numa_binding) {
+    line("numa binding",
+         absl::StrCat(NumaBindingModeName(*c.numa_binding),
+                      ": local rank N on CPUs near GPU N, memory preferred on its node (resolved "
+                      "at start from the GPU probe and /sys)",
+                      source("numa-binding")));
+  }
   line("log dir", c.log_dir.empty() ? std::string("temporary (removed at exit)") : c.log_dir);
   std::vector<std::string> detected;
   for (const auto& [k, v] : env) {

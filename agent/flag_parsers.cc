@@ -87,4 +87,24 @@ absl::StatusOr<std::string> ParseLogLevel(absl::string_view where, absl::string_
                                 "critical, trace or off"));
 }
 
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+  static constexpr std::pair<std::string_view, int> kSuffixes[] = {
+      {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  std::string_view digits = text;
+  int shift = 0;
+  for (const auto& [suffix, bits] : kSuffixes) {
+    if (digits.ends_with(suffix)) {
+      digits.remove_suffix(suffix.size());
+      shift = bits;
+    }
+  }
+  uint64_t n = 0;
+  if (digits.empty() || !absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &n) ||
+      n == 0 || n > (UINT64_MAX >> shift)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "needs a size in bytes > 0 (1073741824, 512MiB, 2GiB), got '", std::string(text), "'"));
+  }
+  return n << shift;
+}
+
 }  // namespace muster

@@ -4,8 +4,10 @@
 #ifndef MUSTER_AGENT_FLAG_PARSERS_H_
 #define MUSTER_AGENT_FLAG_PARSERS_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,6 +22,10 @@ absl::Status FlagError(absl::string_view where, absl::string_view what);
 
 // A whole number >= 0.
 absl::StatusOr<int> ParseNonNegative(absl::string_view where, absl::string_view text);
+
+// A size in bytes: a whole number > 0 with an optional binary suffix (KiB, MiB, GiB, TiB):
+// "1073741824", "512MiB", "2GiB".
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
 
 // A switch's value: 1/true/yes or 0/false/no/"" (any case).
 absl::StatusOr<bool> ParseSwitch(const FlagValue& value);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -63,6 +64,33 @@ bool PeerMayAsk(int fd) {
   socklen_t len = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
   return cred.uid == 0 || cred.uid == getuid();
+}
+
+// The agent answers only its own user or root (PeerMayAsk) and closes on anyone else:
+// that is told here, from the agent's credentials on the connected socket, instead of
+// reading as an agent that did not answer.
+absl::Status CheckMayAsk(int fd, const LocalAgent& agent) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return ErrnoStatus("getsockopt(SO_PEERCRED)", errno);
+  }
+  const uid_t self = geteuid();
+  if (self == 0 || cred.uid == self) return absl::OkStatus();
+  std::string user = absl::StrCat("uid ", cred.uid);
+  passwd entry{};
+  passwd* found = nullptr;
+  char names[1024];
+  if (getpwuid_r(cred.uid, &entry, names, sizeof names, &found) == 0 && found != nullptr) {
+    user = absl::StrCat(found->pw_name, " (uid ", cred.uid, ")");
+  }
+  const std::string run_as = found == nullptr ? absl::StrCat("uid ", cred.uid) : found->pw_name;
+  return absl::PermissionDeniedError(
+      absl::StrCat("agent pid ", agent.pid, " of job ", agent.run_id, " runs as ", user,
+                   " and this is uid ", self,
+                   ": only its user or root may ask for its stacks (the request signals its "
+                   "workers); run muster stacks as ",
+                   run_as, cred.uid == 0 ? "" : " or as root"));
 }
 
 }  // namespace
@@ -223,6 +251,7 @@ absl::StatusOr<rdzv::NodeStacks> AskLocalAgent(const LocalAgent& agent, absl::Du
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     return absl::UnavailableError(absl::StrCat("connect @", name, ": ", strerror(errno)));
   }
+  RETURN_IF_ERROR(CheckMayAsk(fd.get(), agent));
   std::string request = absl::StrCat("stacks ", absl::ToInt64Milliseconds(collect), "\n");
   if (send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {

@@ -64,7 +64,8 @@ struct LocalAgent {
 // The agents listening on this host (this network namespace), from /proc/net/unix.
 std::vector<LocalAgent> FindLocalAgents();
 
-// Asks one local agent; its node's stacks, or Unavailable / DeadlineExceeded.
+// Asks one local agent; its node's stacks, or Unavailable / DeadlineExceeded, or
+// PermissionDenied (naming the agent's user) when this process is neither its user nor root.
 absl::StatusOr<rdzv::NodeStacks> AskLocalAgent(const LocalAgent& agent, absl::Duration collect);
 
 }  // namespace muster

@@ -13,6 +13,7 @@
 #include "agent/flags_reference.h"
 #include "agent/gpu_probe.h"
 #include "agent/host_info.h"
+#include "agent/numa_setup.h"
 #include "agent/run_flags.h"
 #include "agent/subcommand.h"
 #include "agent/subcommands.h"
@@ -20,6 +21,7 @@
 #include "base/exit_codes.h"
 #include "base/logging.h"
 #include "rendezvous/grpc/grpc_log.h"
+#include "spdlog/spdlog.h"
 
 extern char** environ;
 
@@ -60,6 +62,10 @@ int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRu
   }
   InitLogging(config->log_level);
   if (int stop = ApplyProbe(env, &*config); stop != 0) return stop;
+  if (absl::Status numa = ResolveNumaBinding(env, &*config); !numa.ok()) {
+    spdlog::error("{}", std::string(numa.message()));
+    return exit_code::kUsage;
+  }
   config->worker_env_base = std::move(env);
   return RunAgent(*std::move(config));
 }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/unique_fd.h"
+#include "launch/reaper.h"
 #include "launch/spawner.h"
 
 namespace muster {
@@ -83,9 +84,9 @@ void EndPySpies(std::vector<PySpyChild>& children) {
     if (!c.ended && kill(c.pid, SIGKILL) != 0 && errno != ESRCH) {
       c.text += absl::StrCat("\nError: kill: ", strerror(errno));
     }
-    // ECHILD: the agent's reaper took it first; its output already said how it went.
-    while (waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    // ECHILD: the agent's reaper took it first; its output already said how it went. One
+    // stuck in the kernel (or held by a tracer) is left to the agent's reaper after 2 s.
+    if (!ReapChildWithin(c.pid, absl::Seconds(2))) c.text += "\nError: py-spy did not exit";
     if (!c.ended) c.text += "\nError: py-spy did not finish in time";
   }
 }

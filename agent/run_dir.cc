@@ -1,5 +1,6 @@
 #include "agent/run_dir.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -94,11 +95,19 @@ bool CleanUpRunDir(const RunDir& dir, bool job_failed) {
 
 absl::Status CheckDirectoryOf(const char* flag, const std::string& path) {
   if (path.empty()) return absl::OkStatus();
+  // The file is replaced through PATH.tmp and rename(2), which cannot put a file over a
+  // directory: refused here rather than warned about at every transition.
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", path,
+                                                   ": is a directory; name a file in it, e.g. ",
+                                                   flag, " ", path, "/status.json"));
+  }
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   if (access(dir.c_str(), W_OK | X_OK) == 0) return absl::OkStatus();
-  absl::Status st = ErrnoStatus("directory " + dir, errno);
-  return absl::Status(st.code(), absl::StrCat(flag, " ", path, ": ", st.message()));
+  absl::Status error = ErrnoStatus("directory " + dir, errno);
+  return absl::Status(error.code(), absl::StrCat(flag, " ", path, ": ", error.message()));
 }
 
 }  // namespace muster

@@ -31,7 +31,8 @@ absl::StatusOr<RunDir> MakeRunDir(const Config& config);
 bool CleanUpRunDir(const RunDir& dir, bool job_failed);
 
 // A file the agent writes later (--status-file) must have its directory now: a status that
-// never appears is worse than a refusal at start. `flag` names it in the error.
+// never appears is worse than a refusal at start, and so is a path that names a directory
+// (InvalidArgument). `flag` names it in the error.
 absl::Status CheckDirectoryOf(const char* flag, const std::string& path);
 
 }  // namespace muster

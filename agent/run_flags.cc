@@ -121,6 +121,12 @@ constexpr FlagSpec kMusterFlags[] = {
      .help = "c10d store: agent (served here, fresh port per attempt) or rank0 (worker rank 0, "
              "static)",
      .apply = SetMode<StoreOwner, &Config::store>},
+    {.name = "store-max-bytes",
+     .group = "Job",
+     .default_text = "1GiB",
+     .help = "the most keys and values the agent's c10d store holds; a worker whose write "
+             "would pass it is disconnected and the agent logs why (docs/operations/limits.md)",
+     .apply = SetParsed<&Config::store_max_bytes, ParseByteSize>},
     {.name = "master-addr",
      .group = "Job",
      .default_text = "127.0.0.1",
@@ -245,6 +251,13 @@ constexpr FlagSpec kMusterFlags[] = {
          "cgroup.kill), session (sessions, pidfds, watchdog, and a supervisor process above the "
          "agent unless it is PID 1) or auto (cgroup when one can be made)",
      .apply = ApplyContainment},
+    {.name = "allow-cgroup-escape",
+     .takes_value = false,
+     .group = "Failures",
+     .default_text = "off",
+     .help = "--containment cgroup even when workers hold what lets them leave their cgroup "
+             "(uid 0 without nsdelegate; docs/operations/containment.md)",
+     .apply = SetSwitch<&Config::allow_cgroup_escape>},
     {.name = "monitor-interval",
      .group = "Failures",
      .default_text = "-",
@@ -424,8 +437,8 @@ constexpr Subcommand kLaunch = {
 // passed to workers as worker ranks, but a malformed one is a configuration
 // error worth stopping on.
 constexpr const char* kNumericNodeVars[] = {
-    "WORLD_SIZE",           "RANK",          "NODE_RANK",    "MASTER_PORT", "PET_MASTER_PORT",
-    "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX"};
+    "WORLD_SIZE",           "RANK",          "NODE_RANK",     "MASTER_PORT",    "PET_MASTER_PORT",
+    "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "VK_TASK_INDEX", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"};
 
 // What the environment gives before any flag is applied (a flag overrides it).
 absl::Status ApplyDefaults(const std::map<std::string, std::string>& env, const HostInfo& host,
@@ -536,8 +549,9 @@ absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, con
 // MUSTER_STACKS_*: a worker's, launch/watchdog.h, agent/stack_hook.h; an agent started inside
 // a worker inherits them).
 constexpr const char* kOtherVariables[] = {
-    "MUSTER_TOKEN",      "MUSTER_LIBCUDA",    "MUSTER_LIBNVML",       "MUSTER_LIBNCCL",
-    "MUSTER_AGENT_MARK", "MUSTER_STACKS_DIR", "MUSTER_STACKS_SIGNAL", "MUSTER_PREEMPTED"};
+    "MUSTER_TOKEN",         "MUSTER_LIBCUDA",    "MUSTER_LIBNVML",
+    "MUSTER_LIBNCCL",       "MUSTER_AGENT_MARK", "MUSTER_STACKS_DIR",
+    "MUSTER_STACKS_SIGNAL", "MUSTER_PREEMPTED",  "MUSTER_TEST_SYSFS_ROOT"};
 
 // MUSTER_<X> variables that set no flag of `muster run` but are a typo away from one
 // (MUSTER_NPROC_PER_NODES): ignored, so a warning names the variable meant. Other

@@ -271,6 +271,60 @@ TEST(ConventionsTest, KubeflowPetVariables) {
   EXPECT_NE(c->convention.find("Kubeflow"), std::string::npos);
 }
 
+TEST(ConventionsTest, TrainJobPetVariablesWithAutoNproc) {
+  // Kubeflow Trainer v2's torch plugin (pkg/runtime/framework/plugins/torch/torch.go): no
+  // pod-level MASTER_*/WORLD_SIZE/RANK; the node rank is the Job's completion index.
+  std::map<std::string, std::string> env = {
+      {"PET_NNODES", "2"},          {"PET_NPROC_PER_NODE", "auto"},
+      {"PET_NODE_RANK", "1"},       {"PET_MASTER_ADDR", "tj-node-0-0.tj"},
+      {"PET_MASTER_PORT", "29500"}, {"JOB_COMPLETION_INDEX", "1"}};
+  auto c = ParseRunFlags({"--no-python", "true"}, env, {.cpus = 4});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_nodes, 2);
+  EXPECT_EQ(c->node_rank, 1);
+  EXPECT_EQ(c->rdzv_host_name, "tj-node-0-0.tj");
+  EXPECT_EQ(c->rdzv_port, 29500);
+  EXPECT_EQ(c->rdzv_hosting, RdzvHosting::kNever);
+  EXPECT_NE(c->convention.find("TrainJob"), std::string::npos);
+}
+
+TEST(ConventionsTest, LeaderWorkerSetGroupIsTheJob) {
+  // What the LWS pod webhook injects (kubernetes-sigs/lws pkg/utils/pod/pod_utils.go,
+  // AddLWSVariables) into worker 2 of group 0 of LeaderWorkerSet "lws" in "default".
+  std::map<std::string, std::string> env = {{"LWS_LEADER_ADDRESS", "lws-0.lws.default"},
+                                            {"LWS_GROUP_SIZE", "3"},
+                                            {"LWS_WORKER_INDEX", "2"}};
+  auto c = ParseRunFlags({"--nproc-per-node", "2", "--no-python", "true"}, env, {.cpus = 4});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_nodes, 3);
+  EXPECT_EQ(c->node_rank, 2);
+  EXPECT_EQ(c->rdzv_host_name, "lws-0.lws.default");
+  EXPECT_EQ(c->rdzv_port, 29400);  // LWS names no port: the rendezvous' default
+  EXPECT_EQ(c->rdzv_hosting, RdzvHosting::kNever);
+  EXPECT_EQ(c->convention,
+            "LeaderWorkerSet: nodes=3 (LWS_GROUP_SIZE), node rank=2 (LWS_WORKER_INDEX), "
+            "rendezvous at lws-0.lws.default:29400 (LWS_LEADER_ADDRESS)");
+  // The leader (worker index 0) serves the rendezvous, whatever its hostname.
+  env["LWS_WORKER_INDEX"] = "0";
+  auto leader = ParseRunFlags({"--no-python", "true"}, env, {.cpus = 4});
+  ASSERT_TRUE(leader.ok()) << leader.status();
+  EXPECT_EQ(leader->rdzv_hosting, RdzvHosting::kAlways);
+  // Bad values name the variable.
+  env["LWS_WORKER_INDEX"] = "3";
+  ExpectError(ParseRunFlags({"--no-python", "true"}, env, {.cpus = 4}),
+              "LWS_WORKER_INDEX: node rank 3 is outside 0..2 (LWS_GROUP_SIZE says 3 nodes)");
+  env["LWS_WORKER_INDEX"] = "x";
+  ExpectError(ParseRunFlags({"--no-python", "true"}, env, {.cpus = 4}), "LWS_WORKER_INDEX");
+  env["LWS_WORKER_INDEX"] = "1";
+  env["LWS_GROUP_SIZE"] = "0";
+  ExpectError(ParseRunFlags({"--no-python", "true"}, env, {.cpus = 4}),
+              "LWS_GROUP_SIZE: '0' in the environment is not a node count");
+  env["LWS_GROUP_SIZE"] = "2";
+  env["LWS_LEADER_ADDRESS"] = "lws-0.lws:80";
+  ExpectError(ParseRunFlags({"--no-python", "true"}, env, {.cpus = 4}),
+              "LWS_LEADER_ADDRESS: 'lws-0.lws:80'");
+}
+
 TEST(ConventionsTest, VolcanoAndT9kWorldSizeIsNodeCount) {
   std::map<std::string, std::string> env = {
       {"MASTER_ADDR", "m"}, {"MASTER_PORT", "23456"}, {"WORLD_SIZE", "4"}, {"RANK", "2"}};

@@ -43,6 +43,11 @@ constexpr FlagSpec kServeFlags[] = {
      .group = "Serve",
      .default_text = "3",
      .help = "an agent silent for interval x misses is lost (its connection is reset)"},
+    {.name = "job-retention",
+     .group = "Serve",
+     .default_text = "10m",
+     .help = "forget a job (finished or abandoned) once none of its agents has been "
+             "connected for this long"},
     {.name = "metrics-port",
      .group = "Serve",
      .default_text = "none",
@@ -86,6 +91,14 @@ absl::StatusOr<rdzv::RendezvousServer::Options> ServeOptions(const FlagValues& v
           "--heartbeat-interval needs a positive duration (5s, 500ms), got '" + v->text + "'");
     }
     options.heartbeat_interval = *d;
+  }
+  if (auto v = values.Get("job-retention")) {
+    absl::StatusOr<absl::Duration> d = ParseDuration(v->text);
+    if (!d.ok() || *d <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "--job-retention needs a positive duration (10m, 30s), got '" + v->text + "'");
+    }
+    options.job_retention = *d;
   }
   if (auto v = values.Get("heartbeat-misses")) {
     if (!absl::SimpleAtoi(v->text, &options.heartbeat_misses) || options.heartbeat_misses < 1) {

@@ -51,6 +51,8 @@ constexpr auto kStacksFlags = WithJobQueryFlags(kStacksOwnFlags);
 
 // The server answered that it has no such job (a permanent answer, unlike 138's).
 constexpr int kUnknownJob = 1;
+// An agent on this host runs as another user, and this is not root (a permanent answer).
+constexpr int kNotPermitted = exit_code::kUsage;
 
 constexpr Subcommand kStacks = {
     .name = "stacks",
@@ -107,18 +109,29 @@ int LocalStacks(const FlagValues& values, absl::Duration collect) {
                                             absl::StrJoin(jobs, ", "), "); give one"));
   }
   absl::Time started = absl::Now();
-  std::vector<rdzv::NodeStacks> nodes(agents.size());
+  std::vector<absl::StatusOr<rdzv::NodeStacks>> answers(agents.size());
   std::vector<std::thread> asks;  // every agent at once: as long as the slowest takes
   for (size_t i = 0; i < agents.size(); ++i) {
-    asks.emplace_back([&, i] {
-      absl::StatusOr<rdzv::NodeStacks> node = AskLocalAgent(agents[i], collect);
-      nodes[i] = node.ok() ? *std::move(node)
-                           : rdzv::NodeStacks{.node_id = absl::StrCat("pid ", agents[i].pid),
-                                              .unavailable = std::string(node.status().message())};
-    });
+    asks.emplace_back([&, i] { answers[i] = AskLocalAgent(agents[i], collect); });
   }
   for (std::thread& t : asks) t.join();
-  return PrintStacks(values, *jobs.begin(), nodes, absl::ToDoubleSeconds(absl::Now() - started));
+  std::vector<rdzv::NodeStacks> nodes;
+  std::vector<std::string> refused;  // agents of another user: an error, not "not available"
+  for (size_t i = 0; i < agents.size(); ++i) {
+    if (answers[i].ok()) {
+      nodes.push_back(*std::move(answers[i]));
+    } else if (absl::IsPermissionDenied(answers[i].status())) {
+      refused.emplace_back(answers[i].status().message());
+    } else {
+      nodes.push_back({.node_id = absl::StrCat("pid ", agents[i].pid),
+                       .unavailable = std::string(answers[i].status().message())});
+    }
+  }
+  const double took = absl::ToDoubleSeconds(absl::Now() - started);
+  if (!nodes.empty()) PrintStacks(values, *jobs.begin(), nodes, took);
+  if (refused.empty()) return exit_code::kSuccess;
+  for (const std::string& why : refused) std::fprintf(stderr, "muster stacks: %s\n", why.c_str());
+  return kNotPermitted;
 }
 
 // --rdzv-backend etcd: every agent answers through etcd (rendezvous/etcd/etcd_requests.h).

@@ -36,11 +36,19 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
   while (off < content.size()) {
     ssize_t n = write(fd.get(), content.data() + off, content.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus("write " + tmp, errno);
+    if (n <= 0) {
+      absl::Status error = ErrnoStatus("write " + tmp, errno);
+      unlink(tmp.c_str());  // a full disk: no half-written PATH.tmp is left behind
+      return error;
+    }
     off += n;
   }
   fd.reset();
-  if (rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + tmp, errno);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    absl::Status error = ErrnoStatus("rename " + tmp, errno);
+    unlink(tmp.c_str());  // e.g. PATH became a directory: no PATH.tmp is left behind
+    return error;
+  }
   return absl::OkStatus();
 }
 

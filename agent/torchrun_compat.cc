@@ -57,11 +57,11 @@ absl::Status CheckLogsSpecs(const FlagValue& v, Config*) {
                    "-t/--tee and --local-ranks-filter choose where each stream goes"));
 }
 
-absl::Status RefuseNumaBinding(const FlagValue& v, Config*) {
-  return FlagError(v.where,
-                   "muster does not bind workers to the CPUs near their GPU; "
-                   "--bind-cores-to-rank gives each local rank its own contiguous, NUMA-ordered "
-                   "share of the CPUs (--bind-core-list 0-15,32-47 picks the CPUs to share)");
+absl::Status ApplyNumaBinding(const FlagValue& v, Config* c) {
+  absl::StatusOr<NumaBindingMode> mode = ParseNumaBindingMode(v.text);
+  if (!mode.ok()) return FlagError(v.where, std::string(mode.status().message()));
+  c->numa_binding = *mode;
+  return absl::OkStatus();
 }
 
 absl::Status RefuseDuplicateFilters(const FlagValue& v, Config*) {
@@ -136,6 +136,13 @@ std::string VirtualLocalDevice(const std::map<std::string, std::string>& agent_e
 }
 
 absl::Status CheckTorchrunFlags(const std::map<std::string, std::string>& env, const Config& c) {
+  if (c.numa_binding && c.bind_cores_to_rank) {
+    const char* other = c.sources.count("bind-core-list") ? "bind-core-list" : "bind-cores-to-rank";
+    return FlagError(
+        c.SourceOf("numa-binding"),
+        absl::StrCat("places each worker on the CPUs near its GPU, and ", c.SourceOf(other),
+                     " shares out the CPUs another way: keep one of them"));
+  }
   if (!c.virtual_local_rank) return absl::OkStatus();
   std::optional<std::vector<std::string>> devices = VirtualLocalDevices(env);
   if (!devices || c.nproc_per_node <= static_cast<int>(devices->size())) {

@@ -39,9 +39,11 @@ absl::Status CheckEventLogHandler(const FlagValue& value, Config* config);
 // muster writes) is accepted without effect; any other name (a Python LogsSpecs plugin) is
 // refused, saying what to use instead.
 absl::Status CheckLogsSpecs(const FlagValue& value, Config* config);
-// torchrun's flags muster refuses: GPU-near NUMA binding, duplicated output filters, shell
-// completion. Each error says what to use instead.
-absl::Status RefuseNumaBinding(const FlagValue& value, Config* config);
+// --numa-binding node|socket|exclusive|core-complex: each local rank N runs on CPUs near
+// GPU N (launch/numa_binding.h), resolved after the GPU probe (agent/numa_setup.h).
+absl::Status ApplyNumaBinding(const FlagValue& value, Config* config);
+// torchrun's flags muster refuses: duplicated output filters, shell completion. Each error
+// says what to use instead.
 absl::Status RefuseDuplicateFilters(const FlagValue& value, Config* config);
 absl::Status RefusePrintCompletion(const FlagValue& value, Config* config);
 
@@ -84,10 +86,11 @@ inline constexpr FlagSpec kTorchrunFlags[] = {
              "--log-dir, -r, -t, --local-ranks-filter",
      .apply = CheckLogsSpecs},
     {.name = "numa-binding",
-     .group = kRefusedGroup,
-     .default_text = "",
-     .help = "use --bind-cores-to-rank or --bind-core-list",
-     .apply = RefuseNumaBinding},
+     .group = "Job",
+     .default_text = "off",
+     .help = "node, socket, exclusive or core-complex: run local rank N on CPUs near GPU N "
+             "and prefer its NUMA node's memory",
+     .apply = ApplyNumaBinding},
     {.name = "duplicate-stdout-filters",
      .group = kRefusedGroup,
      .default_text = "",
@@ -124,7 +127,8 @@ std::optional<std::vector<std::string>> VirtualLocalDevices(
 std::string VirtualLocalDevice(const std::map<std::string, std::string>& agent_env, int local_rank);
 
 // After --nproc-per-node is resolved: with --virtual-local-rank, CUDA_VISIBLE_DEVICES (when
-// set) lists a device for every local worker (torchrun fails each worker past its end).
+// set) lists a device for every local worker (torchrun fails each worker past its end);
+// --numa-binding and --bind-cores-to-rank (or --bind-core-list) do not both place CPUs.
 absl::Status CheckTorchrunFlags(const std::map<std::string, std::string>& env,
                                 const Config& config);
 

@@ -61,12 +61,33 @@ TEST(TorchrunFlagsTest, EventLogHandlerTakesTorchrunsHandlersOnly) {
   ExpectRefused({"--event-log-handler", "scuba"}, "'scuba' is not one of torchrun's handlers");
 }
 
+TEST(TorchrunFlagsTest, NumaBindingTakesTorchrunsFourModes) {
+  const std::pair<const char*, NumaBindingMode> modes[] = {
+      {"node", NumaBindingMode::kNode},
+      {"socket", NumaBindingMode::kSocket},
+      {"exclusive", NumaBindingMode::kExclusive},
+      {"core-complex", NumaBindingMode::kCoreComplex}};
+  for (const auto& [name, mode] : modes) {
+    auto c = ParseTorchrun({"--numa_binding", name});
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status();
+    EXPECT_EQ(c->numa_binding, mode);
+  }
+  EXPECT_EQ(ParseTorchrun({})->numa_binding, std::nullopt);
+  ExpectRefused({"--numa-binding", "numa"},
+                "--numa-binding: 'numa' is not a binding mode; use node, socket, exclusive or "
+                "core-complex");
+  ExpectRefused({}, "PET_NUMA_BINDING: 'Node' is not a binding mode",
+                {{"PET_NUMA_BINDING", "Node"}});
+  ExpectRefused({"--numa-binding", "node", "--bind-cores-to-rank"},
+                "--numa-binding: places each worker on the CPUs near its GPU, and "
+                "--bind-cores-to-rank shares out the CPUs another way: keep one of them");
+  ExpectRefused({"--numa-binding", "socket", "--bind-core-list", "0-3"}, "--bind-core-list");
+}
+
 TEST(TorchrunFlagsTest, RefusedFlagsSayWhatToUseInstead) {
   ExpectRefused({"--logs-specs", "my_specs"}, "--logs-specs: names a Python LogsSpecs plugin");
   EXPECT_TRUE(ParseTorchrun({"--logs-specs=default"}).ok());  // torchrun's own, muster's layout
   ExpectRefused({"--logs_specs=x"}, "--log-dir DIR, -r/--redirects, -t/--tee");
-  ExpectRefused({"--numa-binding", "node"}, "--numa-binding: muster does not bind");
-  ExpectRefused({"--numa_binding", "exclusive"}, "--bind-cores-to-rank");
   ExpectRefused({"--duplicate-stdout-filters", "loss,acc"}, "--duplicate-stdout-filters: ");
   ExpectRefused({"--duplicate_stderr_filters", "error"}, "--log-dir DIR and -t 3");
   ExpectRefused({}, "PET_DUPLICATE_STDOUT_FILTERS: muster does not copy",

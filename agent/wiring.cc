@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "agent/etcd_security_flags.h"
 #include "agent/listen_address.h"
@@ -75,6 +76,13 @@ struct AgentMetricsWiring {
     return agent ? agent->store_connections() : nullptr;
   }
 };
+
+// The store's limits: c10d::Limits' with --store-max-bytes.
+c10d::Limits StoreLimits(const Config& config) {
+  c10d::Limits limits;
+  if (config.store_max_bytes) limits.max_store_bytes = *config.store_max_bytes;
+  return limits;
+}
 
 absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config, const ListenWaitFn& wait) {
   AgentMetricsWiring m;
@@ -152,8 +160,9 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
                                std::string peer) { router->Route(std::move(fd), std::move(peer)); },
       }));
   const uint16_t shared_port = port->port();
-  parts.store_factory = [router, shared_port, gauge = metered.store_connections()](int) {
-    return shared_port::StoreRouter::StartStore(router, shared_port, gauge);
+  parts.store_factory = [router, shared_port, gauge = metered.store_connections(),
+                         limits = StoreLimits(config)](int) {
+    return shared_port::StoreRouter::StartStore(router, shared_port, gauge, limits);
   };
   parts.store_shares_rendezvous_port = true;
   return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port), metered.server);
@@ -285,10 +294,11 @@ absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
     RETURN_IF_ERROR(CheckServedEndpoint(config, parts.store_address));
   }
   if (opens_store) {
-    parts.store_factory = [address = parts.store_address,
-                           gauge = std::move(store_connections)](int port) {
+    parts.store_factory = [address = parts.store_address, gauge = std::move(store_connections),
+                           limits = StoreLimits(config)](int port) {
       return c10d::StoreServer::Start({.bind_address = address,
                                        .port = static_cast<uint16_t>(port),
+                                       .limits = limits,
                                        .connection_gauge = gauge});
     };
   }
@@ -305,8 +315,10 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
     std::string summary = absl::StrCat(
         "the supervisor (pid ", pid, ") is gone: killed every process of the job; exiting ", code);
     spdlog::error("the supervisor (pid {}) is gone: killing every process of the job", pid);
-    if (!KillAndReapChildren(absl::Seconds(10))) {
-      spdlog::error("some processes of the job did not die within 10 s of SIGKILL");
+    std::vector<pid_t> stuck;
+    if (!KillAndReapChildren(absl::Seconds(10), &stuck)) {
+      spdlog::error("processes of the job not reaped within 10 s of SIGKILL: {}",
+                    stuck.empty() ? "unknown (/proc is not mounted)" : absl::StrJoin(stuck, ", "));
     }
     WriteTerminationLog(termination_log, summary);
     spdlog::error("{}", summary);
@@ -413,7 +425,8 @@ int RunAgent(Config config) {
   config.worker_torch = FindWorkerTorch(config, WorkerInterpreter(config), kWorkerTorchTimeout);
   // Chosen before anything else: in mode session (not PID 1) this process stays as the
   // supervisor and the agent is its child (launch/supervisor.h).
-  absl::StatusOr<ContainmentChoice> containment = ChooseContainment(config.containment);
+  absl::StatusOr<ContainmentChoice> containment =
+      ChooseContainment(config.containment, config.allow_cgroup_escape);
   Supervisor supervisor;
   if (containment.ok() && containment->supervised) {
     absl::StatusOr<Supervisor> s = SplitOffAgent(config.signals_to_handle);

@@ -98,6 +98,11 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
     if (!config.no_stack_hook) AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
     AddPreemptEnv(spec.dir, &spec.spawn.env);
     AddFlightRecorderEnv(attempt_dir, config.worker_torch, &spec.spawn.env);
+    if (!config.numa_placements.empty()) {  // --numa-binding (agent/numa_setup.h)
+      const NumaPlacement& near_gpu = config.numa_placements[local];
+      spec.spawn.cpus = near_gpu.cpus;
+      if (config.numa_memory) spec.spawn.preferred_memory_node = near_gpu.node;
+    }
     if (config.bind_cores_to_rank) {
       spec.spawn.cpus = CpuShare(cpus.available, cpus.numa_of, local, n);
       if (!spec.spawn.cpus.empty() && !config.worker_env_base.count("OMP_NUM_THREADS")) {

@@ -121,6 +121,30 @@ TEST(WorkerSpecsTest, BoundCoresGiveEachRankItsShareAndOmpThreads) {
   EXPECT_EQ(AsMap(specs[0].spawn.env)["OMP_NUM_THREADS"], "8");
 }
 
+// --numa-binding: each rank's resolved placement becomes its spawn's CPU set and preferred
+// memory node; without a memory policy (refused here), CPUs only. OMP_NUM_THREADS stays
+// torchrun's (it changes nothing there either).
+TEST(WorkerSpecsTest, NumaPlacementsReachEachRanksSpawn) {
+  Config c = TwoWorkers();
+  c.numa_binding = NumaBindingMode::kExclusive;
+  c.numa_placements = {{.node = 1, .cpus = {8, 9}}, {.node = 1, .cpus = {10, 11}}};
+  c.numa_memory = true;
+  std::vector<WorkerSpec> specs =
+      BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", {});
+  EXPECT_EQ(specs[0].spawn.cpus, (std::vector<int>{8, 9}));
+  EXPECT_EQ(specs[1].spawn.cpus, (std::vector<int>{10, 11}));
+  EXPECT_EQ(specs[1].spawn.preferred_memory_node, 1);
+  Config unbound = TwoWorkers();
+  EXPECT_EQ(AsMap(specs[1].spawn.env)["OMP_NUM_THREADS"],
+            AsMap(BuildWorkerSpecs(unbound, PlanNodeRound(unbound, TwoNodeRound(), "job", 0), "/r",
+                                   "h", {})[1]
+                      .spawn.env)["OMP_NUM_THREADS"]);
+  c.numa_memory = false;
+  specs = BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", {});
+  EXPECT_EQ(specs[0].spawn.cpus, (std::vector<int>{8, 9}));
+  EXPECT_EQ(specs[0].spawn.preferred_memory_node, -1);
+}
+
 // --virtual-local-rank: each worker's env and --local_rank argument say local rank 0, its
 // console prefix and directory keep the real one.
 TEST(WorkerSpecsTest, VirtualLocalRankGivesEachWorkerItsOwnDevice) {

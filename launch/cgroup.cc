@@ -2,10 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/nsfs.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -70,14 +73,20 @@ bool EventsSayPopulated(const char* dir) {
   return strstr(buf, "populated 1") != nullptr;
 }
 
-// rmdir of every sub-cgroup of `dir` (leaves only: the job cgroup has no deeper levels),
-// then of `dir`. Async-signal-safe (getdents64, no opendir).
-bool RemoveTree(const char* dir) {
+// Deeper than this, sub-cgroups are neither signalled one by one (cgroup.kill still reaches
+// them) nor removed (cgroup.max.depth is unlimited by default; each level costs RemoveTree
+// a frame of some 8 KiB).
+constexpr int kMaxRemoveDepth = 64;
+
+// rmdir of every sub-cgroup of `dir`, depth first (a worker may have made cgroups below its
+// attempt's leaf), then of `dir`. Async-signal-safe (getdents64, no opendir). True when
+// `dir` is gone.
+bool RemoveTree(const char* dir, int depth = 0) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT;
   alignas(8) char buf[4096];
   long n;
-  while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+  while (depth < kMaxRemoveDepth && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
     for (long off = 0; off < n;) {
       struct Entry {
         ino64_t ino;
@@ -90,11 +99,26 @@ bool RemoveTree(const char* dir) {
       off += e->reclen;
       if (e->type != DT_DIR || e->name[0] == '.') continue;
       char path[PATH_MAX];
-      rmdir(Join(path, dir, e->name));
+      RemoveTree(Join(path, dir, e->name), depth + 1);
     }
   }
   close(fd);
   return rmdir(dir) == 0 || errno == ENOENT;
+}
+
+// `dir` and every cgroup below it (down to kMaxRemoveDepth levels), parents before children
+// (not async-signal-safe).
+void ListCgroupTree(const std::string& dir, std::vector<std::string>* out, int depth = 0) {
+  out->push_back(dir);
+  if (depth >= kMaxRemoveDepth) return;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+      ListCgroupTree(absl::StrCat(dir, "/", e->d_name), out, depth + 1);
+    }
+  }
+  closedir(d);
 }
 
 std::string ReadFileOrEmpty(const std::string& path) {
@@ -107,8 +131,10 @@ std::string ReadFileOrEmpty(const std::string& path) {
 // "/muster-12/a1" style path of `dir` relative to the cgroup2 root, as /proc/PID/cgroup
 // shows it, given our own pair (dir, relative).
 struct CgroupPlace {
-  std::string dir;       // in the file system
-  std::string relative;  // as /proc/self/cgroup writes it
+  std::string dir;          // in the file system
+  std::string relative;     // as /proc/self/cgroup writes it
+  std::string mount;        // where the cgroup2 file system is mounted
+  bool nsdelegate = false;  // mounted with nsdelegate: cgroup namespaces bound migrations
 };
 
 absl::StatusOr<CgroupPlace> OwnCgroup() {
@@ -129,9 +155,65 @@ absl::StatusOr<CgroupPlace> OwnCgroup() {
     if (relative.compare(0, root.size(), root) != 0) continue;  // not visible from here
     std::string rest = relative.substr(root.size());
     if (rest == "/") rest.clear();
-    return CgroupPlace{mount + rest, relative == "/" ? "" : relative};
+    bool nsdelegate = false;
+    if (dash + 3 < f.size()) {
+      for (absl::string_view option : absl::StrSplit(f[dash + 3], ',')) {
+        nsdelegate = nsdelegate || option == "nsdelegate";
+      }
+    }
+    return CgroupPlace{mount + rest, relative == "/" ? "" : relative, mount, nsdelegate};
   }
   return absl::NotFoundError("no cgroup2 file system mounted (/proc/self/mountinfo)");
+}
+
+// Whether the calling process holds CAP_SYS_ADMIN (effective), in whatever user namespace.
+bool HasCapSysAdmin() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_SYS_ADMIN / 32].effective & (1u << (CAP_SYS_ADMIN % 32))) != 0;
+}
+
+// Whether the user namespace that owns the calling process's cgroup namespace is its own
+// (NS_GET_USERNS): holding CAP_SYS_ADMIN, it may then setns(2) into any cgroup namespace of
+// that user namespace, the agent's included.
+bool OwnsItsCgroupNamespace() {
+  UniqueFd cgroup_ns(open("/proc/self/ns/cgroup", O_RDONLY | O_CLOEXEC));
+  if (!cgroup_ns.valid()) return true;  // cannot tell: assume the worst
+  UniqueFd owner(ioctl(cgroup_ns.get(), NS_GET_USERNS));
+  struct stat owner_st, own_st;
+  if (!owner.valid() || fstat(owner.get(), &owner_st) != 0 ||
+      stat("/proc/self/ns/user", &own_st) != 0) {
+    return errno != EPERM;  // EPERM: the owner is outside our user namespace
+  }
+  return owner_st.st_ino == own_st.st_ino && owner_st.st_dev == own_st.st_dev;
+}
+
+// How a worker (the agent's credentials) could leave its attempt's cgroup, or "" when the
+// kernel stops it. Moving a process needs write access to cgroup.procs of the lowest
+// cgroup above both places (cgroup_procs_write_permission); with nsdelegate both must also
+// lie in the mover's cgroup namespace, which for workers is rooted at their leaf.
+std::string EscapeRoute(const CgroupPlace& own, const std::string& job, bool namespaced) {
+  if (namespaced) {
+    // They hold the agent's CAP_SYS_ADMIN (which unsharing needed).
+    if (!OwnsItsCgroupNamespace()) return "";
+    return "CAP_SYS_ADMIN in the user namespace that owns the agent's cgroup namespace: they "
+           "can setns(2) into it (/proc/<agent pid>/ns/cgroup) and move from there";
+  }
+  // The highest cgroup above the leaf whose cgroup.procs the workers may write: the job
+  // cgroup (the agent's own) at least.
+  std::string writable = job;
+  for (std::string dir = own.dir;; dir = dir.substr(0, dir.rfind('/'))) {
+    if (faccessat(AT_FDCWD, (dir + "/cgroup.procs").c_str(), W_OK, AT_EACCESS) == 0) {
+      writable = dir;
+    }
+    if (dir.size() <= own.mount.size() || dir.rfind('/') == std::string::npos) break;
+  }
+  return absl::StrCat(
+      "write access to ", writable, "/cgroup.procs (a cgroup above theirs; workers run as uid ",
+      geteuid(), ", ", geteuid() == 0 ? "its owner" : "which owns or may write it",
+      "), and cgroup2 is not mounted with nsdelegate",
+      own.nsdelegate ? " or muster cannot unshare a cgroup namespace (no CAP_SYS_ADMIN)" : "");
 }
 
 }  // namespace
@@ -208,6 +290,10 @@ absl::StatusOr<std::unique_ptr<JobCgroup>> JobCgroup::Create() {
   cg->inotify_.reset(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!cg->inotify_.valid()) return ErrnoStatus("inotify_init1", errno);
   if (absl::Status s = cg->BeginAttempt(); !s.ok()) return s;  // proves a leaf can be made
+  // A cgroup namespace rooted at the leaf bounds a worker's migrations only where cgroup2
+  // is mounted with nsdelegate; unsharing one needs CAP_SYS_ADMIN (in any user namespace).
+  cg->namespaced_ = own->nsdelegate && HasCapSysAdmin();
+  cg->escape_ = EscapeRoute(*own, cg->path_, cg->namespaced_);
   return cg;
 }
 
@@ -247,23 +333,32 @@ void JobCgroup::Kill() {
 
 void JobCgroup::Signal(int sig) {
   if (leaf_.empty()) return;
+  // Every process of the leaf and of the cgroups a worker made below it.
+  std::vector<std::string> tree;
+  ListCgroupTree(leaf_, &tree);
   // The v2 line; a hybrid host lists v1 hierarchies before it.
-  std::string want = absl::StrCat("0::", relative_, leaf_.substr(path_.size()), "\n");
-  for (absl::string_view line : absl::StrSplit(ReadFileOrEmpty(leaf_ + "/cgroup.procs"), '\n')) {
-    pid_t pid = 0;
-    if (!absl::SimpleAtoi(line, &pid) || pid <= 0) continue;
-    UniqueFd fd(PidfdOpen(pid));
-    if (!fd.valid()) continue;  // exited since
-    // The pidfd holds the process the pid names now; still in our leaf, it is ours.
-    std::string where = "\n" + ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cgroup"));
-    if (where.find("\n" + want) == std::string::npos) continue;
-    PidfdSignal(fd.get(), sig);
+  const std::string want = absl::StrCat("\n0::", relative_, leaf_.substr(path_.size()));
+  for (const std::string& cgroup : tree) {
+    for (absl::string_view line : absl::StrSplit(ReadFileOrEmpty(cgroup + "/cgroup.procs"), '\n')) {
+      pid_t pid = 0;
+      if (!absl::SimpleAtoi(line, &pid) || pid <= 0) continue;
+      UniqueFd fd(PidfdOpen(pid));
+      if (!fd.valid()) continue;  // exited since
+      // The pidfd holds the process the pid names now; still in our leaf or below, it is
+      // ours.
+      std::string where = "\n" + ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cgroup"));
+      size_t at = where.find(want);
+      if (at == std::string::npos) continue;
+      char next = at + want.size() < where.size() ? where[at + want.size()] : '\0';
+      if (next != '\n' && next != '/') continue;  // a sibling leaf whose name starts alike
+      PidfdSignal(fd.get(), sig);
+    }
   }
 }
 
 bool JobCgroup::RemoveLeaf() {
   if (leaf_.empty()) return true;
-  if (rmdir(leaf_.c_str()) != 0 && errno != ENOENT) return false;
+  if (!RemoveTree(leaf_.c_str())) return false;
   procs_.reset();
   return true;
 }

@@ -10,7 +10,8 @@
 // (and everything they start) live in the leaves. No controller is ever enabled in the
 // subtree, so cgroup v2's no-internal-process rule never applies: the job cgroup holds no
 // process, the leaves hold no children, and the agent's own cgroup may keep its processes
-// (a leaf or the root alike).
+// (a leaf or the root alike). A worker may make cgroups of its own below its leaf: they are
+// signalled, killed and removed (depth first) with it.
 //
 // A worker is created in its leaf (clone3 CLONE_INTO_CGROUP, SpawnSpec::cgroup_dir_fd; see
 // launch/clone_into_cgroup.h) or, where the kernel or CPU lacks that, enters it in the spawn
@@ -20,6 +21,17 @@
 // (kernel >= 5.14), which the watchdog also uses on the whole job cgroup when the agent is
 // SIGKILLed. Cgroups are removed once cgroup.events says "populated 0"; WaitFd() turns that file's
 // changes into an fd an event loop can watch (inotify), so nobody polls.
+//
+// Containment holds against workers that try to leave: moving a process to another cgroup
+// needs write access to cgroup.procs of the lowest cgroup above both (uid 0 owns them all;
+// the agent's user owns the job cgroup), and where cgroup2 is mounted with nsdelegate, both
+// cgroups must also lie in the mover's cgroup namespace. So with nsdelegate workers are
+// given a cgroup namespace rooted at their leaf (unshare before execve), and only
+// CAP_SYS_ADMIN in the user namespace that owns the agent's cgroup namespace (setns into
+// it) lets them out;
+// without nsdelegate any worker can move itself up. escape() names what applies here;
+// `--containment cgroup` refuses to run workers that could leave unless told
+// (launch/containment.h).
 //
 // Create() fails (and the agent falls back to mode "session") when there is no cgroup2
 // mount, the agent's cgroup is not writable (read-only cgroupfs in an unprivileged
@@ -66,13 +78,23 @@ class JobCgroup {
   // Drains wait_fd().
   void ConsumeWaitEvents();
 
+  // Workers get a cgroup namespace rooted at their leaf (SpawnSpec::new_cgroup_namespace):
+  // cgroup2 is mounted with nsdelegate, so the kernel then refuses to move them out of it,
+  // and the agent holds CAP_SYS_ADMIN, which unshare(CLONE_NEWCGROUP) needs.
+  bool namespaced() const { return namespaced_; }
+  // How workers could leave their leaf anyway (the privilege that lets them), e.g. "write
+  // access to /sys/fs/cgroup/cgroup.procs (...)"; "" when the kernel keeps them in.
+  const std::string& escape() const { return escape_; }
+
   // True while any process is in the current leaf.
   bool Populated() const;
-  // SIGKILL to everything in the current leaf, at once (cgroup.kill).
+  // SIGKILL to everything in the current leaf and below it, at once (cgroup.kill).
   void Kill();
-  // `sig` to every process of the current leaf, each through a pidfd.
+  // `sig` to every process of the current leaf and of every cgroup a worker made below it,
+  // each through a pidfd.
   void Signal(int sig);
-  // Removes the current leaf once it is empty; false while it is populated.
+  // Removes the current leaf and the cgroups below it (depth first) once they are empty;
+  // false while they are populated.
   bool RemoveLeaf();
 
  private:
@@ -82,6 +104,8 @@ class JobCgroup {
   std::string relative_;  // path_ as /proc/PID/cgroup names it
   std::string leaf_;      // the current attempt's, "" before the first
   int next_leaf_ = 0;
+  bool namespaced_ = false;
+  std::string escape_;
   UniqueFd lock_;  // the job cgroup's directory, flocked while the agent lives
   UniqueFd procs_, leaf_dir_, inotify_;
 };
@@ -92,7 +116,8 @@ int RemoveStaleJobCgroups(const std::string& dir, absl::Duration min_age);
 
 // For the watchdog (async-signal-safe: raw system calls, no allocation): cgroup.kill of
 // `job_dir`, then waits (inotify on cgroup.events, up to `timeout_ms`) until it is empty and
-// removes its leaves and itself. True when everything was removed.
+// removes every cgroup below it (depth first: workers may have made their own below their
+// leaves) and itself. True when everything was removed.
 bool KillAndRemoveCgroupTree(const char* job_dir, int timeout_ms);
 
 }  // namespace muster

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 
 namespace muster {
 namespace {
@@ -18,11 +19,24 @@ ContainmentChoice SessionMode(std::string why) {
 
 }  // namespace
 
-absl::StatusOr<ContainmentChoice> ChooseContainment(Containment requested) {
+absl::StatusOr<ContainmentChoice> ChooseContainment(Containment requested, bool allow_escape) {
   if (requested == Containment::kSession) {
     return SessionMode("--containment session");
   }
   absl::StatusOr<std::unique_ptr<JobCgroup>> cgroup = JobCgroup::Create();
+  if (cgroup.ok() && !(*cgroup)->escape().empty()) {
+    if (requested == Containment::kCgroup && !allow_escape) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--containment cgroup: workers could leave their cgroup: they would hold ",
+          (*cgroup)->escape(),
+          ". Mount cgroup2 with nsdelegate and run muster in a user namespace whose cgroup "
+          "namespace an outer one owns (a container), or pass --allow-cgroup-escape to run "
+          "them anyway (docs/operations/containment.md)"));
+    }
+    spdlog::info("containment cgroup: workers can leave their cgroup: they hold {}{}",
+                 (*cgroup)->escape(),
+                 allow_escape ? " (--allow-cgroup-escape)" : " (--containment cgroup refuses)");
+  }
   if (cgroup.ok()) {
     std::string description = absl::StrCat("cgroup ", (*cgroup)->path());
     return ContainmentChoice{*std::move(cgroup), false, std::move(description)};

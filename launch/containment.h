@@ -43,13 +43,16 @@ inline std::optional<Containment> ParseContainment(std::string_view text) {
 // launch/supervisor.h), and a line that says all that and why, e.g. "cgroup
 // /sys/fs/cgroup/muster-12" or "session (no cgroup: mkdir ...: Read-only file system),
 // under a supervisor". FailedPrecondition when `requested` is kCgroup and no cgroup can be
-// made.
+// made, or when workers could leave it (JobCgroup::escape()) and `allow_escape`
+// (--allow-cgroup-escape) is false; mode auto uses such a cgroup all the same and logs the
+// escape route.
 struct ContainmentChoice {
   std::unique_ptr<JobCgroup> cgroup;
   bool supervised = false;
   std::string description;
 };
-absl::StatusOr<ContainmentChoice> ChooseContainment(Containment requested);
+absl::StatusOr<ContainmentChoice> ChooseContainment(Containment requested,
+                                                    bool allow_escape = false);
 
 }  // namespace muster
 

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,32 +18,72 @@
 namespace muster {
 namespace {
 
-// Waits until the killed child behind `pidfd` has exited (its pidfd reads), up to
-// `deadline`, then reaps it. False on timeout.
-bool ReapKilled(pid_t pid, const UniqueFd& pidfd, absl::Time deadline) {
-  if (pidfd.valid()) {
-    for (;;) {
-      pollfd p{pidfd.get(), POLLIN, 0};
-      int ms = static_cast<int>(
-          absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())));
-      int n = poll(&p, 1, ms);
-      if (n < 0 && errno == EINTR) continue;
-      if (n == 0) return false;
-      break;  // readable (or poll failed: waitpid below tells)
+int MillisecondsLeft(absl::Time deadline) {
+  return static_cast<int>(
+      absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())));
+}
+
+// Waits for `fd` to become readable, up to `deadline`. False on timeout.
+bool WaitReadable(int fd, absl::Time deadline) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    int n = poll(&p, 1, MillisecondsLeft(deadline));
+    if (n < 0 && errno == EINTR) continue;
+    return n != 0;  // readable (or poll failed: the caller's waitpid tells)
+  }
+}
+
+// Waits until the killed child behind `pidfd` has exited (its pidfd reads), then reaps it,
+// all up to `deadline`. A dead child whose zombie a ptrace tracer holds cannot be reaped
+// until the tracer waits for it or detaches (its pidfd reads all the same); the kernel then
+// sends us SIGCHLD, which `sigchld` (a signalfd) turns into an event. False on timeout.
+bool ReapKilled(pid_t pid, int pidfd, int sigchld, absl::Time deadline, int* wstatus) {
+  if (pidfd >= 0 && !WaitReadable(pidfd, deadline)) return false;
+  for (;;) {
+    pid_t r;
+    do {
+      r = waitpid(pid, wstatus, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    if (sigchld < 0 || !WaitReadable(sigchld, deadline)) return false;
+    signalfd_siginfo info;
+    while (read(sigchld, &info, sizeof(info)) == sizeof(info)) {
     }
   }
-  pid_t r;
-  do {
-    r = waitpid(pid, nullptr, pidfd.valid() ? 0 : WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  return r == pid || (r < 0 && errno == ECHILD);
 }
+
+// SIGCHLD blocked in the calling thread and readable through a signalfd, for as long as it
+// lives; the mask is restored then. A SIGCHLD read here is one the caller no longer needs:
+// the children it would announce are the ones being reaped.
+class SigchldEvents {
+ public:
+  SigchldEvents() {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &chld, &old_);
+    fd_.reset(signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC));
+  }
+  ~SigchldEvents() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  int fd() const { return fd_.get(); }
+
+ private:
+  sigset_t old_;
+  UniqueFd fd_;
+};
 
 }  // namespace
 
-bool KillAndReapChildren(absl::Duration timeout) {
+bool ReapChild(pid_t pid, int pidfd, absl::Duration timeout, int* wstatus) {
+  SigchldEvents sigchld;
+  return ReapKilled(pid, pidfd, sigchld.fd(), absl::Now() + timeout, wstatus);
+}
+
+bool KillAndReapChildren(absl::Duration timeout, std::vector<pid_t>* stuck) {
   const absl::Time deadline = absl::Now() + timeout;
+  if (stuck != nullptr) stuck->clear();
   if (access("/proc/self/task", F_OK) != 0) return false;
+  SigchldEvents sigchld;
   for (;;) {
     std::vector<pid_t> children = ListChildren();
     if (children.empty()) return true;
@@ -56,9 +97,14 @@ bool KillAndReapChildren(absl::Duration timeout) {
       (void)(fd.valid() ? PidfdSignal(fd.get(), SIGKILL) : kill(child, SIGKILL));
       killed.emplace_back(child, std::move(fd));
     }
-    bool all = true;
-    for (const auto& [child, fd] : killed) all = ReapKilled(child, fd, deadline) && all;
-    if (!all && absl::Now() >= deadline) return false;
+    std::vector<pid_t> left;
+    for (const auto& [child, fd] : killed) {
+      if (!ReapKilled(child, fd.get(), sigchld.fd(), deadline, nullptr)) left.push_back(child);
+    }
+    if (!left.empty() && absl::Now() >= deadline) {
+      if (stuck != nullptr) *stuck = std::move(left);
+      return false;
+    }
   }
 }
 

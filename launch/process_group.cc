@@ -43,6 +43,7 @@ absl::StatusOr<pid_t> ProcessGroup::Spawn(const SpawnSpec& spec) {
   if (cgroup_ != nullptr) {
     contained.cgroup_procs_fd = cgroup_->procs_fd();
     contained.cgroup_dir_fd = cgroup_->dir_fd();
+    contained.new_cgroup_namespace = cgroup_->namespaced();
   } else {
     contained.report_fd = watchdog_->report_fd();  // the child reports itself
     // First, so that a descendant that copies only the start of its environment keeps it.
@@ -50,6 +51,7 @@ absl::StatusOr<pid_t> ProcessGroup::Spawn(const SpawnSpec& spec) {
   }
   absl::StatusOr<pid_t> pid = muster::Spawn(contained);
   if (!pid.ok()) return pid;
+  if (cgroup_ == nullptr) watchdog_->CheckBacklog();
   // Our child, not reaped (reaping happens on this thread): the pid is still its own.
   UniqueFd pidfd(PidfdOpen(*pid));
   if (!pidfd.valid()) spdlog::warn("pidfd_open({}): {}", *pid, strerror(errno));

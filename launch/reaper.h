@@ -8,6 +8,8 @@
 
 #include <functional>
 
+#include "absl/time/time.h"
+
 namespace muster {
 
 // Reaps every child that has exited, without blocking, and calls `on_exit(pid, wstatus)`
@@ -15,6 +17,14 @@ namespace muster {
 // kernel coalesces pending signals), so the loop runs until none is left. Returns how
 // many were reaped.
 int ReapExitedChildren(const std::function<void(pid_t pid, int wstatus)>& on_exit);
+
+// Waits up to `timeout` for child `pid` (unreaped) to exit, through a pidfd, then reaps it
+// without blocking, storing its wait status in `wstatus` when given. False when it has not
+// exited by then, or cannot be reaped yet (a ptrace tracer holds its zombie): whoever
+// handles SIGCHLD reaps it later. True also when it is no child of ours any more (ECHILD:
+// reaped elsewhere; `wstatus` untouched). Consumes no SIGCHLD, so it may run beside an event
+// loop that reaps on SIGCHLD.
+bool ReapChildWithin(pid_t pid, absl::Duration timeout, int* wstatus = nullptr);
 
 }  // namespace muster
 

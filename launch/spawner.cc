@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/mempolicy.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -22,6 +24,7 @@
 #include "base/unique_fd.h"
 #include "launch/clone_into_cgroup.h"
 #include "launch/pidfd.h"
+#include "launch/reaper.h"
 
 namespace muster {
 namespace {
@@ -43,10 +46,13 @@ struct ChildArgs {
   int parent_death_signal;
   pid_t parent_pid;
   const cpu_set_t* cpus;
-  int error_pipe;  // write end, close-on-exec
+  const unsigned long* memory_nodes;  // MPOL_PREFERRED's node mask; nullptr: inherit
+  unsigned long memory_node_bits;     // set_mempolicy's maxnode: the mask's bits + 1
+  int error_pipe;                     // write end, close-on-exec
   int cgroup_procs_fd;
   int report_fd;
   int fd_limit;  // RLIMIT_NOFILE's soft limit: the fallback's bound when close_range fails
+  bool new_cgroup_namespace;
 };
 
 [[noreturn]] void ChildFail(const ChildArgs* a, int err) {
@@ -60,6 +66,9 @@ struct ChildArgs {
 // A watchdog that is gone is being restarted; the agent re-sends its workers then.
 void EnterContainment(const ChildArgs* a) {
   if (a->cgroup_procs_fd >= 0 && write(a->cgroup_procs_fd, "0", 1) != 1) ChildFail(a, errno);
+  // Rooted at the cgroup just entered: with nsdelegate the kernel keeps the worker and all it
+  // starts in that cgroup's subtree (launch/cgroup.h).
+  if (a->new_cgroup_namespace && unshare(CLONE_NEWCGROUP) != 0) ChildFail(a, errno);
   if (a->report_fd >= 0) {
     int self = PidfdOpen(getpid());
     SendPidAndPidfd(a->report_fd, '+', getpid(), self);
@@ -110,6 +119,12 @@ int ChildMain(void* arg) {
   }
   if (a->cwd != nullptr && chdir(a->cwd) != 0) ChildFail(a, errno);
   if (a->cpus != nullptr && sched_setaffinity(0, sizeof(cpu_set_t), a->cpus) != 0) {
+    ChildFail(a, errno);
+  }
+  // The policy is the calling task's (CLONE_VM shares memory, not policy) and survives
+  // execve: the worker and everything it starts prefer the node.
+  if (a->memory_nodes != nullptr &&
+      syscall(SYS_set_mempolicy, MPOL_PREFERRED, a->memory_nodes, a->memory_node_bits) != 0) {
     ChildFail(a, errno);
   }
   sigset_t empty;
@@ -255,18 +270,36 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   for (int cpu : spec.cpus) CPU_SET(cpu, &cpus);
+  constexpr int kNodeMaskBits = 1024;  // the kernel's largest MAX_NUMNODES (NODES_SHIFT 10)
+  constexpr int kWordBits = 8 * sizeof(unsigned long);
+  unsigned long memory_nodes[kNodeMaskBits / kWordBits] = {};
+  int node = spec.preferred_memory_node;
+  if (node >= kNodeMaskBits) {
+    return absl::InvalidArgumentError(absl::StrCat("NUMA node ", node, " is out of range"));
+  }
+  if (node >= 0) memory_nodes[node / kWordBits] |= 1UL << (node % kWordBits);
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
   UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
 
-  ChildArgs args{path->c_str(),    argv.data(),
-                 envp.data(),      spec.fds.data(),
-                 spec.fds.size(),  spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
-                 spec.new_session, spec.parent_death_signal,
-                 getpid(),         spec.cpus.empty() ? nullptr : &cpus,
-                 write_end.get(),  spec.cgroup_procs_fd,
-                 spec.report_fd,   FdLimit()};
+  ChildArgs args{path->c_str(),
+                 argv.data(),
+                 envp.data(),
+                 spec.fds.data(),
+                 spec.fds.size(),
+                 spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
+                 spec.new_session,
+                 spec.parent_death_signal,
+                 getpid(),
+                 spec.cpus.empty() ? nullptr : &cpus,
+                 node >= 0 ? memory_nodes : nullptr,
+                 kNodeMaskBits + 1,
+                 write_end.get(),
+                 spec.cgroup_procs_fd,
+                 spec.report_fd,
+                 FdLimit(),
+                 spec.new_cgroup_namespace};
 
   ASSIGN_OR_RETURN(pid_t pid, StartChild(spec, args));
   write_end.reset();
@@ -279,9 +312,9 @@ absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec) {
   if (n == sizeof(child_errno)) {
     // The child _exit'ed before exec; reap it here so the agent's SIGCHLD
     // handling never sees a pid it did not hear about.
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
+    // It has exited (the pipe said so): at once, unless a ptrace tracer holds its zombie;
+    // then the agent's SIGCHLD handling reaps it later.
+    ReapChildWithin(pid, absl::Seconds(1));
     std::string what = absl::StrCat("cannot execute ", *path);
     if (child_errno == ENOENT) return absl::NotFoundError(absl::StrCat(what, ": no such file"));
     if (child_errno == EACCES || child_errno == ENOEXEC || child_errno == EISDIR) {

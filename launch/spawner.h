@@ -2,7 +2,7 @@
 //
 // clone(CLONE_VM | CLONE_VFORK) runs a tiny child on its own stack that only
 // makes async-signal-safe syscalls: new session, PDEATHSIG, fd wiring, signal
-// dispositions and mask reset, CPU affinity, then execve. An exec failure
+// dispositions and mask reset, CPU affinity, memory policy, then execve. An exec failure
 // travels back through a close-on-exec pipe, so the caller learns ENOENT/EACCES
 // synchronously instead of seeing a mysterious exit 127 later. Call from the
 // agent's main thread only: PDEATHSIG fires when the *thread* that created the
@@ -33,6 +33,9 @@ struct SpawnSpec {
   bool new_session = true;            // setsid(): own session and process group
   int parent_death_signal = SIGKILL;  // 0: none
   std::vector<int> cpus;              // empty: inherit affinity
+  // >= 0: the worker's memory policy prefers this NUMA node (set_mempolicy MPOL_PREFERRED;
+  // other nodes when it is full); -1: inherit the agent's (the kernel's default: local).
+  int preferred_memory_node = -1;
   // Containment (launch/cgroup.h, launch/watchdog.h), both done by the child before execve,
   // so nothing of the worker runs unaccounted for: an open cgroup.procs to enter (-1: stay),
   // and a SOCK_SEQPACKET socket that gets the child's pid and a pidfd of it (-1: none).
@@ -41,6 +44,9 @@ struct SpawnSpec {
   // The same cgroup's directory: where the kernel can, the child is created in it
   // (clone_into_cgroup.h) and cgroup_procs_fd is not used. -1: enter by cgroup_procs_fd.
   int cgroup_dir_fd = -1;
+  // Once in that cgroup: unshare(CLONE_NEWCGROUP), a cgroup namespace rooted there (needs
+  // CAP_SYS_ADMIN; JobCgroup::namespaced()).
+  bool new_cgroup_namespace = false;
 };
 
 // Returns the child's pid, or: NotFound (command not in PATH / no such file:

@@ -118,6 +118,41 @@ TEST(SpawnerTest, OnlyStdioAndTheSpecsFdsReachTheChild) {
   for (int fd : {out[0], passed[0], null_fd, 250, 251}) close(fd);
 }
 
+// --numa-binding's two settings, read back by the child from its own /proc entries: the
+// CPU list and the memory policy numa_maps shows for a mapping without its own policy.
+TEST(SpawnerTest, CpuAffinityAndPreferredMemoryNodeReachTheChild) {
+  int out[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  SpawnSpec spec;
+  spec.argv = {"sh", "-c",
+               "grep Cpus_allowed_list /proc/self/status; head -n1 /proc/self/numa_maps "
+               "| cut -d' ' -f2"};
+  spec.env = Env();
+  spec.fds = {{out[1], 1}};
+  spec.cpus = {0};
+  spec.preferred_memory_node = 0;
+  absl::StatusOr<pid_t> pid = Spawn(spec);
+  close(out[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  std::string got = ReadAll(out[0]);
+  close(out[0]);
+  EXPECT_EQ(WEXITSTATUS(WaitFor(*pid)), 0);
+  EXPECT_EQ(got, "Cpus_allowed_list:\t0\nprefer:0\n");
+
+  // Unset, the agent's own policy (the default) is inherited.
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  spec.fds = {{out[1], 1}};
+  spec.cpus.clear();
+  spec.preferred_memory_node = -1;
+  pid = Spawn(spec);
+  close(out[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  got = ReadAll(out[0]);
+  close(out[0]);
+  EXPECT_EQ(WEXITSTATUS(WaitFor(*pid)), 0);
+  EXPECT_NE(got.find("\ndefault\n"), std::string::npos) << got;
+}
+
 TEST(SpawnerTest, ForkFailuresForWantOfProcessesAreTransient) {
   // Spawn's clone() EAGAIN (pids cgroup full, ulimit -u) and ENOMEM; the real one is
   // driven in tests/integration/test_exit_paths.py.

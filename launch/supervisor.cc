@@ -10,7 +10,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/status_macros.h"
@@ -23,6 +29,25 @@ namespace muster {
 namespace {
 
 pid_t g_supervisor = 0;
+
+// How long the supervisor waits for the agent's exit status once the agent is dead, and for
+// the job's last processes after SIGKILL.
+constexpr absl::Duration kReapTimeout = absl::Seconds(10);
+
+// ", held by ptrace tracer N" when /proc/PID/status names a tracer, else "" (stuck in the
+// kernel: uninterruptible sleep).
+std::string HeldBy(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    pid_t tracer = 0;
+    if (absl::StartsWith(line, "TracerPid:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(10)), &tracer) && tracer > 0) {
+      return absl::StrCat(": a ptrace tracer (pid ", tracer, ") holds its zombie");
+    }
+  }
+  return "";
+}
 
 // Reads every pending signal and sends it on to the agent.
 void ForwardSignals(int signal_fd, int agent_pidfd) {
@@ -74,17 +99,22 @@ void ForwardSignals(int signal_fd, int agent_pidfd) {
     if (fds[0].revents & POLLIN) ForwardSignals(signal_fd.get(), agent_fd.get());
     if (fds[1].revents != 0) break;
   }
-  int wstatus = 0;
-  pid_t r;
-  do {
-    r = waitpid(agent, &wstatus, 0);
-  } while (r < 0 && errno == EINTR);
-  if (r != agent) {
-    spdlog::error("supervisor: waitpid(agent {}): {}", agent, std::strerror(errno));
+  // Every wait from here on has a deadline: a dead process whose zombie a ptrace tracer
+  // holds cannot be reaped until the tracer lets go, which may be never.
+  int wstatus = exit_code::kTransient << 8;
+  if (!ReapChild(agent, agent_fd.get(), kReapTimeout, &wstatus)) {
+    spdlog::error("supervisor: the agent (pid {}) could not be reaped within {}{}; exiting {}",
+                  agent, absl::FormatDuration(kReapTimeout), HeldBy(agent), exit_code::kTransient);
     wstatus = exit_code::kTransient << 8;
   }
-  if (!KillAndReapChildren(absl::Seconds(10))) {
-    spdlog::error("supervisor: some processes of the job did not die within 10 s of SIGKILL");
+  std::vector<pid_t> stuck;
+  if (!KillAndReapChildren(kReapTimeout, &stuck)) {
+    for (pid_t pid : stuck) {
+      spdlog::error("supervisor: process {} of the job was not reaped within {} of SIGKILL{}", pid,
+                    absl::FormatDuration(kReapTimeout), HeldBy(pid));
+    }
+    if (stuck.empty())
+      spdlog::error("supervisor: /proc is not mounted: cannot find the job's processes");
   }
   ExitAs(wstatus);
 }

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -204,6 +206,13 @@ absl::Status Watchdog::Fork() {
     return ErrnoStatus("socketpair", errno);
   }
   UniqueFd agent_end(fds[0]), watchdog_end(fds[1]);
+  // The agent's end never blocks: a watchdog that stops reading (SIGSTOPped, hung) must not
+  // stop the agent's loop once the socket is full (issue 31 item 3). Spawn children write
+  // to this end too (SpawnSpec::report_fd); they share its O_NONBLOCK.
+  const int flags = fcntl(agent_end.get(), F_GETFL);
+  if (flags < 0 || fcntl(agent_end.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+    return ErrnoStatus("fcntl(O_NONBLOCK) on the watchdog's socket", errno);
+  }
   const char* cgroup_dir = cgroup_dir_.c_str();
   const char* mark = mark_.c_str();
 #ifdef MUSTER_TSAN
@@ -221,6 +230,7 @@ absl::Status Watchdog::Fork() {
   pid_ = pid;
   socket_ = std::move(agent_end);
   warned_ = false;
+  stuck_ = false;
   return absl::OkStatus();
 }
 
@@ -230,9 +240,42 @@ absl::Status Watchdog::Restart() {
 }
 
 void Watchdog::Send(char op, pid_t pid, int pidfd) {
-  if (SendPidAndPidfd(socket_.get(), op, pid, pidfd) == 0 || warned_) return;
+  if (stuck_) return;  // killed; its successor gets every live worker (TrackAgain)
+  if (SendPidAndPidfd(socket_.get(), op, pid, pidfd) == 0) return;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    KillStuck();
+    return;
+  }
+  if (warned_) return;
   warned_ = true;
   spdlog::warn("watchdog (pid {}) is gone: it is being restarted", pid_);
+}
+
+void Watchdog::KillStuck() {
+  stuck_ = true;
+  // Our unreaped child: the pid is its own. SIGKILL ends a stopped process too; the agent
+  // reaps it and starts a new one (Restart), unless it is disarmed.
+  (void)kill(pid_, SIGKILL);
+  if (disarmed_) return;
+  spdlog::warn(
+      "watchdog (pid {}) stopped reading its socket (SIGSTOPped or hung): killed; a new one "
+      "is started",
+      pid_);
+}
+
+void Watchdog::CheckBacklog() {
+  if (stuck_) return;
+  // Three quarters of the send buffer unread (some 200 datagrams: SIOCOUTQ counts their
+  // kernel size; main's agent blocked at 288): the watchdog has not run for many attempts,
+  // and a spawn child's report may have been dropped (EAGAIN) when it was full; only a new
+  // watchdog is sure to know every worker.
+  int queued = 0, sndbuf = 0;
+  socklen_t len = sizeof(sndbuf);
+  if (ioctl(socket_.get(), SIOCOUTQ, &queued) == 0 &&
+      getsockopt(socket_.get(), SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) == 0 &&
+      queued > sndbuf / 4 * 3) {
+    KillStuck();
+  }
 }
 
 void Watchdog::Track(pid_t pid, int pidfd) { Send('+', pid, pidfd); }

@@ -28,7 +28,13 @@
 // a worker's "kill everything") is restarted by the agent as soon as it reaps it (Restart()
 // then Track() of every live worker, finding 6). It is forked with _Fork (no atfork
 // handlers) and runs only async-signal-safe code on fixed-size tables, so it may be
-// started after threads exist. Not thread-safe: used from the agent's loop thread.
+// started after threads exist.
+//
+// No write to the watchdog blocks the agent: its end of the socket is non-blocking. A
+// watchdog whose socket is full (SIGSTOPped, hung: net.unix.max_dgram_qlen datagrams
+// unread) is SIGKILLed and replaced like a dead one, and the new one is told every live
+// worker; a disarmed one is just killed (issue 31 item 3). Not thread-safe: used from the
+// agent's loop thread.
 #ifndef MUSTER_LAUNCH_WATCHDOG_H_
 #define MUSTER_LAUNCH_WATCHDOG_H_
 
@@ -56,6 +62,10 @@ class Watchdog {
   int report_fd() const { return socket_.get(); }
   // A worker the watchdog must kill with the agent: its pid and a pidfd of it.
   void Track(pid_t pid, int pidfd);
+  // After a spawn child reported itself: a watchdog so far behind that the report may have
+  // been dropped (3/4 of its socket's buffer unread) is killed and replaced, like one whose
+  // socket is full.
+  void CheckBacklog();
   // Reaped workers: forgotten, so their pids are never signalled again.
   void Untrack(absl::Span<const pid_t> pids);
   // The agent is exiting on purpose: the watchdog exits without killing anything. Does
@@ -73,6 +83,7 @@ class Watchdog {
   explicit Watchdog(std::string cgroup_dir);
   absl::Status Fork();
   void Send(char op, pid_t pid, int pidfd = -1);
+  void KillStuck();
 
   std::string cgroup_dir_;
   std::string mark_;
@@ -80,6 +91,7 @@ class Watchdog {
   UniqueFd socket_;
   bool warned_ = false;
   bool disarmed_ = false;
+  bool stuck_ = false;  // stopped reading; killed, not yet restarted
 };
 
 }  // namespace muster

@@ -1,11 +1,12 @@
 // MetricsServer: Prometheus text exposition over HTTP (GET /metrics) on its own port
-// (--metrics-port of `muster run` and `muster serve`), with prometheus-cpp's Exposer
-// (civetweb threads) and one registry. The process collector (process_collector.h) is
-// always registered; AgentMetrics and ServerMetrics add their families to registry().
-// Nothing is computed until a scrape asks, except what the agent counts as it happens.
+// (--metrics-port of `muster run` and `muster serve`): one registry and the collectables
+// added, rendered by prometheus-cpp's TextSerializer at each scrape and served by a
+// ScrapeServer (scrape_server.h: one reactor thread, bounded connections). The process collector
+// (process_collector.h) is always registered; AgentMetrics and ServerMetrics add their families to
+// registry(). Nothing is computed until a scrape asks, except what the agent counts as it happens.
 //
 // Owned by the wiring; destroying it stops serving. Thread-safe (prometheus-cpp's types
-// are): scrapes run on civetweb's threads, updates come from the agent's loop thread.
+// are): scrapes run on the server's thread, updates come from the agent's loop thread.
 #ifndef MUSTER_METRICS_METRICS_SERVER_H_
 #define MUSTER_METRICS_METRICS_SERVER_H_
 
@@ -13,11 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "metrics/scrape_server.h"
 
 namespace prometheus {
 class Collectable;
-class Exposer;
 class Registry;
 }  // namespace prometheus
 
@@ -28,8 +31,9 @@ class MetricsServer {
   // `listen_address` like "[::]:9400" (dual-stack), "127.0.0.1:9400" or "[fd00::1]:0"
   // (0: any free port, see port()). Unavailable when it cannot be bound, the message
   // naming `flag`.
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen_address,
-                                                              const std::string& flag);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const std::string& listen_address, const std::string& flag,
+      ScrapeServer::Options options = ScrapeServer::Options());
   ~MetricsServer();
 
   int port() const { return port_; }
@@ -39,23 +43,16 @@ class MetricsServer {
   void Add(std::shared_ptr<prometheus::Collectable> collectable);
 
  private:
-  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
-                std::shared_ptr<prometheus::Registry> registry, int port, std::string wake_host);
+  explicit MetricsServer(std::shared_ptr<prometheus::Registry> registry);
+  // The text exposition of every collectable (on the scrape server's thread).
+  std::string Render();
 
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Registry> registry_;
-  int port_;
-  std::string wake_host_;  // where a connection reaches the listener (see the destructor)
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_ ABSL_GUARDED_BY(mu_);
+  int port_ = 0;
+  std::unique_ptr<ScrapeServer> scrapes_;  // last: stopped first
 };
-
-// The numeric address a local connection to `listen_address` goes to: its host, or
-// 127.0.0.1 for a wildcard ("[::]", "0.0.0.0").
-std::string LocalHostOf(const std::string& listen_address);
-
-// civetweb's spelling of a listen address: "[::]:N" (gRPC's dual-stack wildcard) is "+N"
-// (civetweb binds "[::]" IPv6-only); others are passed as they are.
-std::string CivetListeningPort(const std::string& listen_address);
 
 }  // namespace muster::metrics
 

@@ -76,7 +76,7 @@ class StoreLoop : public Outbox {
   std::mutex inbox_mu_;
   std::vector<std::pair<UniqueFd, std::string>> inbox_;  // guarded by inbox_mu_
   Limits limits_;
-  StoreState state_{this};
+  StoreState state_{this, limits_.max_store_bytes};
   absl::flat_hash_map<ConnectionId, std::unique_ptr<Connection>> connections_;
   std::vector<ConnectionId> dirty_;  // connections with output queued this iteration
   ConnectionId next_id_;

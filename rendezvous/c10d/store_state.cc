@@ -89,7 +89,54 @@ absl::StatusOr<int64_t> ParseCounter(const std::string& text) {
   return static_cast<int64_t>(v);
 }
 
+int64_t StoreState::Growth(const std::string& key, size_t size) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return static_cast<int64_t>(key.size() + size);
+  return static_cast<int64_t>(size) - static_cast<int64_t>(it->second.size());
+}
+
+absl::Status StoreState::CheckRoom(const Request& request) const {
+  int64_t growth = 0;
+  switch (request.op) {
+    case Op::kSet:
+      growth = Growth(request.keys[0], request.values[0].size());
+      break;
+    case Op::kMultiSet:
+      for (size_t i = 0; i < request.keys.size(); ++i) {
+        growth += std::max<int64_t>(0, Growth(request.keys[i], request.values[i].size()));
+      }
+      break;
+    case Op::kAppend:
+      growth = static_cast<int64_t>(request.values[0].size()) +
+               (values_.contains(request.keys[0]) ? 0 : request.keys[0].size());
+      break;
+    case Op::kCompareSet:
+      growth = Growth(request.keys[0], request.values[1].size());
+      break;
+    case Op::kAdd:
+    case Op::kBarrier:
+      growth = Growth(request.keys[0], 20);  // an int64 in decimal at most
+      break;
+    case Op::kQueuePush:
+      growth = static_cast<int64_t>(request.values[0].size()) +
+               (queues_.contains(request.keys[0]) ? 0 : request.keys[0].size());
+      break;
+    default:
+      return absl::OkStatus();  // stores nothing
+  }
+  if (growth <= 0 || bytes_ + static_cast<uint64_t>(growth) <= max_bytes_) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the store is full: it holds ", bytes_, " bytes of keys and values and this ",
+      OpName(request.op), " of key '", request.keys[0].substr(0, 64), "' would add ", growth,
+      ", past the limit of ", max_bytes_,
+      " bytes (--store-max-bytes); the client is disconnected. Store less (large objects "
+      "belong in files or collectives, not the c10d store) or raise --store-max-bytes"));
+}
+
 absl::Status StoreState::Execute(ConnectionId conn, Request& request) {
+  if (max_bytes_ != UINT64_MAX) RETURN_IF_ERROR(CheckRoom(request));
   switch (request.op) {
     case Op::kValidate:
       return absl::InvalidArgumentError("VALIDATE is only valid as the first request");
@@ -148,7 +195,9 @@ absl::Status StoreState::Execute(ConnectionId conn, Request& request) {
     }
     case Op::kQueuePush: {
       const std::string& key = request.keys[0];
-      queues_[key].push_back(std::move(request.values[0]));
+      auto [queue, created] = queues_.try_emplace(key);
+      bytes_ += (created ? key.size() : 0) + request.values[0].size();
+      queue->second.push_back(std::move(request.values[0]));
       WakeOne(key);
       return absl::OkStatus();
     }
@@ -204,6 +253,7 @@ void StoreState::Append(Request& request) {
   std::string& value = it->second;
   size_t old_size = value.size();
   value.append(request.values[0]);
+  bytes_ += request.values[0].size();
   WakeAll(key);
   std::string_view now(value);
   NotifyWatchers(key, kWatchKeyAppended, now.substr(0, old_size), now);
@@ -214,6 +264,7 @@ void StoreState::DeleteKey(ConnectionId conn, const std::string& key) {
   int64_t erased = 0;
   if (it != values_.end()) {
     std::string old = std::move(it->second);
+    bytes_ -= key.size() + old.size();
     values_.erase(it);
     erased = 1;
     NotifyWatchers(key, kWatchKeyDeleted, old, "");
@@ -231,6 +282,8 @@ void StoreState::StoreValue(const std::string& key, std::string value) {
   auto [it, created] = values_.try_emplace(key);
   std::string old;
   if (!created) old = std::move(it->second);
+  bytes_ += (created ? key.size() : 0) + value.size();
+  bytes_ -= old.size();
   it->second = std::move(value);
   WakeAll(key);
   NotifyWatchers(key, created ? kWatchKeyCreated : kWatchKeyUpdated, old, it->second);
@@ -366,7 +419,10 @@ absl::Status StoreState::Barrier(ConnectionId conn, Request& request) {
     ASSIGN_OR_RETURN(count, ParseCounter(it->second));
   }
   ++count;
-  values_[key] = std::to_string(count);
+  std::string counted = std::to_string(count);
+  bytes_ += counted.size() + (it == values_.end() ? key.size() : 0);
+  bytes_ -= it == values_.end() ? 0 : it->second.size();
+  values_[key] = std::move(counted);
   if (count >= request.number) {
     WakeAll(key);
     Reply(conn, Byte(kStopWaiting));
@@ -386,8 +442,12 @@ void StoreState::QueuePop(ConnectionId conn, const std::string& key) {
   reply.I64(static_cast<int64_t>(it->second.size()));
   reply.String(it->second.front());
   outbox_->Send(conn, reply.Parts());  // copied before the value is dropped
+  bytes_ -= it->second.front().size();
   it->second.pop_front();
-  if (it->second.empty()) queues_.erase(it);
+  if (it->second.empty()) {
+    bytes_ -= key.size();
+    queues_.erase(it);
+  }
 }
 
 void StoreState::ListKeys(ConnectionId conn) {

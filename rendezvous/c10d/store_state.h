@@ -39,7 +39,10 @@ class Outbox {
 
 class StoreState {
  public:
-  explicit StoreState(Outbox* outbox) : outbox_(outbox) {}
+  // `max_bytes`: the most the keys and values (queues too) may hold in all; a request that
+  // would store more fails (ResourceExhausted) and stores nothing.
+  explicit StoreState(Outbox* outbox, uint64_t max_bytes = UINT64_MAX)
+      : outbox_(outbox), max_bytes_(max_bytes) {}
   StoreState(const StoreState&) = delete;
   StoreState& operator=(const StoreState&) = delete;
 
@@ -52,6 +55,8 @@ class StoreState {
   void DropConnection(ConnectionId conn);
 
   size_t num_keys() const { return values_.size(); }
+  // Bytes of keys and values held (each key once, with its value or queued values).
+  uint64_t bytes() const { return bytes_; }
   size_t num_waiting_connections() const { return waits_.size(); }
 
  private:
@@ -61,6 +66,11 @@ class StoreState {
   };
 
   void Reply(ConnectionId conn, std::string_view bytes) { outbox_->Send(conn, {&bytes, 1}); }
+  // How many bytes `request` may add at most; ResourceExhausted, naming the limit, when
+  // that would pass max_bytes_.
+  absl::Status CheckRoom(const Request& request) const;
+  // What storing `size` bytes as `key`'s value adds (negative: frees).
+  int64_t Growth(const std::string& key, size_t size) const;
   // `u64 len` + `value`, sent from where `value` is stored.
   void ReplyString(ConnectionId conn, std::string_view value);
   bool Present(const std::string& key) const;
@@ -88,6 +98,8 @@ class StoreState {
   void ListKeys(ConnectionId conn);
 
   Outbox* outbox_;  // not owned
+  const uint64_t max_bytes_;
+  uint64_t bytes_ = 0;  // see bytes()
   absl::flat_hash_map<std::string, std::string> values_;
   absl::flat_hash_map<std::string, std::deque<std::string>> queues_;
   absl::flat_hash_map<std::string, std::vector<ConnectionId>> waiters_;

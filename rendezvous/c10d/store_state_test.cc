@@ -215,5 +215,42 @@ TEST_F(StoreStateTest, AppendGrowsTheValueInPlace) {
   EXPECT_LT(took, absl::Milliseconds(500));
 }
 
+TEST(StoreStateLimit, AWriteThatWouldPassTheTotalLimitFailsAndStoresNothing) {
+  // Issue 31 item 7: the store had no total limit (400 k keys: 454 MB).
+  RecordingOutbox out;
+  StoreState state(&out, /*max_bytes=*/100);
+  auto run = [&](Request r) { return state.Execute(1, r); };
+  ASSERT_TRUE(run(Make(Op::kSet, {"k"}, {std::string(50, 'x')})).ok());
+  EXPECT_EQ(state.bytes(), 51u);
+  ASSERT_TRUE(run(Make(Op::kSet, {"k"}, {std::string(90, 'y')})).ok());  // replaces: 91
+  EXPECT_EQ(state.bytes(), 91u);
+  absl::Status full = run(Make(Op::kSet, {"other"}, {std::string(10, 'z')}));
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_NE(full.message().find("this SET of key 'other' would add 15, past the limit of 100 "
+                                "bytes (--store-max-bytes)"),
+            std::string::npos)
+      << full;
+  for (Request r : {Make(Op::kAppend, {"k"}, {std::string(10, 'a')}),
+                    Make(Op::kQueuePush, {"q"}, {std::string(9, 'a')}),
+                    Make(Op::kMultiSet, {"a", "b"}, {"12345", "12345"}),
+                    Make(Op::kCompareSet, {"c"}, {"", std::string(9, 'a')}),
+                    Make(Op::kAdd, {"counter"}, {}, 1)}) {
+    EXPECT_TRUE(absl::IsResourceExhausted(run(r))) << OpName(r.op);
+  }
+  EXPECT_EQ(state.bytes(), 91u);
+  EXPECT_EQ(state.num_keys(), 1u);
+  // Reads still work; deleting makes room again.
+  ASSERT_TRUE(run(Make(Op::kGet, {"k"})).ok());
+  ASSERT_TRUE(run(Make(Op::kDeleteKey, {"k"})).ok());
+  EXPECT_EQ(state.bytes(), 0u);
+  ASSERT_TRUE(run(Make(Op::kQueuePush, {"q"}, {"abc"})).ok());
+  ASSERT_TRUE(run(Make(Op::kAppend, {"k"}, {"abc"})).ok());
+  ASSERT_TRUE(run(Make(Op::kAppend, {"k"}, {"de"})).ok());
+  ASSERT_TRUE(run(Make(Op::kBarrier, {"b"}, {}, 5)).ok());
+  EXPECT_EQ(state.bytes(), (1u + 3) + (1 + 5) + (1 + 1));
+  ASSERT_TRUE(run(Make(Op::kQueuePop, {"q"})).ok());
+  EXPECT_EQ(state.bytes(), (1u + 5) + (1 + 1));
+}
+
 }  // namespace
 }  // namespace muster::c10d

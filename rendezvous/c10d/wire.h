@@ -40,6 +40,9 @@ enum class Op : uint8_t {
   kBarrier,
 };
 
+// torch's name of `op` ("SET", "MULTI_SET", ...), for log lines and errors.
+const char* OpName(Op op);
+
 // Maps an opcode byte to its operation for `protocol` (kLegacy or kModern);
 // nullopt for bytes that the family does not define. VALIDATE maps only for
 // kModern.
@@ -78,6 +81,12 @@ struct Limits {
   // reads, or a reply (MULTI_GET naming a large key many times) that alone would
   // pass it, refused from its size before it is built.
   uint64_t output_hard_limit_bytes = 512 * 1024 * 1024;
+  // Keys and values the whole store may hold (--store-max-bytes): a client whose write
+  // would pass it is disconnected with an error in the log. torch keeps small values
+  // there (a counter, an address, a 128-byte NCCL id per process group, per rank at
+  // most a few keys), so a job of 100,000 ranks stays far below 1 GiB; what reaches it
+  // is a program using the store as a blob store, which would take the node's memory.
+  uint64_t max_store_bytes = uint64_t{1} << 30;
 };
 
 // Little-endian encoders (torch dumps host-order integers; every platform is

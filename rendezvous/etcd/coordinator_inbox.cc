@@ -10,17 +10,10 @@
 
 namespace muster::rdzv::etcd {
 
-namespace {
-
-std::string InboxNodeId(absl::string_view key) {
-  return std::string(key.substr(key.rfind('/') + 1));
-}
-
-}  // namespace
-
 CoordinatorInbox::CoordinatorInbox(EtcdClient* etcd, std::string job_prefix, std::string self_id,
-                                   int64_t lease, const JobSpec& spec)
+                                   int64_t lease, const JobSpec& spec, GarbageLog* garbage)
     : etcd_(etcd),
+      garbage_(garbage),
       prefix_(std::move(job_prefix)),
       self_(std::move(self_id)),
       coordinator_(std::make_unique<Coordinator>(etcd, prefix_, self_, lease, spec)) {}
@@ -32,12 +25,13 @@ absl::Status CoordinatorInbox::Begin(int64_t since, absl::Time now) {
   if (!all.ok()) return all.status();
   std::map<std::string, v1::Join> joins;
   for (const KeyValue& kv : all->kvs) {
-    v1::EtcdNode value;
-    if (!value.ParseFromString(kv.value)) {
-      spdlog::warn("etcd rendezvous: ignoring the malformed key {}", kv.key);
+    absl::StatusOr<v1::EtcdNode> parsed = ParseNodeKey(kv);
+    if (!parsed.ok()) {
+      garbage_->Ignore(kv, parsed.status().message());
       continue;
     }
-    const std::string id = InboxNodeId(kv.key);
+    const v1::EtcdNode& value = *parsed;
+    const std::string id = NodeIdOfKey(kv.key);
     nodes_[id] = NodeKey{
         .create_revision = kv.create_revision, .lease = kv.lease, .ready_for = value.ready_for()};
     by_age_.emplace(kv.create_revision, id);
@@ -74,7 +68,7 @@ std::optional<RendezvousError> CoordinatorInbox::Apply(const std::vector<WatchEv
         ApplyNodeKey(e.kv);
         continue;
       }
-      const std::string id = InboxNodeId(rel);
+      const std::string id = NodeIdOfKey(rel);
       auto gone = nodes_.find(id);
       if (gone == nodes_.end()) continue;
       by_age_.erase({gone->second.create_revision, id});
@@ -103,12 +97,13 @@ int64_t CoordinatorInbox::LeaseOf(const std::string& node_id) const {
 }
 
 void CoordinatorInbox::ApplyNodeKey(const KeyValue& kv) {
-  v1::EtcdNode value;
-  if (!value.ParseFromString(kv.value)) {
-    spdlog::warn("etcd rendezvous: ignoring the malformed key {}", kv.key);
+  absl::StatusOr<v1::EtcdNode> parsed = ParseNodeKey(kv);
+  if (!parsed.ok()) {
+    garbage_->Ignore(kv, parsed.status().message());
     return;
   }
-  const std::string id = InboxNodeId(kv.key);
+  const v1::EtcdNode& value = *parsed;
+  const std::string id = NodeIdOfKey(kv.key);
   NodeKey& n = nodes_[id];
   if (n.create_revision != kv.create_revision) {
     by_age_.erase({n.create_revision, id});

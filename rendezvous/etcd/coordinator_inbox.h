@@ -22,15 +22,17 @@
 #include "rendezvous/core/job.h"
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/etcd/node_key.h"
 #include "rendezvous/rendezvous_error.h"
 
 namespace muster::rdzv::etcd {
 
 class CoordinatorInbox {
  public:
-  // `job_prefix`: "PREFIX/RUN_ID/"; `lease`: this agent's.
+  // `job_prefix`: "PREFIX/RUN_ID/"; `lease`: this agent's. Keys under nodes/ that are no
+  // node keys (node_key.h) are passed over and named in `garbage` (not owned).
   CoordinatorInbox(EtcdClient* etcd, std::string job_prefix, std::string self_id, int64_t lease,
-                   const JobSpec& spec);
+                   const JobSpec& spec, GarbageLog* garbage);
   ~CoordinatorInbox();
 
   // Reads every node key, continues the job (Coordinator::Begin) and joins the nodes ready
@@ -59,6 +61,7 @@ class CoordinatorInbox {
     std::string ready_for;
   };
   EtcdClient* etcd_;
+  GarbageLog* garbage_;
   const std::string prefix_;
   const std::string self_;
   std::unique_ptr<Coordinator> coordinator_;

@@ -21,6 +21,10 @@
 // or made anew (S left, e.g. as a waiting node, with no batch sent since to name another),
 // the agent heard of no successor (it joined after the last batch), or the successor is
 // the lost coordinator itself (it died before its first batch).
+//
+// Every key read is checked (node_key.h): the coordinator key counts only when it is on a
+// lease and names a node key on the same lease, and a node key only when it is one; a key
+// that is not is garbage, logged once in `garbage` and passed over.
 #ifndef MUSTER_RENDEZVOUS_ETCD_ELECTION_H_
 #define MUSTER_RENDEZVOUS_ETCD_ELECTION_H_
 
@@ -31,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/etcd/node_key.h"
 
 namespace muster::rdzv::etcd {
 
@@ -48,12 +53,14 @@ struct Successor {
 };
 
 // The coordinator of the job under `job_prefix` ("PREFIX/RUN_ID/").
-absl::StatusOr<Elected> FindCoordinator(EtcdClient& etcd, const std::string& job_prefix);
+absl::StatusOr<Elected> FindCoordinator(EtcdClient& etcd, const std::string& job_prefix,
+                                        GarbageLog& garbage);
 
 // The coordinator after `lost`'s key was deleted: `successor` after one read of its key,
 // if that key still has the create revision named; else FindCoordinator.
 absl::StatusOr<Elected> FindNextCoordinator(EtcdClient& etcd, const std::string& job_prefix,
-                                            const Successor& successor, const std::string& lost);
+                                            const Successor& successor, const std::string& lost,
+                                            GarbageLog& garbage);
 
 // Names `self` the coordinator (its key with `lease`), retried up to `give_up`.
 absl::Status NameCoordinator(EtcdClient& etcd, const std::string& job_prefix,

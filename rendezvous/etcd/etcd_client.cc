@@ -290,9 +290,10 @@ absl::StatusOr<RangeResult> DoRange(EtcdClient::Impl& impl, const pb::RangeReque
 }
 }  // namespace
 
-absl::StatusOr<RangeResult> EtcdClient::RangePrefix(const std::string& prefix) {
+absl::StatusOr<RangeResult> EtcdClient::RangePrefix(const std::string& prefix, int64_t revision) {
   pb::RangeRequest request;
   request.set_key(prefix);
+  request.set_revision(revision);
   request.set_range_end(PrefixEnd(prefix));
   return DoRange(*impl_, request);
 }

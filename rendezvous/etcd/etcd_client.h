@@ -73,7 +73,8 @@ class EtcdClient {
                                  int64_t lease = 0);
   static constexpr int kMaxTxnOps = 128;
   static constexpr int kMaxConcurrentTxns = 8;
-  absl::StatusOr<RangeResult> RangePrefix(const std::string& prefix);
+  // Every key under `prefix`, as of `revision` (0: the latest).
+  absl::StatusOr<RangeResult> RangePrefix(const std::string& prefix, int64_t revision = 0);
   // The key under `prefix` with the lowest create revision (etcd sorts; one key comes
   // back, not the prefix): e.g. the oldest node key, which coordinates. nullopt: none.
   absl::StatusOr<std::optional<KeyValue>> Oldest(const std::string& prefix);

@@ -16,7 +16,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/election.h"
+#include "rendezvous/etcd/node_key.h"
 
 namespace muster::rdzv::etcd {
 namespace {
@@ -38,8 +40,22 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
+// An agent's node key value for node `id` (node_key.h).
+std::string NodeValue(const std::string& id) {
+  v1::EtcdNode node;
+  node.mutable_join()->mutable_node()->set_node_id(id);
+  return node.SerializeAsString();
+}
+
 class EtcdClientTest : public ::testing::Test {
  protected:
+  // Puts node `id`'s key under `job_prefix` as an agent does; the revision after it.
+  int64_t PutNode(const std::string& job_prefix, const std::string& id, int64_t lease) {
+    absl::StatusOr<int64_t> put = etcd_->Put(job_prefix + "nodes/" + id, NodeValue(id), lease);
+    EXPECT_TRUE(put.ok()) << put.status();
+    return put.ok() ? *put : 0;
+  }
+
   void SetUp() override {
     if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << kEtcd << " missing (scripts/setup.sh)";
     char dir[] = "/dev/shm/muster-etcd-test-XXXXXX";
@@ -247,25 +263,56 @@ TEST_F(EtcdClientTest, WatchOfARangeSeesTwoPrefixesInOneRevisionOrder) {
 }
 
 TEST_F(EtcdClientTest, TheCoordinatorIsTheNamedOneElseTheOldestNodeKey) {
-  absl::StatusOr<Elected> none = FindCoordinator(*etcd_, "/e/");
+  GarbageLog garbage;
+  const int64_t lease = *etcd_->GrantLease(absl::Seconds(60));
+  absl::StatusOr<Elected> none = FindCoordinator(*etcd_, "/e/", garbage);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_EQ(none->node_id, "");
-  const int64_t put = *etcd_->Put("/e/nodes/b", "older");
-  ASSERT_TRUE(etcd_->Put("/e/nodes/a", "younger").ok());
-  absl::StatusOr<Elected> oldest = FindCoordinator(*etcd_, "/e/");
+  const int64_t put = PutNode("/e/", "b", lease);
+  PutNode("/e/", "a", lease);
+  absl::StatusOr<Elected> oldest = FindCoordinator(*etcd_, "/e/", garbage);
   ASSERT_TRUE(oldest.ok()) << oldest.status();
   EXPECT_EQ(oldest->node_id, "b");
   EXPECT_GT(oldest->revision, put);  // a watch from revision + 1 misses nothing after it
   // The named one is read first (one key, not a sorted range of every node key).
-  ASSERT_TRUE(NameCoordinator(*etcd_, "/e/", "a", 0, absl::Seconds(2)).ok());
-  EXPECT_EQ(FindCoordinator(*etcd_, "/e/")->node_id, "a");
+  ASSERT_TRUE(NameCoordinator(*etcd_, "/e/", "a", lease, absl::Seconds(2)).ok());
+  EXPECT_EQ(FindCoordinator(*etcd_, "/e/", garbage)->node_id, "a");
+}
+
+TEST_F(EtcdClientTest, TheElectionPassesOverKeysNoAgentPut) {
+  // Issue 31 item 5: a key without a lease under nodes/, or a coordinator key naming no
+  // node key on its lease, was taken as the coordinator: every agent waited for it.
+  GarbageLog garbage;
+  const int64_t lease = *etcd_->GrantLease(absl::Seconds(60));
+  const int64_t other = *etcd_->GrantLease(absl::Seconds(60));
+  const int64_t junk = *etcd_->Put("/g/nodes/aa-junk", "junk");               // no lease
+  ASSERT_TRUE(etcd_->Put("/g/nodes/ab-empty", "", lease).ok());               // no record
+  ASSERT_TRUE(etcd_->Put("/g/nodes/ac-bare", NodeValue("ac-bare")).ok());     // no lease
+  ASSERT_TRUE(etcd_->Put("/g/nodes/ad-other", NodeValue("zz"), lease).ok());  // not its id
+  PutNode("/g/", "b", lease);
+  PutNode("/g/", "a", other);
+  EXPECT_EQ(FindCoordinator(*etcd_, "/g/", garbage)->node_id, "b");
+  // Coordinator keys: without a lease; naming no node; naming garbage; on another lease.
+  for (auto [value, on] : std::vector<std::pair<std::string, int64_t>>{
+           {"ghost", 0}, {"ghost", lease}, {"aa-junk", lease}, {"a", lease}}) {
+    ASSERT_TRUE(etcd_->Put("/g/coordinator", value, on).ok());
+    absl::StatusOr<Elected> found = FindCoordinator(*etcd_, "/g/", garbage);
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(found->node_id, "b") << value << " on lease " << on;
+  }
+  ASSERT_TRUE(NameCoordinator(*etcd_, "/g/", "a", other, absl::Seconds(2)).ok());
+  EXPECT_EQ(FindCoordinator(*etcd_, "/g/", garbage)->node_id, "a");
+  // A successor that is garbage: the election again.
+  EXPECT_EQ(FindNextCoordinator(*etcd_, "/g/", {"aa-junk", junk}, "b", garbage)->node_id, "a");
 }
 
 TEST_F(EtcdClientTest, TheNextCoordinatorIsTheSuccessorWhileItsKeyIsTheOneNamed) {
-  const int64_t b = *etcd_->Put("/s/nodes/b", "b");
-  ASSERT_TRUE(etcd_->Put("/s/nodes/c", "c").ok());
+  GarbageLog garbage;
+  const int64_t lease = *etcd_->GrantLease(absl::Seconds(60));
+  const int64_t b = PutNode("/s/", "b", lease);
+  PutNode("/s/", "c", lease);
   // The named successor's key as named: it, at the revision read, with its key.
-  absl::StatusOr<Elected> next = FindNextCoordinator(*etcd_, "/s/", {"b", b}, "a");
+  absl::StatusOr<Elected> next = FindNextCoordinator(*etcd_, "/s/", {"b", b}, "a", garbage);
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->node_id, "b");
   EXPECT_GE(next->revision, b);
@@ -273,20 +320,20 @@ TEST_F(EtcdClientTest, TheNextCoordinatorIsTheSuccessorWhileItsKeyIsTheOneNamed)
   EXPECT_EQ(next->node_key->key, "/s/nodes/b");
   // No successor, the lost one itself, or one whose key was made anew: the oldest key.
   ASSERT_TRUE(etcd_->DeletePrefix("/s/nodes/b").ok());
-  const int64_t again = *etcd_->Put("/s/nodes/b", "b");
+  const int64_t again = PutNode("/s/", "b", lease);
   struct Case {
     Successor successor;
     std::string lost;
   };
   for (const Case& k : {Case{{}, "a"}, Case{{"b", again}, "b"}, Case{{"b", b}, "a"}}) {
-    next = FindNextCoordinator(*etcd_, "/s/", k.successor, k.lost);
+    next = FindNextCoordinator(*etcd_, "/s/", k.successor, k.lost, garbage);
     ASSERT_TRUE(next.ok()) << next.status();
     EXPECT_EQ(next->node_id, "c") << k.successor.node_id << "@" << k.successor.create_revision;
     EXPECT_FALSE(next->node_key.has_value());
   }
   // A successor whose key is gone: the oldest key too.
   ASSERT_TRUE(etcd_->DeletePrefix("/s/nodes/b").ok());
-  EXPECT_EQ(FindNextCoordinator(*etcd_, "/s/", {"b", again}, "a")->node_id, "c");
+  EXPECT_EQ(FindNextCoordinator(*etcd_, "/s/", {"b", again}, "a", garbage)->node_id, "c");
 }
 
 TEST_F(EtcdClientTest, FailsOverFromADeadMember) {

@@ -169,7 +169,7 @@ class EtcdRendezvousClient::Impl {
                                             [this](const RendezvousError& lost) { Fail(lost); });
     // The coordinator known before the put, the node key is put ready for it at once (one
     // put per node); new keys are younger, so only its deletion changes the election.
-    absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_);
+    absl::StatusOr<Elected> found = FindCoordinator(*etcd_, prefix_, garbage_);
     if (!found.ok()) return FailOnEtcd(found.status());
     leader_ = found->node_id;
     if (!leader_.empty()) spdlog::info("etcd rendezvous: coordinator {}", leader_);
@@ -299,7 +299,8 @@ class EtcdRendezvousClient::Impl {
   // revision no report to a new coordinator precedes (this node's put, or the deletion of
   // the previous coordinator's key). O(1) in etcd with a successor named (election.h).
   void Elect(int64_t since) {
-    absl::StatusOr<Elected> found = FindNextCoordinator(*etcd_, prefix_, successor_, leader_);
+    absl::StatusOr<Elected> found =
+        FindNextCoordinator(*etcd_, prefix_, successor_, leader_, garbage_);
     if (!found.ok()) return FailOnEtcd(found.status());
     leader_key_ = std::move(found->node_key);
     if (found->node_id.empty()) {
@@ -358,7 +359,8 @@ class EtcdRendezvousClient::Impl {
   }
 
   void BecomeCoordinator(int64_t since) {
-    inbox_ = std::make_unique<CoordinatorInbox>(etcd_.get(), prefix_, node_.node_id, lease_, spec_);
+    inbox_ = std::make_unique<CoordinatorInbox>(etcd_.get(), prefix_, node_.node_id, lease_, spec_,
+                                                &garbage_);
     coordinator_ = &inbox_->coordinator();
     absl::Status begun = inbox_->Begin(since, absl::Now());
     if (begun.ok()) begun = NameCoordinator(*etcd_, prefix_, node_.node_id, lease_, ttl_);
@@ -520,6 +522,7 @@ class EtcdRendezvousClient::Impl {
   Successor successor_;  // as the last batch applied named it
   // leader_'s node key when its election read it (FollowLeader takes it).
   std::optional<KeyValue> leader_key_;
+  GarbageLog garbage_;  // keys under the job's prefix passed over, each named once
 
   std::thread brain_;
   WatchThreads watches_;

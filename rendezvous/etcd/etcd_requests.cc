@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/etcd/node_key.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/stacks_convert.h"
 #include "rendezvous/grpc/status_convert.h"
@@ -116,11 +117,11 @@ absl::StatusOr<std::map<std::string, NodeInfo>> JobNodes(EtcdClient& etcd,
   if (!got.ok()) return EtcdUnreachable(q, got.status());
   std::map<std::string, NodeInfo> nodes;
   for (const KeyValue& kv : got->kvs) {
-    v1::EtcdNode value;
-    if (!value.ParseFromString(kv.value)) continue;
+    absl::StatusOr<v1::EtcdNode> value = ParseNodeKey(kv);
+    if (!value.ok()) continue;  // no agent's (node_key.h)
     NodeInfo node;
     JobSpec spec;
-    grpc_internal::FromProto(value.join(), &node, &spec);
+    grpc_internal::FromProto(value->join(), &node, &spec);
     nodes[kv.key.substr(prefix.size())] = node;
   }
   if (nodes.empty()) {

@@ -105,7 +105,8 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
 class RendezvousServer::Impl {
  public:
   explicit Impl(const Options& options)
-      : registry_(options.run_id, options.heartbeat_interval, options.heartbeat_misses),
+      : registry_(options.run_id, options.heartbeat_interval, options.heartbeat_misses,
+                  options.job_retention),
         rendezvous_(&registry_, &stacks_broker_, options.token, &adopted_peers_),
         keepalive_{.probe_interval = options.heartbeat_interval,
                    .timeout = options.heartbeat_interval * options.heartbeat_misses},

@@ -40,6 +40,9 @@ class RendezvousServer {
     // values.
     absl::Duration heartbeat_interval = absl::Seconds(5);
     int heartbeat_misses = 3;
+    // A job none of whose agents has been connected for this long (finished or abandoned)
+    // is forgotten: `muster serve --job-retention` (JobRegistry).
+    absl::Duration job_retention = JobRegistry::kJobRetention;
     // Told of every join and round (the server's metrics, --metrics-port); may be null.
     std::shared_ptr<RegistryObserver> observer;
   };

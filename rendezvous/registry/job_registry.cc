@@ -26,10 +26,11 @@ bool IsRetryableEnd(const Job& job) {
 }  // namespace
 
 JobRegistry::JobRegistry(std::string required_run_id, absl::Duration liveness_interval,
-                         int liveness_misses)
+                         int liveness_misses, absl::Duration job_retention)
     : required_run_id_(std::move(required_run_id)),
       liveness_interval_(liveness_interval),
       liveness_misses_(liveness_misses),
+      job_retention_(job_retention),
       timer_([this] { TimerLoop(); }) {}
 
 JobRegistry::~JobRegistry() {
@@ -79,6 +80,8 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
       if (created) jobs_.erase(it);
       return joined;
     }
+    ++it->second.connected;
+    it->second.unattended_since = absl::InfiniteFuture();
     if (observer_) observer_->OnJoin();
     ObserveRoundLocked(it->second.job, round_before);
     it->second.version = ++versions_;
@@ -161,9 +164,41 @@ void JobRegistry::NodeLost(const std::string& node_id, const std::string& why) {
   });
   {
     std::lock_guard<std::mutex> lock(mu_);
-    members_.erase(node_id);
+    auto member = members_.find(node_id);
+    if (member != members_.end()) EraseMemberLocked(member, absl::Now());
   }
-  wake_.notify_all();
+  wake_.notify_all();  // also the timer: the job may be unattended now (its retention)
+}
+
+JobRegistry::Members::iterator JobRegistry::EraseMemberLocked(Members::iterator m, absl::Time now) {
+  auto entry = jobs_.find(m->second.run_id);
+  if (entry != jobs_.end() && --entry->second.connected == 0) {
+    entry->second.unattended_since = now;
+  }
+  return members_.erase(m);
+}
+
+std::optional<absl::Time> JobRegistry::ForgetUnattendedLocked(absl::Time now) {
+  std::optional<absl::Time> next;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const JobEntry& entry = it->second;
+    if (entry.connected > 0 || entry.unattended_since == absl::InfiniteFuture()) {
+      ++it;
+      continue;
+    }
+    const absl::Time forget_at = entry.unattended_since + job_retention_;
+    if (forget_at > now) {
+      if (!next || forget_at < *next) next = forget_at;
+      ++it;
+      continue;
+    }
+    spdlog::info(
+        "rendezvous: forgetting job {} ({}): no agent of it connected for {} "
+        "(--job-retention)",
+        it->first, JobPhaseName(PhaseOf(entry.job)), absl::FormatDuration(job_retention_));
+    it = jobs_.erase(it);
+  }
+  return next;
 }
 
 bool JobRegistry::WaitForMembersToLeave(const std::string& except_node_id, absl::Time deadline) {
@@ -297,7 +332,7 @@ void JobRegistry::TimerLoop() {
           if (m->second.run_id == run_id && !live.count(m->first) &&
               entry.job.phase() != Job::Phase::kFinished) {
             dropped.push_back(m->second.stream);
-            m = members_.erase(m);
+            m = EraseMemberLocked(m, now);
           } else {
             ++m;
           }
@@ -320,6 +355,8 @@ void JobRegistry::TimerLoop() {
       lock.lock();
       continue;  // jobs may have changed while unlocked
     }
+    std::optional<absl::Time> forget = ForgetUnattendedLocked(now);
+    if (forget && (!next || *forget < *next)) next = forget;
     // Capped: a far deadline converted to a chrono time_point could overflow.
     absl::Time until = std::min(next.value_or(absl::InfiniteFuture()), now + kMaxTimerSleep);
     timer_until_ = until;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,9 +90,12 @@ class JobRegistry {
   // `required_run_id` empty: any run id is served; otherwise joins for others are refused.
   // `liveness_interval` x `liveness_misses`: the TCP keepalive the server's sockets carry
   // (RendezvousServer::Options); a job whose agents were told otherwise is warned about.
+  // `job_retention`: a job none of whose agents has been connected for this long (it
+  // finished, or was abandoned) is forgotten (`muster serve --job-retention`).
   explicit JobRegistry(std::string required_run_id,
-                       absl::Duration liveness_interval = absl::Seconds(5),
-                       int liveness_misses = 3);
+                       absl::Duration liveness_interval = absl::Seconds(5), int liveness_misses = 3,
+                       absl::Duration job_retention = kJobRetention);
+  static constexpr absl::Duration kJobRetention = absl::Minutes(10);
   ~JobRegistry();  // stops the timer thread
 
   JobRegistry(const JobRegistry&) = delete;
@@ -155,11 +159,16 @@ class JobRegistry {
     explicit JobEntry(const JobSpec& spec, absl::Time now) : job(spec, now) {}
     Job job;
     uint64_t version = 0;  // see StatusVersion
+    int connected = 0;     // its nodes in members_
+    // When `connected` last fell to 0 (InfiniteFuture while an agent is connected): the
+    // job is forgotten job_retention_ later.
+    absl::Time unattended_since = absl::InfiniteFuture();
   };
   struct Member {
     std::string run_id;
     std::shared_ptr<NodeStream> stream;
   };
+  using Members = std::map<std::string, Member>;  // by node id
   using Streams = std::vector<std::shared_ptr<NodeStream>>;
   using JobCall = std::function<void(Job&, absl::Time, std::vector<Event>*)>;
 
@@ -178,18 +187,26 @@ class JobRegistry {
   void TimerLoop();
   // Pokes every live watcher (call without mu_).
   void NotifyWatchers();
+  // Drops member `m` (its job's count too).
+  Members::iterator EraseMemberLocked(Members::iterator m, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the jobs unattended for job_retention_ by `now`; the earliest time another
+  // one will be, if any.
+  std::optional<absl::Time> ForgetUnattendedLocked(absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string required_run_id_;
   const absl::Duration liveness_interval_;
   const int liveness_misses_;
+  const absl::Duration job_retention_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // a deadline may have moved, or stopping
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The timer's wake-up; past while it runs.
   absl::Time timer_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);   // by run id
-  uint64_t versions_ ABSL_GUARDED_BY(mu_) = 0;                  // the last version handed out
-  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);  // by node id: live streams
+  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);  // by run id
+  uint64_t versions_ ABSL_GUARDED_BY(mu_) = 0;                 // the last version handed out
+  Members members_ ABSL_GUARDED_BY(mu_);                       // live streams
   std::vector<std::weak_ptr<StatusWatcher>> watchers_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<RegistryObserver> observer_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<TraceStore> trace_store_ ABSL_GUARDED_BY(mu_);

@@ -123,6 +123,38 @@ TEST(JobRegistryTest, AJobThatEndedWith138StartsAfreshOnTheNextJoin) {
   EXPECT_TRUE(Has(b->flushed(), Event::Kind::kRoundStarted));
 }
 
+TEST(JobRegistryTest, ForgetsAJobOnceNoAgentOfItWasConnectedForTheRetention) {
+  // Issue 31 item 7: `muster serve` kept every job, finished or abandoned, forever.
+  constexpr absl::Duration kRetention = absl::Milliseconds(200);
+  JobRegistry registry("", absl::Seconds(5), 3, kRetention);
+  auto waiting = [](const std::string& run_id, const std::string& node) {
+    JobSpec spec = Spec(2);  // one node of two: waits, and is abandoned
+    spec.run_id = run_id;
+    return std::make_pair(spec, Node(node));
+  };
+  auto [abandoned_spec, abandoned_node] = waiting("abandoned", "x");
+  ASSERT_TRUE(
+      registry.Join(std::make_shared<RecordingStream>(), abandoned_node, abandoned_spec).ok());
+  auto [kept_spec, kept_node] = waiting("kept", "k");
+  ASSERT_TRUE(registry.Join(std::make_shared<RecordingStream>(), kept_node, kept_spec).ok());
+  ASSERT_TRUE(registry.Join(std::make_shared<RecordingStream>(), Node("f"), Spec(1)).ok());
+  registry.NodeLost("f", "stream closed");  // job r finished; its agent hung up
+  registry.NodeLost("x", "stream closed");
+  EXPECT_TRUE(registry.Status("r").ok());  // not before the retention
+  EXPECT_TRUE(registry.Status("abandoned").ok());
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while ((registry.Status("r").ok() || registry.Status("abandoned").ok()) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(absl::IsNotFound(registry.Status("r").status()));
+  EXPECT_TRUE(absl::IsNotFound(registry.Status("abandoned").status()));
+  // A job with an agent connected stays, however long.
+  absl::SleepFor(kRetention);
+  EXPECT_TRUE(registry.Status("kept").ok());
+  EXPECT_EQ(registry.Summaries().size(), 1u);
+}
+
 class CountingWatcher : public StatusWatcher {
  public:
   void Poke() override { ++pokes; }

@@ -9,10 +9,11 @@ namespace muster::shared_port {
 
 absl::StatusOr<std::unique_ptr<c10d::StoreServer>> StoreRouter::StartStore(
     const std::shared_ptr<StoreRouter>& router, uint16_t port,
-    std::shared_ptr<std::atomic<int64_t>> connection_gauge) {
+    std::shared_ptr<std::atomic<int64_t>> connection_gauge, const c10d::Limits& limits) {
   ASSIGN_OR_RETURN(std::unique_ptr<c10d::StoreServer> store,
                    c10d::StoreServer::Start({
                        .port = port,
+                       .limits = limits,
                        .adopt_only = true,
                        .before_shutdown = [router](c10d::StoreServer* s) { router->Detach(s); },
                        .connection_gauge = std::move(connection_gauge),

@@ -20,11 +20,12 @@ namespace muster::shared_port {
 class StoreRouter {
  public:
   // A fresh store fed by `router` (kept alive by it): it reports `port` (the shared one)
-  // and detaches itself from the router before it stops. `connection_gauge`: see
+  // and detaches itself from the router before it stops. `limits`, `connection_gauge`: see
   // c10d::StoreServer::Options.
   static absl::StatusOr<std::unique_ptr<c10d::StoreServer>> StartStore(
       const std::shared_ptr<StoreRouter>& router, uint16_t port,
-      std::shared_ptr<std::atomic<int64_t>> connection_gauge = nullptr);
+      std::shared_ptr<std::atomic<int64_t>> connection_gauge = nullptr,
+      const c10d::Limits& limits = c10d::Limits());
 
   // SharedPort::Options::on_store.
   void Route(UniqueFd socket, std::string peer);

@@ -1,6 +1,7 @@
 """Issue 3, acceptance 3: workers of torch 1.13 and 2.x rendezvous through the store the
 agent serves (no worker hosts it), and a restart gets a fresh store with no old keys."""
 import json
+import re
 import subprocess
 
 from conftest import MUSTER, REPO, muster_env
@@ -41,3 +42,23 @@ def test_rank0_store_keeps_torchrun_static_behaviour(tmp_path):
     for row in rows:
         assert row["use_agent_store"] == "False"
         assert row["owner"] != row["ppid"]  # a worker (rank 0) hosts it
+
+
+def test_a_worker_filling_the_store_past_its_limit_is_cut_off_with_a_clear_log(any_torch):
+    """Issue 31 item 7: the store had no total limit (400 k keys: 454 MB); past
+    --store-max-bytes a write stores nothing, the worker's connection is closed (torch's
+    protocol has no error reply for SET) and the agent's log names the client, the limit
+    and the flag."""
+    r = subprocess.run([str(MUSTER), "run", "--standalone", "--nproc-per-node", "1",
+                        "--store-max-bytes", "1MiB", str(REPO / "tests" / "integration" /
+                                                         "scripts" / "store_full.py")],
+                       capture_output=True, text=True, timeout=120,
+                       env=muster_env(PYTHON_EXEC=any_torch, BIG=str(2 << 20)))
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "c10d store: closing connection from " in r.stderr, r.stderr[-3000:]
+    assert "the store is full: it holds " in r.stderr, r.stderr[-3000:]
+    # torch 1.13's client sends "/big", 2.x's "big": the key's bytes and the value's.
+    assert re.search(r"bytes of keys and values and this SET of key '(big|/big)' would add "
+                     rf"({3 + (2 << 20)}|{4 + (2 << 20)}),", r.stderr), r.stderr[-3000:]
+    assert f"past the limit of {1 << 20} bytes (--store-max-bytes)" in r.stderr
+    assert "store error: " in r.stderr  # torch's own error, in the worker's stderr

@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-from conftest import MUSTER, REPO, muster_env, pid_alive, run_muster, wait_for
+from conftest import MUSTER, REPO, fake, muster_env, pid_alive, run_muster, wait_for
 from etcd_cluster import ETCD, EtcdCluster
 from pods import Pods, read_text
 
@@ -462,3 +462,36 @@ def test_flight_recorder_dumps_are_listed_where_they_stay(etcd, tmp_path, torch2
         for p in listed:
             host, path = p.split(":", 1)
             assert host == socket.gethostname() and os.path.exists(path), p
+
+
+def test_keys_no_agent_put_are_passed_over_and_named_once(etcd, tmp_path):
+    """Issue 31 item 5: a key without a lease under PREFIX/RUN_ID/nodes/ (the oldest, so
+    the coordinator by age) and a coordinator key naming no node were taken as the
+    coordinator, and every agent waited past join_timeout with no error. The backend checks
+    what it reads: the job forms, and each such key is named once in the log."""
+    run_id = f"garbage-{os.getpid()}-{time.monotonic_ns()}"
+    junk = f"/muster/{run_id}/nodes/0-junk"
+    for key, value in ((junk, "junk"), (f"/muster/{run_id}/coordinator", "ghost")):
+        r = etcd.ctl("put", key, value)
+        assert r.returncode == 0, r.stderr
+    conf = FAST.replace("join_timeout=60s", "join_timeout=20s")
+    started = time.monotonic()
+    procs = [subprocess.Popen(
+        [str(MUSTER), "run", "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
+         "--rdzv-id", run_id, "--rdzv-conf", conf, "--nnodes", "2", "--nproc-per-node", "1",
+         "--max-restarts", "0", *fake("exit=0")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=muster_env())
+        for _ in range(2)]
+    results = finish(procs, timeout=40)
+    took = time.monotonic() - started
+    for code, _, err in results:
+        assert code == 0, err[-3000:]
+    assert took < 15, f"the job took {took:.1f}s to form and finish"
+    # Named once by an agent that read it (the second may find the coordinator named by
+    # then and read neither).
+    errs = [err for _, _, err in results]
+    assert all(err.count(f"ignoring the key {junk} ") <= 1 for err in errs), errs
+    assert any(f"ignoring the key {junk} (create revision" in err and "it has no lease" in err
+               and f"etcdctl del {junk}" in err for err in errs), errs
+    assert any(f"ignoring the key /muster/{run_id}/coordinator " in err for err in errs), errs
+    etcd.ctl("del", "--prefix", f"/muster/{run_id}/")

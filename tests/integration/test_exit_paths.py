@@ -309,3 +309,20 @@ def test_transient_fork_failures_back_off_instead_of_spending_the_budget_at_once
     assert "reported in 4s (3 transient spawn failures in a row)" in r.stderr, r.stderr
     wait_for(lambda: (pids_cgroup / "pids.current").read_text().strip() == "0", 5,
              what="every task of the agent's cgroup to exit")
+
+
+def test_status_file_naming_a_directory_is_refused_before_any_worker(tmp_path):
+    """Issue 31 item 8: `--status-file DIR` exited 0 with a warning, wrote no status and
+    left DIR.tmp; it is a usage error (exit 2) naming the flag and the fix, before any
+    worker starts, and leaves nothing."""
+    status_dir, ranks = tmp_path / "status", tmp_path / "ranks"
+    status_dir.mkdir()
+    tmpdir = _fresh_tmpdir(tmp_path)
+    r = _run("--status-file", status_dir, *fake(f"ranks={ranks}", "exit=0"))(
+        tmp_path, muster_env(TMPDIR=tmpdir))
+    assert r.returncode == 2, r.stderr
+    assert (f"--status-file {status_dir}: is a directory; name a file in it, e.g. "
+            f"--status-file {status_dir}/status.json") in r.stderr, r.stderr
+    assert not ranks.exists(), "a worker started"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["status", "tmp"]
+    assert list(status_dir.iterdir()) == [] and os.listdir(tmpdir) == []

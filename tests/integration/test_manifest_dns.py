@@ -12,6 +12,15 @@ publish not-ready Pods only when the manifest says so:
   CreateNewService, at 93c758c6033030905aada4ff6a32c439f3ce8bed).
 - T9k PyTorchTrainingJob and DeepSpeedJob: assumed never (T9k's controller is not public;
   the manifest must work in the worst case).
+- Kubeflow Trainer v2 TrainJob (torch-distributed runtime): always. Its JobSet's headless
+  Service sets publishNotReadyAddresses from network.publishNotReadyAddresses, true unless
+  set (kubernetes-sigs/jobset pkg/controllers/jobset_controller.go); the runtime sets no
+  network. The env is the torch plugin's (kubeflow/trainer v2.3.0,
+  pkg/runtime/framework/plugins/torch/torch.go); the node's GPUs (resourcesPerNode) are the
+  fake driver's (tests/fakes), which muster's GPU probe counts for PET_NPROC_PER_NODE=auto.
+- LeaderWorkerSet: always (kubernetes-sigs/lws pkg/utils/controller/controller_utils.go,
+  CreateHeadlessServiceIfNotExists); the env is AddLWSVariables' (pkg/utils/pod/pod_utils.go),
+  in namespace "default".
 Each pod runs the container's own command (the training script replaced by
 examples/allreduce.py, real torch, gloo); DeepSpeedJob's launcher runs the manifest's
 customCommand in worker-0, with a pdsh that reaches each host only when its name resolves
@@ -27,7 +36,7 @@ import time
 import pytest
 
 from cluster_dns import ClusterDns, Kubelet, Probe
-from conftest import MUSTER, REPO, TORCH_PYTHON, muster_env, needs_torch
+from conftest import BUILD, MUSTER, REPO, TORCH_PYTHON, muster_env, needs_torch
 from pods import Pods, read_text
 
 yaml = pytest.importorskip("yaml", reason="SKIPPED LOUDLY: PyYAML is needed to read "
@@ -170,7 +179,54 @@ def t9k_deepspeedjob():
     return sim
 
 
-MANIFESTS = {"indexed-job": indexed_job, "pytorchjob": pytorchjob,
+FAKES = BUILD / "tests" / "fakes"
+
+
+def fake_gpus(count):
+    """A node with `count` GPUs: the fake driver libraries muster's probe loads."""
+    assert (FAKES / "libcuda.so.1").exists(), \
+        f"{FAKES} lacks the fake driver: cmake --build build --target muster_probe_fakes"
+    return dict(MUSTER_LIBCUDA=str(FAKES / "libcuda.so.1"),
+                MUSTER_LIBNVML=str(FAKES / "libnvidia-ml.so.1"),
+                MUSTER_LIBNCCL=str(FAKES / "libnccl.so.2"), FAKE_GPU_COUNT=str(count))
+
+
+def trainjob():
+    (doc,) = load("trainjob")
+    job, trainer = doc["metadata"]["name"], doc["spec"]["trainer"]
+    assert doc["spec"]["runtimeRef"]["name"] == "torch-distributed"
+    sim = Sim(True, "JobSet's headless Service (publishNotReadyAddresses defaults to true)")
+    n, gpus = trainer["numNodes"], int(trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"])
+    # The runtime's container "node" with the TrainJob's command: no probes.
+    container = {"name": "node", "command": trainer["command"], "args": trainer.get("args", [])}
+    for i in range(n):
+        host = f"{job}-node-0-{i}"   # <jobset>-<replicatedJob>-<job index>-<pod index>
+        env = dict(PET_NNODES=str(n), PET_NPROC_PER_NODE="auto", PET_NODE_RANK=str(i),
+                   PET_MASTER_ADDR=f"{job}-node-0-0.{job}", PET_MASTER_PORT="29500",
+                   JOB_COMPLETION_INDEX=str(i), **fake_gpus(gpus))
+        sim.add(host, [f"{host}.{job}"], env, container)
+    return sim
+
+
+def leaderworkerset():
+    (doc,) = load("leaderworkerset")
+    lws, template = doc["metadata"]["name"], doc["spec"]["leaderWorkerTemplate"]
+    assert doc["spec"]["replicas"] == 1, "one group: one job"
+    sim = Sim(True, "LWS's headless Service (PublishNotReadyAddresses: true)")
+    worker = template["workerTemplate"]["spec"]["containers"][0]
+    leader = template.get("leaderTemplate", template["workerTemplate"])["spec"]["containers"][0]
+    size = template["size"]
+    for i in range(size):
+        # The leaders' StatefulSet names the leader <lws>-<group>; the group's workers'
+        # StatefulSet, <lws>-<group>, names them <lws>-<group>-<index>.
+        host = f"{lws}-0" if i == 0 else f"{lws}-0-{i}"
+        env = dict(LWS_LEADER_ADDRESS=f"{lws}-0.{lws}.default", LWS_GROUP_SIZE=str(size),
+                   LWS_WORKER_INDEX=str(i))
+        sim.add(host, [f"{host}.{lws}", f"{host}.{lws}.default"], env, leader if i == 0 else worker)
+    return sim
+
+
+MANIFESTS = {"indexed-job": indexed_job, "trainjob": trainjob, "leaderworkerset": leaderworkerset, "pytorchjob": pytorchjob,
              "t9k-pytorchtrainingjob": t9k_pytorchtrainingjob, "volcano-job": volcano_job,
              "t9k-deepspeedjob": t9k_deepspeedjob}
 

@@ -48,6 +48,8 @@ def test_every_manifest_is_valid(validator_python):
     assert ("PyTorchJob", "vendored CRD schema") in kinds
     assert ("Job", "vendored CRD schema") in kinds          # Volcano's batch.volcano.sh Job
     assert ("Job", "kubernetes-validate") in kinds          # the Indexed Job
+    assert ("TrainJob", "vendored CRD schema") in kinds     # Kubeflow Trainer v2
+    assert ("LeaderWorkerSet", "vendored CRD schema") in kinds
     for kind in ("PyTorchTrainingJob", "DeepSpeedJob"):     # no public schema: templates only
         assert any(r["kind"] == kind and "PodTemplateSpec" in r["checked_by"] for r in results)
 
@@ -67,6 +69,11 @@ TYPOS = [
     ("t9k-pytorchtrainingjob", 0,
      ["spec", "replicaSpecs", 0, "template", "spec", "containers", 0], "comand"),
     ("t9k-deepspeedjob", 0, ["spec", "worker", "template", "spec"], "restartpolicy"),
+    ("trainjob", 0, ["spec", "trainer"], "numNode"),
+    ("trainjob", 0, ["spec", "runtimeRef"], "nam"),
+    ("leaderworkerset", 0, ["spec", "leaderWorkerTemplate"], "groupSize"),
+    ("leaderworkerset", 0,
+     ["spec", "leaderWorkerTemplate", "workerTemplate", "spec", "containers", 0], "readinesProbe"),
 ]
 
 

@@ -26,6 +26,9 @@ RESTARTABLE = [130, 137, 138, 143]
 # Manifests whose agent starts after its container (over ssh): a probe on it would keep
 # the Pod unready, so unresolvable for the launcher, or kill it (test_manifest_dns.py).
 NO_AGENT_PROBES = {"t9k-deepspeedjob": "the agent starts later, through pdsh: no probe on it"}
+# Manifests with no Pod template of their own: the runtime's container runs the command.
+NO_POD_TEMPLATE = {"trainjob": "a TrainJob's runtimePatches cannot add probes, ports or a "
+                               "termination message to torch-distributed's container"}
 
 # What the dry run must resolve for Pod index 1 of each manifest.
 EXPECTED = {
@@ -40,6 +43,12 @@ EXPECTED = {
                              nproc="2 (2) (from --nproc-per-node)"),
     "volcano-job": dict(nodes="2", endpoint="muster-volcano-master-0.muster-volcano:29400",
                         convention="Volcano: nodes=2 (task hosts), node rank=1"),
+    "trainjob": dict(nodes="2 (from PET_NNODES)",
+                     endpoint="muster-trainjob-node-0-0.muster-trainjob:29500",
+                     convention="Kubeflow PyTorchJob/TrainJob"),
+    "leaderworkerset": dict(nodes="2", endpoint="muster-lws-0.muster-lws.default:29400",
+                            convention="LeaderWorkerSet: nodes=2 (LWS_GROUP_SIZE), node rank=1 "
+                                       "(LWS_WORKER_INDEX)"),
 }
 
 
@@ -73,6 +82,11 @@ def muster_commands(doc):
     """(where, argv from `muster` on, env names assigned just before it) for every muster
     invocation: a container's command+args, or DeepSpeedJob's customCommand shell line."""
     found = []
+    trainer = (doc.get("spec") or {}).get("trainer") if doc.get("kind") == "TrainJob" else None
+    if trainer:
+        argv = [str(a) for a in (trainer.get("command") or []) + (trainer.get("args") or [])]
+        if argv and os.path.basename(argv[0]) == "muster":
+            found.append(("trainer", argv, []))
     for spec in pod_specs(doc):
         for c in spec["containers"]:
             argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
@@ -105,10 +119,16 @@ def test_manifest_parses_and_has_probes_and_termination_log(manifest):
         assert {"apiVersion", "kind", "metadata", "spec"} <= set(d), \
             f"{manifest.name}: {d.get('kind')} lacks apiVersion/kind/metadata/spec"
     specs = [s for d in docs for s in pod_specs(d)]
+    if manifest.stem in NO_POD_TEMPLATE:
+        assert not specs, f"{manifest.name}: {NO_POD_TEMPLATE[manifest.stem]}"
+        (trainer,) = [d["spec"]["trainer"] for d in docs]
+        specs = [{"containers": [{"name": "trainer", "env": trainer.get("env", [])}]}]
     assert specs, f"{manifest.name}: no Pod template"
     for spec in specs:
         for c in spec["containers"]:
             where = f"{manifest.name}: container {c.get('name')}"
+            if manifest.stem in NO_POD_TEMPLATE:
+                continue
             assert c.get("terminationMessagePath") == "/dev/termination-log", where
             assert c.get("terminationMessagePolicy") == "FallbackToLogsOnError", where
             for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
@@ -121,10 +141,10 @@ def test_manifest_parses_and_has_probes_and_termination_log(manifest):
     assert commands, f"{manifest.name}: no container or launcher runs muster"
     for where, argv, _ in commands:
         assert argv[1] == "run", f"{manifest.name} {where}: {argv}"
-        assert "--health-port=8081" in argv or \
+        assert manifest.stem in NO_POD_TEMPLATE or "--health-port=8081" in argv or \
             any(a == "--health-port" and b == "8081" for a, b in zip(argv, argv[1:])), \
             f"{manifest.name} {where}: muster is not started with --health-port 8081: {argv}"
-        if where.startswith("container"):
+        if where.startswith(("container", "trainer")):
             env = {e["name"]: e for s in specs for c in s["containers"] for e in c.get("env", [])}
             assert env.get("POD_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get(
                 "fieldPath") == "status.podIP", f"{manifest.name}: POD_IP not from the Downward API"

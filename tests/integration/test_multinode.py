@@ -382,3 +382,22 @@ def test_status_of_a_refused_endpoint_fails_at_once():
                         "--timeout", "2s"], capture_output=True, text=True, timeout=30,
                        env=muster_env())
     assert r.returncode == 138 and 1.9 < time.monotonic() - t0 < 10, r.stderr
+
+
+def test_serve_forgets_a_finished_job_after_its_retention():
+    """Issue 31 item 7: `muster serve` kept every job forever; with --job-retention it
+    forgets a job none of whose agents has been connected for that long."""
+    with serve("--job-retention", "1s") as port:
+        r = subprocess.run([str(MUSTER), "run", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                            "--rdzv-id", "retained", "--nnodes", "1", "--no-python", str(FAKE),
+                            "exit=0"], capture_output=True, text=True, timeout=60,
+                           env=muster_env())
+        assert r.returncode == 0, r.stderr[-3000:]
+        status = [str(MUSTER), "status", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id",
+                  "retained", "--timeout", "5"]
+        kept = subprocess.run(status, capture_output=True, text=True, timeout=30,
+                              env=muster_env())
+        assert kept.returncode == 0 and "Succeeded" in kept.stdout, kept.stdout + kept.stderr
+        wait_for(lambda: subprocess.run(status, capture_output=True, text=True, timeout=30,
+                                        env=muster_env()).returncode == 1, 10, 0.2,
+                 "the job to be forgotten")

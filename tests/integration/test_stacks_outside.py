@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import MUSTER, REPO, muster_env, pid_alive, wait_for
+from conftest import MUSTER, REPO, fake, muster_env, pid_alive, wait_for
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "stacks_outside.py"
 PY = "/usr/bin/python3"
@@ -143,3 +143,33 @@ def test_local_stacks_errors():
     r = subprocess.run([str(MUSTER), "stacks", "--rdzv-id", "no-such-job-here"],
                        capture_output=True, text=True, timeout=10, env=muster_env())
     assert r.returncode == 1 and "no muster agent of that --rdzv-id runs on this host" in r.stderr
+
+
+def test_stacks_of_another_users_agent_is_refused_with_the_way_out(tmp_path):
+    """Issue 31 item 8: an agent answers only its own user or root; asked by anyone else,
+    `muster stacks` exits 2 naming the agent's user and who may ask, instead of 0 with a
+    node "not available"."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: needs root to ask as another user (setpriv)")
+    run_id = f"other-user-{os.getpid()}-{time.monotonic_ns()}"
+    agent = subprocess.Popen(
+        [str(MUSTER), "run", "--nproc-per-node", "1", "--rdzv-id", run_id, *fake("sleep=-1")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=muster_env())
+    try:
+        wait_for(lambda: f"@muster-stacks/{run_id}/{agent.pid}" in
+                 pathlib.Path("/proc/net/unix").read_text(), 20, 0.02, "the agent's socket")
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            str(MUSTER), "stacks", "--rdzv-id", run_id], capture_output=True,
+                           text=True, timeout=30, env=muster_env())
+        assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+        assert (f"agent pid {agent.pid} of job {run_id} runs as root (uid 0) and this is uid "
+                "65534: only its user or root may ask") in r.stderr, r.stderr
+        assert "run muster stacks as root" in r.stderr
+        assert "not available" not in r.stdout, r.stdout
+        # Root may still ask.
+        r = subprocess.run([str(MUSTER), "stacks", "--rdzv-id", run_id], capture_output=True,
+                           text=True, timeout=30, env=muster_env())
+        assert r.returncode == 0 and "1 ranks on 1 nodes" in r.stdout, (r.stdout, r.stderr)
+    finally:
+        agent.terminate()
+        agent.communicate(timeout=30)

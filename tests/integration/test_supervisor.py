@@ -138,3 +138,51 @@ def test_as_pid1_there_is_no_supervisor(tmp_path):
         r.stdout + r.stderr)
     r = run_muster(["--dry-run", "--containment", "session", "--no-python", "true"])
     assert "session (--containment session), under a supervisor" in r.stdout, r.stdout
+
+
+TRACER = r"""
+import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_SEIZE = 0x4206
+if libc.ptrace(PTRACE_SEIZE, int(sys.argv[1]), None, None) != 0:
+    sys.exit("ptrace: errno %d" % ctypes.get_errno())
+print("attached", flush=True)
+time.sleep(1000)  # never waits for the tracee: its zombie stays held
+"""
+
+
+def test_supervisor_gives_up_on_a_zombie_a_tracer_holds(tmp_path):
+    """Issue 31 item 4: a ptrace tracer that never waits holds a dead worker's zombie; its
+    parent cannot reap it. The agent gives up after its kill grace and exits 143; the
+    supervisor, which then inherits the zombie, waits 10 s at most for it (on main it
+    blocked in waitpid until the tracer let go), names it and exits as the agent did."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "worker.sh"
+    script.write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec /bin/sleep 1000\n")
+    script.chmod(0o755)
+    proc = subprocess.Popen([str(MUSTER), "run", "--containment", "session",
+                             "--shutdown-timeout", "1s", "--no-python", str(script)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=muster_env())
+    tracer = None
+    try:
+        worker = wait_for(lambda: read_pids(pids), 10, what="the worker's pid")[0]
+        tracer = subprocess.Popen([sys.executable, "-c", TRACER, str(worker)],
+                                  stdout=subprocess.PIPE, text=True)
+        assert tracer.stdout.readline().strip() == "attached", "the tracer could not attach"
+        proc.send_signal(signal.SIGTERM)
+        # 1 s of shutdown timeout, the agent's 10 s kill grace, the supervisor's 10 s.
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the supervisor still waits for the traced zombie 30 s after SIGTERM")
+        err = proc.stderr.read()
+        assert proc.returncode == 143, err
+        assert (f"process {worker} of the job was not reaped within 10s of SIGKILL: a ptrace "
+                f"tracer (pid {tracer.pid}) holds its zombie") in err, err
+    finally:
+        if tracer is not None:
+            tracer.kill()
+            tracer.wait()
+        proc.kill()
+        proc.wait()

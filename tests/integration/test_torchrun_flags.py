@@ -75,7 +75,7 @@ def test_virtual_local_rank_without_cuda_visible_devices_numbers_the_gpus(tmp_pa
 
 @pytest.mark.parametrize("flags,env,message", [
     (["--logs-specs", "my_specs"], {}, "--logs-specs: names a Python LogsSpecs plugin"),
-    (["--numa_binding", "node"], {}, "--bind-cores-to-rank"),
+    (["--numa_binding", "node", "--probe", "off"], {}, "--probe off leaves muster no list of GPUs"),
     (["--duplicate-stdout-filters", "loss"], {}, "muster does not copy matching lines"),
     (["--duplicate_stderr_filters=error"], {}, "--log-dir DIR and -t 3"),
     (["--print-completion", "bash"], {}, "muster has no shell completion script"),

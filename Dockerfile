@@ -7,9 +7,11 @@
 #   scripts/image.sh                                   # buildah, debootstrapped base, no daemon
 #   docker build -t muster .                           # or any OCI builder, from debian:bookworm
 #   docker run --rm muster run --standalone --nproc-per-node 2 --no-python /bin/sh -c 'echo $RANK'
+#   docker run --rm --entrypoint torchrun muster --standalone --nproc_per_node=2 ...  # muster too
 #
 # Training images: COPY --from=muster /usr/local/bin/muster* /usr/local/bin/ into an image
-# that has python3 and torch, then run `muster run ... train.py` (examples/k8s/).
+# that has python3 and torch, then run `muster run ... train.py` (examples/k8s/); copy
+# /usr/local/bin/torchrun too for scripts that call torchrun (it replaces torch's).
 ARG BASE_IMAGE=debian:bookworm
 
 FROM ${BASE_IMAGE} AS build
@@ -24,17 +26,18 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# Binaries are whatever build/bin holds after the build (tests and the bench load generators
-# off): muster always, muster-probe when this tree defines it. They are stripped (the runtime
-# image carries no debug info), and the build tree is removed so the cached build layer
-# stays small.
+# The binaries alone (tests and the bench load generators off), installed stripped (the
+# runtime image carries no debug info) by the project's install rules: muster, muster-probe
+# and torchrun, a link to muster (MUSTER_INSTALL_TORCHRUN: muster started as torchrun is
+# `muster run`, so an image's scripts that call torchrun run muster). The build tree is
+# removed so the cached build layer stays small.
 RUN rm -rf build \
- && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMUSTER_BUILD_TESTS=OFF -DMUSTER_BUILD_BENCH=OFF \
+ && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMUSTER_BUILD_TESTS=OFF \
+      -DMUSTER_BUILD_BENCH=OFF -DMUSTER_INSTALL_TORCHRUN=ON \
  && cmake --build build -j"$(nproc)" \
- && mkdir -p /out \
- && for b in build/bin/*; do install -m 0755 -s "$b" /out/; done \
- && test -x /out/muster \
- && ls -l /out \
+ && cmake --install build --prefix /out --strip \
+ && test -x /out/bin/muster && test -L /out/bin/torchrun \
+ && ls -l /out/bin \
  && rm -rf build
 
 FROM ${BASE_IMAGE}
@@ -47,7 +50,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9 libprometheus-cpp-pull1.0 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /usr/share/doc/* /usr/share/man/*
-COPY --from=build /out/ /usr/local/bin/
+COPY --from=build /out/bin/ /usr/local/bin/
 # muster is a child subreaper and reaps orphans: it is correct as PID 1 (no tini needed).
 ENTRYPOINT ["muster"]
 CMD ["--help"]

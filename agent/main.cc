@@ -1,10 +1,12 @@
 // muster: the node agent's entry point. Dispatches subcommands and wires the
-// layers.
+// layers. Invoked as `torchrun` (a symlink or copy of this binary by that name), it is
+// `muster run`: every word is run's, parsed by torchrun's argument rules as run parses them.
 #include <unistd.h>
 
 #include <cstdio>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/config_check.h"
@@ -70,12 +72,26 @@ int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRu
   return RunAgent(*std::move(config));
 }
 
+// Whether this process was started by the name `torchrun` (argv[0]'s last path component):
+// a container image or a venv that links torchrun to muster runs every script and tool that
+// calls torchrun under muster, with no edit.
+bool InvokedAsTorchrun(const char* argv0) {
+  std::string_view name = argv0 != nullptr ? argv0 : "";
+  const size_t slash = name.rfind('/');
+  if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
+  return name == "torchrun";
+}
+
 }  // namespace
 }  // namespace muster
 
 int main(int argc, char** argv) {
   namespace exit_code = muster::exit_code;
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (argc > 0 && muster::InvokedAsTorchrun(argv[0])) {
+    muster::rdzv::RouteGrpcLogsToSpdlog();
+    return muster::RunCommand(args);
+  }
   if (args.empty()) {
     muster::PrintUsage(stderr);
     return exit_code::kUsage;

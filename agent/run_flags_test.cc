@@ -212,6 +212,27 @@ TEST(FlagsTest, HostFactsComeFromHostInfo) {
   EXPECT_EQ(Parse(args)->rdzv_hosting, RdzvHosting::kAuto);
 }
 
+// Issue 28: with node ranks given, node rank 0 serves the rendezvous and the others only join,
+// also on the endpoint's own host (two agents on one machine), so the store of group rank 0
+// shares the endpoint's port whichever agent starts first. An explicit choice still wins.
+TEST(FlagsTest, NodeRankZeroServesTheRendezvous) {
+  auto with = [](std::vector<std::string> flags) {
+    std::vector<std::string> args = {"--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29400"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--no-python", "true"});
+    return Parse(args);
+  };
+  auto one = with({"--node-rank", "1"});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->rdzv_hosting, RdzvHosting::kNever);
+  EXPECT_EQ(one->SourceOf("rdzv-host"), "--node-rank 1: node rank 0 serves");
+  EXPECT_EQ(with({"--node-rank", "0"})->rdzv_hosting, RdzvHosting::kAuto);
+  EXPECT_EQ(with({})->rdzv_hosting, RdzvHosting::kAuto);  // no ranks: the first to bind serves
+  EXPECT_EQ(with({"--node-rank", "1", "--rdzv-host", "true"})->rdzv_hosting, RdzvHosting::kAlways);
+  EXPECT_EQ(with({"--node-rank", "1", "--rdzv-conf", "is_host=1"})->rdzv_hosting,
+            RdzvHosting::kAlways);
+}
+
 // Config's modes are enums; each flag spelling maps to one, and the error lists them all.
 TEST(FlagsTest, ModesParseToEnums) {
   auto with = [](std::vector<std::string> flags) {

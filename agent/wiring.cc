@@ -242,6 +242,10 @@ absl::Status WireGrpcRendezvous(const Config& config, const std::string& store_a
       // share a machine): join that one.
       spdlog::info("rendezvous at {} is served by another process; joining it", endpoint);
     }
+  } else if (config.rdzv_hosting == RdzvHosting::kNever && IsThisHost(config.rdzv_host_name)) {
+    // Two agents on the endpoint's host: say which one serves, so a wait is no mystery.
+    spdlog::info("rendezvous at {} is not served by this agent ({}); joining it", endpoint,
+                 config.SourceOf("rdzv-host"));
   }
   ASSIGN_OR_RETURN(parts.rendezvous, rdzv::GrpcRendezvousClient::Create({
                                          .endpoint = endpoint,

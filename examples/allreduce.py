@@ -23,8 +23,8 @@ def main():
         raise ValueError(f"rank {rank}: all_reduce gave {t.item()}, expected {expected}")
     dist.barrier()
     print(f"rank {rank}/{world} (local {os.environ['LOCAL_RANK']}, restart "
-          f"{os.environ['TORCHELASTIC_RESTART_COUNT']}): all_reduce = {t.item():g} OK",
-          flush=True)
+          f"{os.environ['TORCHELASTIC_RESTART_COUNT']}, store {os.environ['MASTER_ADDR']}:"
+          f"{os.environ['MASTER_PORT']}): all_reduce = {t.item():g} OK", flush=True)
     dist.destroy_process_group()
 
 

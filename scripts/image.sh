@@ -2,7 +2,7 @@
 # Builds the muster container image from ./Dockerfile with buildah (no Docker daemon, no
 # registry): a minbase debootstrap of Debian bookworm becomes the local base image, the
 # Dockerfile is built on it, and the image's muster is run: `muster --version` and a
-# standalone two-worker job.
+# standalone two-worker job, started as muster and as torchrun (the image's alias).
 #
 #   scripts/image.sh            # everything; prints a timing per step
 #
@@ -138,5 +138,12 @@ echo "$job" | sed 's/^/  | /'
 for r in 0 1; do
   grep -q "rank $r of 2" <<<"$job" || die "the standalone job's output lacks 'rank $r of 2'"
 done
+# The image's torchrun is muster (a link): a torchrun command line runs the same job.
+alias_job=$(run torchrun --standalone --nproc_per_node=2 --no-python /bin/sh -c 'echo rank $RANK of $WORLD_SIZE' 2>&1) \
+  || { echo "$alias_job" >&2; die "torchrun (muster by that name) failed in the image"; }
+for r in 0 1; do
+  grep -q "rank $r of 2" <<<"$alias_job" || die "torchrun's job output lacks 'rank $r of 2'"
+done
+log "torchrun: $(run readlink /usr/local/bin/torchrun) (muster run by torchrun's name)"
 timing "run"
 log "OK: $IMAGE runs '$version' and a standalone 2-worker job (total $((SECONDS - T0)) s)"

@@ -66,7 +66,7 @@ def pytest_configure(config):
 # From `pytest -n 3 --durations=0` on the 2-core CI machine; a file not named here runs
 # after them, in the usual order. Refresh it when a file's tests grow long.
 LONGEST_FIRST = (
-    "test_store_torch2.py", "test_exit_codes.py", "test_store_torch113.py",
+    "test_store_torch2.py", "test_exit_codes.py", "test_store_torch113.py", "test_install.py",
     "test_deepspeed_real.py", "test_agent_store.py", "test_listen_addresses.py",
     "test_operator_pods.py", "test_pods.py", "test_etcd.py", "test_manifest_dns.py",
     "test_one_port.py", "test_debug_deepspeed.py", "test_metrics.py", "test_multinode.py",

@@ -23,6 +23,7 @@
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
+#include "base/logging.h"
 #include "base/random_id.h"
 #include "base/shell_words.h"
 #include "base/status_macros.h"
@@ -178,8 +179,12 @@ void Agent::OnAgentSignal(int sig) {
   agent_signal_ = sig;
   events_->Write("signal_received", {{"signal", SignalName(sig)}});
   if (sig == SIGTERM && PreemptSelf(absl::StrCat("agent received ", SignalName(sig)))) return;
-  spdlog::info("received {}: forwarding it to every worker, SIGKILL after {}", SignalName(sig),
-               HumanDuration(config_.shutdown_timeout));
+  if (launcher_->running() || launcher_->stopping()) {
+    spdlog::info("received {}: forwarding it to every worker, SIGKILL after {}", SignalName(sig),
+                 HumanDuration(config_.shutdown_timeout));
+  } else {
+    spdlog::info("received {} before any worker started: leaving the job", SignalName(sig));
+  }
   rdzv_->Leave(absl::StrCat("agent received ", SignalName(sig)));
   int code = exit_code::ForSignal(sig);
   ExitAfterStop(
@@ -334,6 +339,9 @@ void Agent::OnRendezvousError(const rdzv::RendezvousError& error) {
 }
 
 void Agent::StartRound(const rdzv::Assignment& a) {
+  // With several nodes, agents may share a console (several on one machine, or their logs
+  // gathered): each line then says which node it comes from.
+  SetLogNodeTag(a.group_world_size > 1 ? absl::StrCat("node ", a.group_rank) : "");
   LogRestart(a);
   round_ = a.round;
   restart_count_ = a.restart_count;

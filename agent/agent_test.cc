@@ -181,6 +181,7 @@ TEST_F(AgentTest, RestartableExitRestartsEveryLocalWorker) {
 }
 
 TEST_F(AgentTest, FatalExitEndsTheJobWithItsCode) {
+  config_.restart_policy = RestartPolicy::kExitCode;
   config_.max_restarts = 3;
   EXPECT_EQ(RunAgent({{1, kRunsUntilStopped}}), 1);
   EXPECT_EQ(agent_->phase(), Agent::Phase::kFailed);

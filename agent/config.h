@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/torch_names.h"
 #include "launch/containment.h"
 #include "launch/numa_binding.h"
 #include "launch/restart_policy.h"
@@ -83,13 +84,19 @@ struct Config {
   bool module = false;               // -m: python -u -m MODULE
   bool no_python = false;            // --no-python: exec the command directly
   bool local_rank_arg = false;       // --local-rank-arg: append --local_rank=N (DeepSpeed)
-  bool virtual_local_rank = false;   // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's own GPU
-  bool bind_cores_to_rank = false;   // give each local rank its own share of CPUs
-  std::vector<int> bind_core_list;   // CPUs to split (empty: the agent's affinity)
+  // `muster launch` without --use-env: append torch.distributed.launch's --local-rank=N,
+  // spelled for the workers' torch (torch_names.h).
+  bool legacy_local_rank_arg = false;
+  bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's own GPU
+  bool bind_cores_to_rank = false;  // give each local rank its own share of CPUs
+  std::vector<int> bind_core_list;  // CPUs to split (empty: the agent's affinity)
   std::optional<NumaBindingMode> numa_binding;  // --numa-binding: CPUs near each rank's GPU
   std::string save_pid;                         // --save-pid FILE: the agent's pid
   std::string hostfile;  // --hostfile FILE: DeepSpeed-style "host slots=N" per round
   std::string python_exec = "python3";
+  // The torch the workers import (agent/worker_torch.h), found once before the first round;
+  // nullopt when unknown (no Python, no torch, a command that is not Python).
+  std::optional<TorchVersion> worker_torch;
 
   // Shape of the job.
   int min_nodes = 1, max_nodes = 1;
@@ -131,7 +138,7 @@ struct Config {
 
   // Failure handling.
   int max_restarts = 0;
-  RestartPolicy restart_policy = RestartPolicy::kExitCode;
+  RestartPolicy restart_policy = RestartPolicy::kOnFailure;  // torchrun's rule
   std::set<int> restartable_exit_codes;
   absl::Duration shutdown_timeout = absl::Seconds(30);
   // Preemption (docs/guides/preemption.md): the signal workers get with the notice (0: none, the

@@ -10,14 +10,15 @@
 namespace muster {
 namespace {
 
-struct Setting {
-  const char* name;      // torch 2.15's
-  const char* old_name;  // the TORCH_NCCL_ alias older torch reads
-};
-
-constexpr Setting kBufferSize = {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"};
-constexpr Setting kDumpOnTimeout = {"TORCH_FR_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT"};
-constexpr Setting kDumpFile = {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"};
+// torch 2.10 moved the flight recorder to TORCH_FR_* (2.2-2.9 read the TORCH_NCCL_ names;
+// 2.15 still reads them and warns: "TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated").
+constexpr TorchVersion kFlightRecorderNames = {2, 10};
+constexpr RenamedVariable kBufferSize = {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
+                                         kFlightRecorderNames};
+constexpr RenamedVariable kDumpOnTimeout = {"TORCH_FR_DUMP_ON_TIMEOUT",
+                                            "TORCH_NCCL_DUMP_ON_TIMEOUT", kFlightRecorderNames};
+constexpr RenamedVariable kDumpFile = {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+                                       kFlightRecorderNames};
 
 bool Has(const std::vector<std::string>& env, const char* name) {
   std::string prefix = absl::StrCat(name, "=");
@@ -32,16 +33,16 @@ void Insert(std::vector<std::string>* env, const char* name, const std::string& 
 
 }  // namespace
 
-void AddFlightRecorderEnv(const std::string& attempt_dir, std::vector<std::string>* env) {
-  const std::pair<Setting, std::string> settings[] = {
+void AddFlightRecorderEnv(const std::string& attempt_dir, const std::optional<TorchVersion>& torch,
+                          std::vector<std::string>* env) {
+  const std::pair<RenamedVariable, std::string> settings[] = {
       {kBufferSize, "2000"},
       {kDumpOnTimeout, "1"},
       {kDumpFile, absl::StrCat(attempt_dir, "/", kFlightRecorderFilePrefix)},
   };
   for (const auto& [s, value] : settings) {
     if (Has(*env, s.name) || Has(*env, s.old_name)) continue;  // the user's choice wins
-    Insert(env, s.name, value);
-    Insert(env, s.old_name, value);
+    for (const char* name : NamesFor(s, torch)) Insert(env, name, value);
   }
 }
 

@@ -13,8 +13,11 @@
 #ifndef MUSTER_AGENT_FLIGHT_RECORDER_H_
 #define MUSTER_AGENT_FLIGHT_RECORDER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "agent/torch_names.h"
 
 namespace muster {
 
@@ -23,8 +26,10 @@ inline constexpr char kFlightRecorderFilePrefix[] = "flight_recorder_rank_";
 
 // Sets, where neither name of a pair is in `env` ("NAME=value", sorted by name): the
 // buffer size (2000 entries, torch 2.15's default), dump on timeout (1) and the dump file
-// prefix (<attempt_dir>/flight_recorder_rank_).
-void AddFlightRecorderEnv(const std::string& attempt_dir, std::vector<std::string>* env);
+// prefix (<attempt_dir>/flight_recorder_rank_), each under the name `torch` (the workers')
+// reads: TORCH_FR_* from 2.10, TORCH_NCCL_* before, both when it is unknown.
+void AddFlightRecorderEnv(const std::string& attempt_dir, const std::optional<TorchVersion>& torch,
+                          std::vector<std::string>* env);
 
 // The trace files in `attempt_dir` (full paths, sorted); empty when there are none.
 std::vector<std::string> FlightRecorderDumps(const std::string& attempt_dir);

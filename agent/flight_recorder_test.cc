@@ -15,7 +15,7 @@ namespace {
 
 TEST(FlightRecorderTest, SetsBothSpellingsUnlessTheUserSetEither) {
   std::vector<std::string> env = {"A=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=50", "Z=1"};
-  AddFlightRecorderEnv("/run/attempt_2", &env);
+  AddFlightRecorderEnv("/run/attempt_2", std::nullopt, &env);  // the workers' torch unknown
   EXPECT_TRUE(std::is_sorted(env.begin(), env.end()));
   EXPECT_EQ(env, (std::vector<std::string>{
                      "A=1",
@@ -25,6 +25,27 @@ TEST(FlightRecorderTest, SetsBothSpellingsUnlessTheUserSetEither) {
                      "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
                      "TORCH_NCCL_TRACE_BUFFER_SIZE=50",  // the user's, and no TORCH_FR_ one
                      "Z=1",
+                 }));
+}
+
+// Issue 28: torch 2.15 warns once per rank about TORCH_NCCL_TRACE_BUFFER_SIZE ("is
+// deprecated; use TORCH_FR_BUFFER_SIZE"); torch 2.2-2.9 read only the TORCH_NCCL_ names.
+TEST(FlightRecorderTest, SetsTheSpellingTheWorkersTorchReads) {
+  std::vector<std::string> env = {"A=1"};
+  AddFlightRecorderEnv("/run/attempt_0", TorchVersion{2, 15}, &env);
+  EXPECT_EQ(env, (std::vector<std::string>{
+                     "A=1",
+                     "TORCH_FR_BUFFER_SIZE=2000",
+                     "TORCH_FR_DUMP_ON_TIMEOUT=1",
+                     "TORCH_FR_DUMP_TEMP_FILE=/run/attempt_0/flight_recorder_rank_",
+                 }));
+  env = {"A=1"};
+  AddFlightRecorderEnv("/run/attempt_0", TorchVersion{2, 6}, &env);
+  EXPECT_EQ(env, (std::vector<std::string>{
+                     "A=1",
+                     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/run/attempt_0/flight_recorder_rank_",
+                     "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+                     "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
                  }));
 }
 

@@ -43,19 +43,20 @@ std::map<std::string, std::string> ReadEnvironment() {
 
 void PrintUsage(FILE* out) { std::fputs(CommandsUsage(), out); }
 
-int RunCommand(const std::vector<std::string>& args) {
+int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRun) {
   std::map<std::string, std::string> env = ReadEnvironment();
-  const Subcommand& run = RunSubcommand();
+  const Subcommand& run = RunSubcommand(form);
   int code = exit_code::kSuccess;
   std::optional<FlagValues> flags = StartSubcommand(run, args, env, &code);
   if (!flags) return code;
-  absl::StatusOr<Config> config = ParseRunFlags(*flags, HostInfo::Detect(env));
+  absl::StatusOr<Config> config = ParseRunFlags(*flags, HostInfo::Detect(env), form);
   if (!config.ok()) return UsageError(run, config.status().message());
   if (absl::Status checked = CheckRunConfig(&*config); !checked.ok()) {
     return UsageError(run, checked.message());
   }
   for (const std::string& warning : config->warnings) {
-    std::fprintf(stderr, "muster run: warning: %s\n", warning.c_str());
+    std::fprintf(stderr, "muster %s: warning: %s\n", std::string(run.name).c_str(),
+                 warning.c_str());
   }
   if (config->dry_run) {
     std::fputs(DescribeConfig(*config, env).c_str(), stdout);
@@ -112,6 +113,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   muster::rdzv::RouteGrpcLogsToSpdlog();  // before any gRPC object: its lines via spdlog
   if (cmd == "run") return muster::RunCommand(rest);
+  if (cmd == "launch") return muster::RunCommand(rest, muster::RunForm::kLaunch);
   if (cmd == "serve") return muster::ServeCommand(rest, muster::ReadEnvironment());
   if (cmd == "status") return muster::StatusCommand(rest, muster::ReadEnvironment());
   if (cmd == "stacks") return muster::StacksCommand(rest, muster::ReadEnvironment());

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/conventions.h"
@@ -25,9 +27,16 @@
 namespace muster {
 namespace {
 
-// One KEY=VALUE item of --rdzv-conf (`where`), both stripped and non-empty.
-absl::Status ApplyRdzvConfItem(const std::string& where, const std::string& key,
-                               const std::string& value, Config* c) {
+constexpr char kKnownRdzvConfKeys[] =
+    "join_timeout (or timeout), last_call_timeout, heartbeat_interval (or keep_alive_interval), "
+    "heartbeat_misses (or keep_alive_max_attempt), is_host, rank, hang_timeout, hang_action; "
+    "torch's read_timeout, close_timeout, heartbeat_timeout, store_type=tcp and use_libuv are "
+    "checked and have no effect";
+
+// One KEY=VALUE item of --rdzv-conf (`where`), both stripped and non-empty; nullopt when
+// the key is none that muster or torch's backends know.
+std::optional<absl::Status> ApplyRdzvConfItem(const std::string& where, const std::string& key,
+                                              const std::string& value, Config* c) {
   auto duration = [&](absl::Duration* out) -> absl::Status {
     absl::StatusOr<absl::Duration> d = ParseDuration(value);
     if (!d.ok()) return FlagError(where, absl::StrCat(key, ": ", d.status().message()));
@@ -72,14 +81,17 @@ absl::Status ApplyRdzvConfItem(const std::string& where, const std::string& key,
   if (std::optional<absl::Status> torch = ApplyTorchRdzvConfKey(where, key, value, c)) {
     return *torch;
   }
-  return FlagError(
-      where, absl::StrCat("unknown key '", EscapeForMessage(key),
-                          "'; known: join_timeout (or timeout), last_call_timeout, "
-                          "heartbeat_interval (or keep_alive_interval), "
-                          "heartbeat_misses (or keep_alive_max_attempt), is_host, "
-                          "rank, hang_timeout, hang_action; torch's read_timeout, close_timeout, "
-                          "heartbeat_timeout, store_type=tcp and use_libuv are "
-                          "checked and have no effect"));
+  return std::nullopt;
+}
+
+// The value without one pair of quotes around all of it: PyTorch's launcher tests pass
+// --rdzv-conf "'join_timeout=5,...'" (quotes a shell would have removed) and torchrun runs.
+absl::string_view Unquoted(absl::string_view conf) {
+  if (conf.size() >= 2 && (conf.front() == '\'' || conf.front() == '"') &&
+      conf.back() == conf.front()) {
+    return absl::StripAsciiWhitespace(conf.substr(1, conf.size() - 2));
+  }
+  return conf;
 }
 
 // torchrun's static form (see FinishStaticForm).
@@ -126,16 +138,19 @@ absl::Status ApplyRdzvEndpoint(const FlagValue& v, Config* c) {
   // --rdzv-backend may come later); the first stands for all until then.
   c->rdzv_endpoint_text = v.text;
   std::string first(v.text.substr(0, v.text.find(',')));
-  ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(v.where, first, c->rdzv_port));
+  ASSIGN_OR_RETURN(Endpoint endpoint,
+                   ParseEndpoint(v.where, first, c->rdzv_port, PortZero::kAnyFreePort));
   c->rdzv_host_name = endpoint.host;
   c->rdzv_port = endpoint.port;
   return absl::OkStatus();
 }
 
 // As torch's _parse_rendezvous_config: KEY=VALUE items separated by ',', blanks around
-// keys and values ignored, an empty key or value an error.
+// keys and values ignored, an empty key or value an error. Keys nobody knows are ignored
+// with one warning, as torchrun's backends ignore the keys they do not read.
 absl::Status ApplyRdzvConf(const FlagValue& v, Config* c) {
-  absl::string_view conf = absl::StripAsciiWhitespace(v.text);
+  absl::string_view conf = Unquoted(absl::StripAsciiWhitespace(v.text));
+  std::vector<std::string> unknown;
   std::vector<absl::string_view> items;
   if (!conf.empty()) items = absl::StrSplit(conf, ',');
   for (absl::string_view item : items) {
@@ -150,7 +165,18 @@ absl::Status ApplyRdzvConf(const FlagValue& v, Config* c) {
     if (value.empty()) {
       return FlagError(v.where, absl::StrCat(key, " has no value; write ", key, "=VALUE"));
     }
-    RETURN_IF_ERROR(ApplyRdzvConfItem(v.where, key, value, c));
+    std::optional<absl::Status> applied = ApplyRdzvConfItem(v.where, key, value, c);
+    if (!applied) {
+      unknown.push_back(absl::StrCat("'", EscapeForMessage(key), "'"));
+    } else if (!applied->ok()) {
+      return *applied;
+    }
+  }
+  if (!unknown.empty()) {
+    c->warnings.push_back(absl::StrCat(
+        v.where, ": ignoring ", unknown.size() == 1 ? "key " : "keys ",
+        absl::StrJoin(unknown, ", "),
+        " (torchrun ignores keys its backend does not read); known: ", kKnownRdzvConfKeys));
   }
   return absl::OkStatus();
 }
@@ -258,6 +284,25 @@ absl::Status FinishEtcdEndpoints(Config* c) {
     c->rdzv_endpoints.push_back(JoinHostPort(e.host, e.port));
     if (c->rdzv_endpoints.size() == 1) c->rdzv_port = e.port;
   }
+  return absl::OkStatus();
+}
+
+absl::Status FinishAnyFreePort(Config* c) {
+  const bool endpoint_zero = !c->rdzv_host_name.empty() && c->rdzv_port == 0;
+  const bool master_zero = c->master_port_given && c->master_port == 0;
+  if (!endpoint_zero && !master_zero) return absl::OkStatus();
+  if (c->max_nodes > 1) {
+    return FlagError(endpoint_zero ? c->SourceOf("rdzv-endpoint") : c->SourceOf("master-port"),
+                     absl::StrCat("port 0 (any free port) works for a one-node job only, and ",
+                                  c->SourceOf("nnodes"), " asks for ",
+                                  c->min_nodes == c->max_nodes ? "" : "up to ", c->max_nodes,
+                                  " nodes: the others could not learn which port this node "
+                                  "picked; give a fixed port, e.g. ",
+                                  endpoint_zero ? "HOST:29400" : "--master-port 29500"));
+  }
+  // One node: nobody else joins, so the rendezvous runs in this agent (as without
+  // --rdzv-endpoint) and the store takes a free port (FixedStorePort, NeedsFreeMasterPort).
+  if (endpoint_zero) c->rdzv_host_name.clear();
   return absl::OkStatus();
 }
 

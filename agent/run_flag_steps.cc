@@ -39,10 +39,10 @@ absl::Status ApplyMasterAddr(const FlagValue& v, Config* c) {
 
 absl::Status ApplyMasterPort(const FlagValue& v, Config* c) {
   ASSIGN_OR_RETURN(int port, ParseNonNegative(v.where, v.text));
-  if (port < 1 || port > 65535) {
-    return FlagError(v.where, absl::StrCat("'", v.text, "' is not a port (1..65535)"));
+  if (port > 65535) {
+    return FlagError(v.where, absl::StrCat("'", v.text, "' is not a port (0..65535)"));
   }
-  c->master_port = port;
+  c->master_port = port;  // 0: any free port, one node only (FinishAnyFreePort)
   c->master_port_given = true;
   return absl::OkStatus();
 }

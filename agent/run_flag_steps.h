@@ -63,7 +63,7 @@ absl::Status CheckParses(const FlagValue& v, Config*) {
 absl::Status ApplyNnodes(const FlagValue& value, Config* config);
 // --master-addr: a host name or address.
 absl::Status ApplyMasterAddr(const FlagValue& value, Config* config);
-// --master-port: 1..65535.
+// --master-port: 0..65535 (0: any free port, as torchrun; see FinishAnyFreePort).
 absl::Status ApplyMasterPort(const FlagValue& value, Config* config);
 // --rdzv-backend: static or c10d, accepted and otherwise unused (both meet at muster's own
 // rendezvous); etcd and etcd-v2 (an alias: v3 API) choose the etcd backend.

@@ -43,7 +43,8 @@ constexpr FlagSpec kMusterFlags[] = {
     {.name = "rdzv-endpoint",
      .group = "Rendezvous",
      .default_text = "none",
-     .help = "HOST[:PORT] of the rendezvous server (port 29400); needed when --nnodes > 1",
+     .help = "HOST[:PORT] of the rendezvous server (port 29400); needed when --nnodes > 1; "
+             "port 0 (one node only): a free port, as torchrun",
      .apply = ApplyRdzvEndpoint},
     {.name = "standalone",
      .takes_value = false,
@@ -55,7 +56,8 @@ constexpr FlagSpec kMusterFlags[] = {
      .group = "Rendezvous",
      .default_text = "",
      .help = "join_timeout=600s,last_call_timeout=30s,heartbeat_interval=5s,heartbeat_misses=3,"
-             "hang_timeout=0,hang_action=restart",
+             "hang_timeout=0,hang_action=restart; torch's keys too; other keys: one warning, "
+             "ignored",
      .apply = ApplyRdzvConf},
     {.name = "rdzv-host",
      .group = "Rendezvous",
@@ -134,7 +136,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .group = "Job",
      .default_text = "29500",
      .help = "MASTER_PORT: on one node the agent's store binds it every attempt (default "
-             "there: a free port); with --store rank0 worker rank 0 binds it",
+             "there, and 0: a free port); with --store rank0 worker rank 0 binds it",
      .apply = ApplyMasterPort},
     {.name = "rdzv-backend",
      .group = "Job",
@@ -194,8 +196,9 @@ constexpr FlagSpec kMusterFlags[] = {
      .apply = ApplyMaxRestarts},
     {.name = "restart-policy",
      .group = "Failures",
-     .default_text = "ExitCode",
-     .help = "Never, OnFailure, Always or ExitCode",
+     .default_text = "OnFailure",
+     .help = "OnFailure: any failure restarts while --max-restarts lasts (torchrun's rule); "
+             "ExitCode: only --restartable-exit-codes restart; Never; Always",
      .apply = ApplyRestartPolicy},
     {.name = "restartable-exit-codes",
      .group = "Failures",
@@ -417,6 +420,19 @@ constexpr Subcommand kRun = {
         "worth a restart.\n",
 };
 
+constexpr Subcommand kLaunch = {
+    .name = "launch",
+    .usage =
+        "Usage: muster launch [flags] [--] SCRIPT [ARGS...]\n\n"
+        "torch.distributed.launch's command line: `python -m torch.distributed.launch ARGS`\n"
+        "becomes `muster launch ARGS`. It is `muster run`, and each worker's script also gets\n"
+        "--local-rank=N (--local_rank=N when the workers' torch is 1.x, as its launch module\n"
+        "passes) unless --use-env (then LOCAL_RANK only, as torchrun). --no-python needs\n"
+        "--use-env. Every flag of `muster run` applies, spelled with dashes or underscores.\n",
+    .flags = kRunFlags,
+    .epilogue = kRun.epilogue,
+};
+
 // Environment variables operators set at node level (docs/design.md §4.8). They are not
 // passed to workers as worker ranks, but a malformed one is a configuration
 // error worth stopping on.
@@ -507,6 +523,12 @@ absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, con
   if (c.module && c.no_python) {
     return FlagError("--module", "cannot be combined with --no-python (a module needs Python)");
   }
+  if (c.legacy_local_rank_arg && c.no_python) {
+    return FlagError(c.SourceOf("no-python"),
+                     "needs --use-env under `muster launch` (torch.distributed.launch refuses "
+                     "it too): the command then reads LOCAL_RANK instead of a --local-rank "
+                     "argument");
+  }
   for (const char* var : kNumericNodeVars) {
     auto e = env.find(var);
     if (e == env.end()) continue;
@@ -568,7 +590,7 @@ absl::Status ApplyFlags(const FlagValues& flags, absl::Span<const FlagSpec> spec
 
 }  // namespace
 
-const Subcommand& RunSubcommand() { return kRun; }
+const Subcommand& RunSubcommand(RunForm form) { return form == RunForm::kLaunch ? kLaunch : kRun; }
 
 bool RunHelpRequested(const std::vector<std::string>& args) {
   return HelpRequested(args, kRunFlags);
@@ -576,10 +598,11 @@ bool RunHelpRequested(const std::vector<std::string>& args) {
 
 std::string RunHelp() { return SubcommandHelp(kRun); }
 
-absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& host) {
+absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& host, RunForm form) {
   const std::map<std::string, std::string>& env = flags.env();
   Config c;
   c.command = flags.rest();
+  c.legacy_local_rank_arg = form == RunForm::kLaunch;  // --use-env turns it off
   RETURN_IF_ERROR(ApplyDefaults(env, host, &c));
   // The operator conventions complete the rendezvous flags before the rest is applied:
   // they read PET_MASTER_ADDR:PET_MASTER_PORT as the rendezvous endpoint, and their errors
@@ -591,6 +614,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
   RETURN_IF_ERROR(FinishEtcdEndpoints(&c));  // reads --rdzv-backend
   RETURN_IF_ERROR(FinishStaticForm(&c));     // reads --master-addr/--master-port
+  RETURN_IF_ERROR(FinishAnyFreePort(&c));
   RETURN_IF_ERROR(FinishEtcdSecurity(env, &c));
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
@@ -602,9 +626,11 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
 
 absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
                                      const std::map<std::string, std::string>& env,
-                                     const HostInfo& host) {
-  ASSIGN_OR_RETURN(SplitArgs split, SplitFlags(args, kRunFlags, "muster run"));
-  return ParseRunFlags(FlagValues(std::move(split), env), host);
+                                     const HostInfo& host, RunForm form) {
+  ASSIGN_OR_RETURN(
+      SplitArgs split,
+      SplitFlags(args, kRunFlags, form == RunForm::kLaunch ? "muster launch" : "muster run"));
+  return ParseRunFlags(FlagValues(std::move(split), env), host, form);
 }
 
 }  // namespace muster

@@ -21,19 +21,25 @@
 
 namespace muster {
 
-// `muster run` for the subcommand preamble: its usage, flag table and help epilogue.
-const Subcommand& RunSubcommand();
+// The two command lines that start a node's workers: `muster run` (torchrun's) and `muster
+// launch` (torch.distributed.launch's: the same flags, and each worker's script gets
+// --local-rank=N unless --use-env).
+enum class RunForm { kRun, kLaunch };
 
-// `flags` are the words after `muster run` split by RunSubcommand's table (with the
-// environment they resolve against). Returns the config, or InvalidArgument naming the
-// flag or variable.
-absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& host);
+// The form's subcommand for the preamble: its usage, flag table and help epilogue.
+const Subcommand& RunSubcommand(RunForm form = RunForm::kRun);
+
+// `flags` are the words after `muster run` (or `launch`) split by RunSubcommand's table
+// (with the environment they resolve against). Returns the config, or InvalidArgument
+// naming the flag or variable.
+absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& host,
+                                     RunForm form = RunForm::kRun);
 
 // The same from the words after `muster run` and the agent's environment. Check
 // RunHelpRequested first.
 absl::StatusOr<Config> ParseRunFlags(const std::vector<std::string>& args,
                                      const std::map<std::string, std::string>& env,
-                                     const HostInfo& host);
+                                     const HostInfo& host, RunForm form = RunForm::kRun);
 
 // The `muster run --help` text (grouped, with defaults).
 std::string RunHelp();

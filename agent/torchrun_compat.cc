@@ -30,6 +30,12 @@ absl::Status ApplyRunPath(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+absl::Status ApplyUseEnv(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(bool use_env, ParseSwitch(v));
+  if (use_env) c->legacy_local_rank_arg = false;
+  return absl::OkStatus();
+}
+
 absl::Status CheckEventLogHandler(const FlagValue& v, Config*) {
   if (v.text == "null" || v.text == "console" || v.text == "dynamic_rendezvous") {
     return absl::OkStatus();
@@ -41,11 +47,14 @@ absl::Status CheckEventLogHandler(const FlagValue& v, Config*) {
                                          "muster's events as JSON lines"));
 }
 
-absl::Status RefuseLogsSpecs(const FlagValue& v, Config*) {
-  return FlagError(v.where,
-                   "names a Python LogsSpecs plugin, which muster cannot load; muster writes "
-                   "the per-rank logs itself: --log-dir DIR, -r/--redirects, -t/--tee and "
-                   "--local-ranks-filter choose where each stream goes");
+absl::Status CheckLogsSpecs(const FlagValue& v, Config*) {
+  if (v.text == "default") return absl::OkStatus();
+  return FlagError(
+      v.where,
+      absl::StrCat("names a Python LogsSpecs plugin, which muster cannot load (", Quoted(v.text),
+                   "; torch's own 'default' is accepted); muster "
+                   "writes the per-rank logs itself: --log-dir DIR, -r/--redirects, "
+                   "-t/--tee and --local-ranks-filter choose where each stream goes"));
 }
 
 absl::Status ApplyNumaBinding(const FlagValue& v, Config* c) {

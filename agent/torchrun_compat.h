@@ -28,16 +28,22 @@ absl::Status CheckStartMethod(const FlagValue& value, Config* config);
 // runpy.run_path does the same in a spawned interpreter); as in torchrun it wins over
 // --module and --no-python.
 absl::Status ApplyRunPath(const FlagValue& value, Config* config);
+// --use-env (torch.distributed.launch's): `muster launch` then passes no --local-rank=N
+// argument; under `muster run`, which never passes one, it is the no-op it is in torchrun.
+absl::Status ApplyUseEnv(const FlagValue& value, Config* config);
 // --event-log-handler: torchrun's handlers (null, console, dynamic_rendezvous) are
 // accepted without effect; any other name (a handler registered in Python) is refused,
 // naming --event-log FILE.
 absl::Status CheckEventLogHandler(const FlagValue& value, Config* config);
+// --logs-specs: `default` (torch's own DefaultLogsSpecs entry point, the per-rank layout
+// muster writes) is accepted without effect; any other name (a Python LogsSpecs plugin) is
+// refused, saying what to use instead.
+absl::Status CheckLogsSpecs(const FlagValue& value, Config* config);
 // --numa-binding node|socket|exclusive|core-complex: each local rank N runs on CPUs near
 // GPU N (launch/numa_binding.h), resolved after the GPU probe (agent/numa_setup.h).
 absl::Status ApplyNumaBinding(const FlagValue& value, Config* config);
-// torchrun's flags muster refuses: a Python plugin, duplicated output filters, shell
-// completion. Each error says what to use instead.
-absl::Status RefuseLogsSpecs(const FlagValue& value, Config* config);
+// torchrun's flags muster refuses: duplicated output filters, shell completion. Each error
+// says what to use instead.
 absl::Status RefuseDuplicateFilters(const FlagValue& value, Config* config);
 absl::Status RefusePrintCompletion(const FlagValue& value, Config* config);
 
@@ -61,16 +67,24 @@ inline constexpr FlagSpec kTorchrunFlags[] = {
      .default_text = "off",
      .help = "run the script as Python's __main__ (torchrun's runpy); wins over -m, --no-python",
      .apply = ApplyRunPath},
+    {.name = "use-env",
+     .takes_value = false,
+     .group = "Command",
+     .default_text = "off",
+     .help = "muster launch: LOCAL_RANK only, no --local-rank=N argument; muster run: no "
+             "effect, as in torchrun",
+     .apply = ApplyUseEnv},
     {.name = "event-log-handler",
      .group = "Output",
      .default_text = "null",
      .help = "null, console or dynamic_rendezvous: no effect; muster's events: --event-log",
      .apply = CheckEventLogHandler},
     {.name = "logs-specs",
-     .group = kRefusedGroup,
-     .default_text = "",
-     .help = "a Python plugin; use --log-dir, -r, -t, --local-ranks-filter",
-     .apply = RefuseLogsSpecs},
+     .group = "Output",
+     .default_text = "default",
+     .help = "default (torch's layout, muster's): no effect; a Python plugin is refused: use "
+             "--log-dir, -r, -t, --local-ranks-filter",
+     .apply = CheckLogsSpecs},
     {.name = "numa-binding",
      .group = "Job",
      .default_text = "off",

@@ -86,6 +86,7 @@ TEST(TorchrunFlagsTest, NumaBindingTakesTorchrunsFourModes) {
 
 TEST(TorchrunFlagsTest, RefusedFlagsSayWhatToUseInstead) {
   ExpectRefused({"--logs-specs", "my_specs"}, "--logs-specs: names a Python LogsSpecs plugin");
+  EXPECT_TRUE(ParseTorchrun({"--logs-specs=default"}).ok());  // torchrun's own, muster's layout
   ExpectRefused({"--logs_specs=x"}, "--log-dir DIR, -r/--redirects, -t/--tee");
   ExpectRefused({"--duplicate-stdout-filters", "loss,acc"}, "--duplicate-stdout-filters: ");
   ExpectRefused({"--duplicate_stderr_filters", "error"}, "--log-dir DIR and -t 3");
@@ -202,7 +203,86 @@ TEST(TorchrunFlagsTest, RdzvConfTakesTorchsKeys) {
   }
   ExpectRefused({"--rdzv-conf", "password=x"}, "password: a password on the command line");
   ExpectRefused({"--rdzv-conf", "etcd_prefix=x"}, "etcd_prefix: 'x' must start with /");
-  ExpectRefused({"--rdzv-conf", "colour=blue"}, "keep_alive_interval");  // in the known list
+  // Keys nobody reads: one warning (naming the known ones), and ignored, as torchrun.
+  c = ParseTorchrun({"--rdzv-conf", "colour=blue,join_timeout=5,size=3"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->join_timeout, absl::Seconds(5));
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("--rdzv-conf: ignoring keys 'colour', 'size'"), std::string::npos)
+      << c->warnings[0];
+  EXPECT_NE(c->warnings[0].find("keep_alive_interval"), std::string::npos);  // the known list
+}
+
+// PyTorch's launcher tests (test/distributed/launcher/test_run.py) pass the value with the
+// quotes a shell would have removed.
+TEST(TorchrunFlagsTest, RdzvConfInQuotesIsTheValueInside) {
+  for (const char* conf : {"'join_timeout=5,last_call_timeout=1,timeout=5'",
+                           "\"join_timeout=5,last_call_timeout=1,timeout=5\""}) {
+    auto c = ParseTorchrun({"--rdzv-conf", conf});
+    ASSERT_TRUE(c.ok()) << conf << ": " << c.status();
+    EXPECT_EQ(c->join_timeout, absl::Seconds(5)) << conf;
+    EXPECT_EQ(c->last_call_timeout, absl::Seconds(1)) << conf;
+    EXPECT_TRUE(c->warnings.empty()) << conf;
+  }
+  ExpectRefused({"--rdzv-conf", "'join_timeout=x'"}, "join_timeout: ");
+}
+
+// torchtitan's --rdzv_endpoint="localhost:0" and torchrun's --standalone form: one node
+// picks a free port; several could not meet there.
+TEST(TorchrunFlagsTest, PortZeroIsAnyFreePortForOneNode) {
+  auto c = ParseTorchrun({"--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rdzv_host_name, "");  // the in-process rendezvous: nothing to bind
+  c = ParseTorchrun({"--master-port", "0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->master_port, 0);
+  ExpectRefused({"--nnodes", "2", "--rdzv-endpoint", "node0:0"},
+                "--rdzv-endpoint: port 0 (any free port) works for a one-node job only, and "
+                "--nnodes asks for 2 nodes");
+  ExpectRefused({"--nnodes", "1:3", "--rdzv-endpoint", "node0:0"}, "asks for up to 3 nodes");
+  ExpectRefused({"--nnodes", "2", "--master-addr", "n0", "--master-port", "0"},
+                "port 0 (any free port) works for a one-node job only");
+  ExpectRefused({"--rdzv-endpoint", "node0:x"}, "'x' is not a port (0..65535)");
+}
+
+TEST(TorchrunFlagsTest, DefaultRestartPolicyIsTorchruns) {
+  auto c = ParseTorchrun({"--max_restarts=3"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->restart_policy, RestartPolicy::kOnFailure);
+  c = ParseTorchrun({"--max_restarts=3", "--restart-policy", "ExitCode"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->restart_policy, RestartPolicy::kExitCode);
+}
+
+// torch.distributed.launch's --use-env: under `muster run` the no-op it is in torchrun.
+TEST(TorchrunFlagsTest, UseEnvIsAcceptedByRunWithoutEffect) {
+  for (const char* flag : {"--use-env", "--use_env"}) {
+    auto c = ParseTorchrun({flag});
+    ASSERT_TRUE(c.ok()) << flag << ": " << c.status();
+    EXPECT_EQ(BuildWorkerArgv(*c, 1), (std::vector<std::string>{"python3", "-u", "train.py"}));
+  }
+}
+
+// `muster launch`: torch.distributed.launch's argument, spelled for the workers' torch.
+TEST(TorchrunFlagsTest, LaunchPassesLocalRankUnlessUseEnv) {
+  auto launch = [](std::vector<std::string> flags) {
+    flags.push_back("main.py");
+    return ParseRunFlags(flags, {}, {.cpus = 6, .gpus = 0}, RunForm::kLaunch);
+  };
+  auto c = launch({"--nproc_per_node=2"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(BuildWorkerArgv(*c, 1),
+            (std::vector<std::string>{"python3", "-u", "main.py", "--local-rank=1"}));
+  c->worker_torch = TorchVersion{1, 13};  // torch 1.x's launch module spells it so
+  EXPECT_EQ(BuildWorkerArgv(*c, 1).back(), "--local_rank=1");
+  c->worker_torch = TorchVersion{2, 15};
+  EXPECT_EQ(BuildWorkerArgv(*c, 0).back(), "--local-rank=0");
+  c = launch({"--nproc_per_node=2", "--use_env"});  // DETR's line
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(BuildWorkerArgv(*c, 1), (std::vector<std::string>{"python3", "-u", "main.py"}));
+  ExpectInvalid(launch({"--no-python"}).status(), "--no-python: needs --use-env");
+  EXPECT_TRUE(launch({"--no-python", "--use-env"}).ok());
+  EXPECT_NE(SubcommandHelp(RunSubcommand(RunForm::kLaunch)).find("--use-env"), std::string::npos);
 }
 
 TEST(TorchrunFlagsTest, RdzvConfRankIsTheNodeRankHint) {

@@ -21,6 +21,7 @@
 #include "agent/stack_collector.h"
 #include "agent/status_file.h"
 #include "agent/this_host.h"
+#include "agent/worker_torch.h"
 #include "base/endpoint.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
@@ -395,6 +396,10 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   return parts;
 }
 
+// A Python that takes longer than this to start is looked at no further (the spellings
+// then suit every torch version).
+constexpr absl::Duration kWorkerTorchTimeout = absl::Seconds(10);
+
 int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
                Supervisor supervisor) {
   if (config.standalone && config.run_id == "none") config.run_id = Uuid4();  // like torchrun
@@ -419,6 +424,9 @@ int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
 }  // namespace
 
 int RunAgent(Config config) {
+  // Before any child of the agent's loop exists: the look at the workers' Python reaps its
+  // own child (agent/worker_torch.h).
+  config.worker_torch = FindWorkerTorch(config, WorkerInterpreter(config), kWorkerTorchTimeout);
   // Chosen before anything else: in mode session (not PID 1) this process stays as the
   // supervisor and the agent is its child (launch/supervisor.h).
   absl::StatusOr<ContainmentChoice> containment =

@@ -4,8 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "agent/torch_names.h"
 #include "agent/torchrun_compat.h"
+#include "launch/exit_status.h"
 
 namespace muster {
 
@@ -39,13 +42,18 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   set("TORCHELASTIC_RUN_ID", round.run_id);
   set("TORCHELASTIC_USE_AGENT_STORE", round.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", round.error_file);
-  // torch >= 2.2 reads the TORCH_ name, 1.x only the old one (torch_contract.md
-  // §5.2). A user who set either name chose: muster then sets neither (torch >= 2.11 warns
-  // that the old name is deprecated, so a user who set only the new one keeps it alone).
-  if (!env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING") && !env.count("NCCL_ASYNC_ERROR_HANDLING")) {
-    set("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-    set("NCCL_ASYNC_ERROR_HANDLING", "1");
+  // torch >= 2.2 reads the TORCH_ name, 1.x only the old one (torch_contract.md §5.2): the
+  // one the workers' torch reads, both when it is unknown. A user who set either name
+  // chose: muster then sets neither (newer torch warns that the old name is deprecated, so
+  // a user who set only the new one keeps it alone).
+  if (!env.count(kAsyncErrorHandling.name) && !env.count(kAsyncErrorHandling.old_name)) {
+    for (const char* name : NamesFor(kAsyncErrorHandling, config.worker_torch)) set(name, "1");
   }
+  // As torchrun 2.x (launcher/api.py launch_agent): the signals the agent forwards, which
+  // torch's own process contexts in a worker handle too.
+  std::vector<std::string> signals;
+  for (int sig : config.signals_to_handle) signals.push_back(SignalName(sig));
+  set("TORCHELASTIC_SIGNALS_TO_HANDLE", absl::StrJoin(signals, ","));
   // torchrun sets OMP_NUM_THREADS=1 in its own environment when unset and nproc
   // > 1.
   if (!env.count("OMP_NUM_THREADS") && p.local_world_size > 1) set("OMP_NUM_THREADS", "1");
@@ -74,6 +82,9 @@ std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank) {
     if (config.module) argv.push_back("-m");
   }
   argv.insert(argv.end(), config.command.begin(), config.command.end());
+  if (config.legacy_local_rank_arg) {
+    argv.push_back(LegacyLocalRankArgument(config.worker_torch, local_rank));
+  }
   if (config.local_rank_arg) argv.push_back(absl::StrCat("--local_rank=", local_rank));
   return argv;
 }

@@ -31,9 +31,10 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
                                         const Config& config, const WorkerPlacement& placement,
                                         const RoundInfo& round);
 
-// [python, -u, (-m), script, args...] or the command itself with --no-python; with
-// --local-rank-arg, "--local_rank=N" follows (DeepSpeed's launcher does that; N is the
-// worker's LOCAL_RANK, so 0 under --virtual-local-rank).
+// [python, -u, (-m), script, args...] or the command itself with --no-python; `muster
+// launch` (without --use-env) appends "--local-rank=N" as torch.distributed.launch does
+// ("--local_rank=N" for torch 1.x workers), and --local-rank-arg "--local_rank=N" (DeepSpeed's
+// launcher does that). N is the worker's LOCAL_RANK, so 0 under --virtual-local-rank.
 std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank = 0);
 
 // --bind-cores-to-rank: the CPUs of `local_rank`'s share. `available` are the CPUs to split

@@ -1,5 +1,7 @@
 #include "agent/worker_env.h"
 
+#include <signal.h>
+
 #include <algorithm>
 
 #include "agent/test_helpers.h"
@@ -40,6 +42,50 @@ TEST(WorkerEnvTest, AsyncErrorHandlingUnderEitherNameIsTheUsersAlone) {
   env = AsMap(BuildWorkerEnv({{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, c, p, {}));
   EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "0");
   EXPECT_EQ(env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u);
+}
+
+// Issue 28: each renamed variable under the name the workers' torch reads (torch 2.x warns
+// about the old one, 1.x reads nothing else); both when that torch is unknown.
+TEST(WorkerEnvTest, AsyncErrorHandlingUnderTheNameTheWorkersTorchReads) {
+  Config c;
+  WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
+  c.worker_torch = TorchVersion{2, 15};
+  auto env = AsMap(BuildWorkerEnv({}, c, p, {}));
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(env.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+  c.worker_torch = TorchVersion{1, 13};
+  env = AsMap(BuildWorkerEnv({}, c, p, {}));
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u);
+}
+
+// torchrun 2.x exports its --signals-to-handle (launcher/api.py, launch_agent).
+TEST(WorkerEnvTest, SignalsToHandleAsTorchrunSetsThem) {
+  Config c;
+  c.signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
+  auto env = AsMap(BuildWorkerEnv({{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR2"}}, c, p, {}));
+  EXPECT_EQ(env["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  c.signals_to_handle = {SIGUSR1};
+  EXPECT_EQ(AsMap(BuildWorkerEnv({}, c, p, {}))["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGUSR1");
+}
+
+TEST(WorkerEnvTest, TorchVersionsParse) {
+  auto v = ParseTorchVersion("2.15.0+cu132");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->major, 2);
+  EXPECT_EQ(v->minor, 15);
+  v = ParseTorchVersion("1.13.0a0");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->minor, 13);
+  v = ParseTorchVersion("2.6a0");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->minor, 6);
+  for (const char* bad : {"", "2", "x.1", "2.x", "torch"}) {
+    EXPECT_FALSE(ParseTorchVersion(bad).has_value()) << bad;
+  }
+  EXPECT_TRUE((TorchVersion{2, 10}).AtLeast(2, 2));
+  EXPECT_FALSE((TorchVersion{1, 13}).AtLeast(2, 0));
 }
 
 TEST(WorkerEnvTest, RendezvousTokenNeverReachesWorkers) {

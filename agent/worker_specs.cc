@@ -27,7 +27,8 @@ void ChooseStreams(const Config& config, int local_rank, WorkerSpec& spec) {
 }  // namespace
 
 bool NeedsFreeMasterPort(const Config& config) {
-  return config.store != StoreOwner::kAgent && config.standalone && !config.master_port_given;
+  if (config.store == StoreOwner::kAgent || config.max_nodes > 1) return false;
+  return config.master_port_given ? config.master_port == 0 : config.standalone;
 }
 
 std::string AdvertisedAddress(const Config& c) {
@@ -96,7 +97,7 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
     spec.spawn.env = BuildWorkerEnv(config.worker_env_base, config, spec.placement, info);
     if (!config.no_stack_hook) AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
     AddPreemptEnv(spec.dir, &spec.spawn.env);
-    AddFlightRecorderEnv(attempt_dir, &spec.spawn.env);
+    AddFlightRecorderEnv(attempt_dir, config.worker_torch, &spec.spawn.env);
     if (!config.numa_placements.empty()) {  // --numa-binding (agent/numa_setup.h)
       const NumaPlacement& near_gpu = config.numa_placements[local];
       spec.spawn.cpus = near_gpu.cpus;

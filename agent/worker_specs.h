@@ -33,8 +33,9 @@ struct CpuLayout {
   std::map<int, int> numa_of;
 };
 
-// True when the round's master port must be picked free on this machine first (torchrun's
-// --standalone with a static store: --store rank0 and no --master-port).
+// True when the round's master port must be picked free on this machine first, for a static
+// store (--store rank0) on one node: torchrun's --standalone without --master-port, or
+// --master-port 0.
 bool NeedsFreeMasterPort(const Config& config);
 
 // The address this node gives the others (their MASTER_ADDR when it is group rank 0). One

@@ -61,7 +61,7 @@ absl::Status Split(std::string_view where, const std::string& text, std::string*
 std::string Endpoint::ToString() const { return JoinHostPort(host, port); }
 
 absl::StatusOr<Endpoint> ParseEndpoint(std::string_view where, std::string_view text_view,
-                                       int default_port) {
+                                       int default_port, PortZero zero) {
   std::string text(text_view);
   Endpoint out{.host = "", .port = default_port};
   std::string port_text;
@@ -72,9 +72,10 @@ absl::StatusOr<Endpoint> ParseEndpoint(std::string_view where, std::string_view 
   RETURN_IF_ERROR(CheckHostOrAddress(where, out.host));
   // "host:" names a port as much as "host:1" does: an empty one is an error, not the default.
   if (!port_text.empty() || text.back() == ':') {
-    if (!absl::SimpleAtoi(port_text, &out.port) || out.port < 1 || out.port > 65535) {
-      return Invalid(where, absl::StrCat("'", text, "': '", port_text,
-                                         "' is not a port (1..65535); write HOST[:PORT]"));
+    const int lowest = zero == PortZero::kAnyFreePort ? 0 : 1;
+    if (!absl::SimpleAtoi(port_text, &out.port) || out.port < lowest || out.port > 65535) {
+      return Invalid(where, absl::StrCat("'", text, "': '", port_text, "' is not a port (", lowest,
+                                         "..65535); write HOST[:PORT]"));
     }
   }
   return out;

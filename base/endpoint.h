@@ -19,13 +19,17 @@ struct Endpoint {
   std::string ToString() const;
 };
 
+// Whether port 0 may be written: torchrun's "any free port" (`--rdzv-endpoint localhost:0`,
+// meaningful where one node serves and every client is local), or refused.
+enum class PortZero { kRefused, kAnyFreePort };
+
 // Parses `text` as one of
 //   host, host:port, ADDR4:port, [v6]:port, [v6], v6 (a bare IPv6 address: no port)
 // with `default_port` where none is written. The host is checked with CheckHostOrAddress.
 // Errors are InvalidArgument, start with `where` (the flag or variable the text came
 // from) and say how to write it.
 absl::StatusOr<Endpoint> ParseEndpoint(std::string_view where, std::string_view text,
-                                       int default_port);
+                                       int default_port, PortZero zero = PortZero::kRefused);
 
 // "host:port", bracketing `host` when it is an IPv6 address ("[::1]:29400"); a host given
 // in brackets already ("[::]") is kept as it is.

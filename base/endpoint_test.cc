@@ -49,6 +49,16 @@ TEST(EndpointTest, ErrorsNameTheFlagAndTheFix) {
             0u);
 }
 
+// torchrun's "any free port" form, where the caller allows it (one node's --rdzv-endpoint).
+TEST(EndpointTest, PortZeroWhereTheCallerAllowsIt) {
+  absl::StatusOr<Endpoint> e =
+      ParseEndpoint("--flag", "localhost:0", 29400, PortZero::kAnyFreePort);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->port, 0);
+  EXPECT_EQ(ParseEndpoint("--flag", "h:65536", 1, PortZero::kAnyFreePort).status().message(),
+            "--flag: 'h:65536': '65536' is not a port (0..65535); write HOST[:PORT]");
+}
+
 TEST(EndpointTest, ToStringBracketsIpv6) {
   EXPECT_EQ((Endpoint{.host = "node0", .port = 1}).ToString(), "node0:1");
   EXPECT_EQ((Endpoint{.host = "::1", .port = 29400}).ToString(), "[::1]:29400");

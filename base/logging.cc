@@ -8,6 +8,17 @@
 namespace muster {
 namespace {
 constexpr char kPattern[] = "[muster %Y-%m-%d %H:%M:%S.%e %^%l%$] %v";
+
+// kPattern with `tag` after the level; a '%' in it is written as itself.
+std::string PatternWithTag(std::string_view tag) {
+  if (tag.empty()) return kPattern;
+  std::string escaped;
+  for (char ch : tag) {
+    if (ch == '%') escaped += '%';
+    escaped += ch;
+  }
+  return "[muster %Y-%m-%d %H:%M:%S.%e %^%l%$ " + escaped + "] %v";
+}
 }  // namespace
 
 void InitLogging(std::string_view level) {
@@ -21,6 +32,10 @@ void InitLogging(std::string_view level) {
   if (parsed == spdlog::level::off && level != "off") parsed = spdlog::level::info;
   logger->set_level(parsed);
   spdlog::set_default_logger(logger);
+}
+
+void SetLogNodeTag(std::string_view tag) {
+  spdlog::default_logger()->set_pattern(PatternWithTag(tag));
 }
 
 void SetLogSink(std::shared_ptr<spdlog::sinks::sink> sink) {

@@ -26,6 +26,11 @@ void InitLogging(std::string_view level);
 // Not thread-safe: call before any thread other than the caller logs.
 void SetLogSink(std::shared_ptr<spdlog::sinks::sink> sink);
 
+// Names this agent's node in every later line ("[muster 2026-11-29 08:00:00.000 info node 1]
+// job succeeded ..."), so that the lines of several agents on one console can be told
+// apart; "" drops the tag. Thread-safe (each sink swaps its formatter under its own lock).
+void SetLogNodeTag(std::string_view tag);
+
 }  // namespace muster
 
 #endif  // MUSTER_BASE_LOGGING_H_

@@ -31,7 +31,7 @@ def check_outcome(chaos, final):
 
 
 def check_early_end(chaos, final):
-    """The job ended during the chaos. Under the default ExitCode policy that is what DESIGN
+    """The job ended during the chaos. Under the ExitCode policy (chaos_world.py gives it) that is what DESIGN
     §4.4 says when a worker's exit was not restartable: a worker whose own link was down
     fails a fresh connection with exit 1 (and its report can reach the server once the link
     is back), or a peer's collective raises after a kill and its report wins the race.

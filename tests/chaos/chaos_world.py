@@ -120,7 +120,9 @@ class Chaos:
         pod = self.pods[i]
         k = len(self.incs[i])
         events = self.root / f"{pod.name}.{k}.events.jsonl"
-        rdzv = ["--rdzv-endpoint", ENDPOINT]
+        # ExitCode (muster's default until issue 28): the checks judge a job that ends early
+        # by docs/design.md §4.4 (chaos_checks.check_early_end).
+        rdzv = ["--rdzv-endpoint", ENDPOINT, "--restart-policy", "ExitCode"]
         if self.etcd is not None:
             # By name, as ENDPOINT: the withheld DNS entry delays the etcd client too.
             rdzv = ["--rdzv-backend", "etcd", "--rdzv-endpoint", ",".join(

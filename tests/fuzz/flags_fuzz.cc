@@ -302,9 +302,13 @@ void Check(const Case& c, const Config& cfg) {
                 absl::StrCat("nnodes ", cfg.min_nodes, ":", cfg.max_nodes));
   CHECK_OR_FAIL(cfg.node_rank == -1 || (cfg.node_rank >= 0 && cfg.node_rank < cfg.max_nodes),
                 absl::StrCat("node_rank ", cfg.node_rank, " of ", cfg.max_nodes));
-  CHECK_OR_FAIL(cfg.rdzv_port >= 1 && cfg.rdzv_port <= 65535,
+  // Port 0 is torchrun's "any free port": one node only, and an endpoint with it leaves the
+  // rendezvous in the agent (FinishAnyFreePort).
+  CHECK_OR_FAIL((cfg.rdzv_port >= 1 && cfg.rdzv_port <= 65535) ||
+                    (cfg.rdzv_port == 0 && cfg.max_nodes == 1 && cfg.rdzv_host_name.empty()),
                 absl::StrCat("rdzv_port ", cfg.rdzv_port));
-  CHECK_OR_FAIL(cfg.master_port >= 1 && cfg.master_port <= 65535,
+  CHECK_OR_FAIL((cfg.master_port >= 1 && cfg.master_port <= 65535) ||
+                    (cfg.master_port == 0 && cfg.max_nodes == 1),
                 absl::StrCat("master_port ", cfg.master_port));
   CHECK_OR_FAIL(cfg.health_port >= -1 && cfg.health_port <= 65535,
                 absl::StrCat("health_port ", cfg.health_port));

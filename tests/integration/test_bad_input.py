@@ -65,7 +65,8 @@ def test_log_dir_layout(tmp_path):
 def test_dry_run_prints_resolved_config_and_starts_nothing(tmp_path):
     stamps = tmp_path / "stamps"
     r = run_muster(["--dry-run", "--nproc-per-node", "3", "--max-restarts", "2",
-                    *fake(f"stamp={stamps}")], env=muster_env(PET_ROLE="trainer"))
+                    "--restart-policy", "ExitCode", *fake(f"stamp={stamps}")],
+                   env=muster_env(PET_ROLE="trainer"))
     assert r.returncode == 0, r.stderr
     assert "nproc per node          3" in r.stdout
     assert "role                    trainer (from PET_ROLE)" in r.stdout

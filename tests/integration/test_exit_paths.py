@@ -243,7 +243,7 @@ def test_fork_failure_for_want_of_processes_is_transient(tmp_path, pids_cgroup):
     (pids_cgroup / "pids.max").write_text("8")
     tmpdir = _fresh_tmpdir(tmp_path)
     command = (f"echo $$ > {pids_cgroup}/cgroup.procs && exec {MUSTER} run "
-               f"--nproc-per-node 8 --max-restarts 1 --no-python sleep 30")
+               f"--nproc-per-node 8 --max-restarts 1 --restart-policy ExitCode --no-python sleep 30")
     r = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60,
                        env=muster_env(TMPDIR=tmpdir))
     assert r.returncode == 138, r.stderr

@@ -34,7 +34,8 @@ def kept_dir(stderr):
 
 def test_console_and_termination_log_show_the_last_stderr_lines(tmp_path):
     term = tmp_path / "termination-log"
-    r = run_muster(["--nproc-per-node", "2", "--termination-log", term, *failing_rank_1()])
+    r = run_muster(["--nproc-per-node", "2", "--restart-policy", "ExitCode", "--termination-log", term,
+                    *failing_rank_1()])
     assert r.returncode == 1, r.stderr[-3000:]
     lines = r.stderr.strip().splitlines()
     # The root-cause line (the last) names the traceback's last line.

@@ -1,5 +1,6 @@
-"""Issue 17 item 3: workers get torch's flight recorder settings (both the TORCH_FR_ names
-of torch 2.15 and the TORCH_NCCL_ ones older torch reads) unless the user set either name,
+"""Issue 17 item 3: workers get torch's flight recorder settings (the TORCH_FR_ names of
+torch 2.15 and the TORCH_NCCL_ ones older torch reads: both when the workers' torch is
+unknown, else the one it reads, issue 28) unless the user set either name,
 with the dump files in the attempt's directory; a failure's root cause names the dump
 files found there; on a failure the dumps of every node are collected into the log dir of
 the process serving the rendezvous and every agent's last line says where."""
@@ -16,13 +17,16 @@ PY = "/usr/bin/python3"
 WRITE_ENV = ("import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))")
 # A failing rank that leaves a dump where torch would (prefix + rank), as NCCL's watchdog
 # does on a collective timeout.
-FAIL_WITH_DUMP = ("import os; p = os.environ['TORCH_FR_DUMP_TEMP_FILE'] + os.environ['RANK'];"
+FAIL_WITH_DUMP = ("import os; p = (os.environ.get('TORCH_FR_DUMP_TEMP_FILE') or"
+                  " os.environ['TORCH_NCCL_DEBUG_INFO_TEMP_FILE']) + os.environ['RANK'];"
                   " open(p, 'wb').write(b'trace'); raise SystemExit(3)")
 
 
 def test_workers_get_the_settings_and_a_user_value_wins(tmp_path):
     out = tmp_path / "env.json"
-    r = run_muster(["--log-dir", tmp_path / "logs", "--no-python", PY, "-c", WRITE_ENV, out],
+    # A command that is no Python interpreter: the workers' torch is unknown, so both names.
+    r = run_muster(["--log-dir", tmp_path / "logs", "--no-python", "/bin/sh", "-c",
+                    f'exec {PY} -c "$0" "$1"', WRITE_ENV, out],
                    env=muster_env(TORCH_NCCL_DUMP_ON_TIMEOUT="0"))
     assert r.returncode == 0, r.stderr[-2000:]
     env = json.loads(out.read_text())

@@ -70,7 +70,8 @@ def test_budget_spent_every_agent_exits_with_root_cause(tmp_path):
 def test_fatal_exit_stops_every_node_at_once(tmp_path):
     t0 = time.monotonic()
     agents = Agents(3, ["--nnodes", "3", "--nproc-per-node", "2", "--max-restarts", "5",
-                        "--no-python", FAKE, "sleep=0.2", "if-global-rank=2", "exit=1",
+                        "--restart-policy", "ExitCode", "--no-python", FAKE, "sleep=0.2",
+                        "if-global-rank=2", "exit=1",
                         "sleep=60"],
                     per_agent=lambda i: ["--node-rank", i])
     for rc, _, err in agents.wait():
@@ -190,7 +191,8 @@ def test_muster_serve_and_status(tmp_path):
     ranks, restart history and root cause."""
     with serve("--rdzv-id", "sj") as port:
         common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "sj", "--nnodes", "2",
-                  "--max-restarts", "1", "--no-python", str(FAKE), "sleep=1",
+                  "--max-restarts", "1", "--restart-policy", "ExitCode", "--no-python", str(FAKE),
+                  "sleep=1",
                   "if-attempt=0", "if-global-rank=1", "exit=137", "sleep=1", "if-attempt=1",
                   "if-global-rank=0", "exit=3", "sleep=5"]
         agents = [subprocess.Popen([str(MUSTER), "run", *common], stdout=subprocess.PIPE,
@@ -281,7 +283,8 @@ def test_status_timeout_is_a_duration(value, code):
 def test_status_watch_prints_each_transition_once(tmp_path):
     with serve() as port:
         common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "w", "--nnodes", "3",
-                  "--max-restarts", "1", "--no-python", str(FAKE), "sleep=1",
+                  "--max-restarts", "1", "--restart-policy", "ExitCode", "--no-python", str(FAKE),
+                  "sleep=1",
                   "if-attempt=0", "if-global-rank=1", "exit=137", "sleep=1", "if-attempt=1",
                   "if-global-rank=2", "exit=5", "sleep=5"]
         first = subprocess.Popen([str(MUSTER), "run", *common], stdout=subprocess.PIPE,

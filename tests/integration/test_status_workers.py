@@ -60,7 +60,8 @@ def start_agents(endpoint, ranks):
     """3 agents of 2 fake workers: global rank 3 is SIGKILLed in round 1 (restartable), rank 4
     exits 5 in round 2 (fatal); the others sleep."""
     common = ["--rdzv-endpoint", endpoint, "--rdzv-id", "sw", "--nnodes", "3",
-              "--nproc-per-node", "2", "--max-restarts", "1", "--no-python", str(FAKE),
+              "--nproc-per-node", "2", "--max-restarts", "1", "--restart-policy", "ExitCode",
+              "--no-python", str(FAKE),
               f"ranks={ranks}", "sleep=2.5", "if-attempt=0", "if-global-rank=3", "kill=9",
               "if-attempt=1", "if-global-rank=4", "exit=5", "sleep=30"]
     return [subprocess.Popen([str(MUSTER), "run", "--node-rank", str(i), *common],

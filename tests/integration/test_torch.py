@@ -11,7 +11,7 @@ SCRIPTS = REPO / "tests" / "integration" / "scripts"
 # Names that legitimately differ between torchrun 1.13 and muster, with the reason.
 ONLY_MUSTER = {
     "NODE_RANK": "docs/design.md §4.1: DeepSpeed/Horovod users expect it (seeds/004)",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "the torch >= 2.2 spelling; 1.13 reads only the old one",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE": "torchrun 2.x sets it (launcher/api.py); 1.13 does not",
     "CROSS_RANK": "docs/design.md §4.1: DeepSpeed's per-node contract (= GROUP_RANK)",
     "CROSS_SIZE": "docs/design.md §4.1: DeepSpeed's per-node contract (= GROUP_WORLD_SIZE)",
     "LOCAL_SIZE": "docs/design.md §4.1: DeepSpeed's per-node contract (= LOCAL_WORLD_SIZE)",
@@ -23,9 +23,8 @@ ONLY_MUSTER = {
     "MUSTER_STACKS_OWNER": "docs/guides/hangs-and-stacks.md: set by the hook in the worker "
                            "(its pid), so that the worker's Python children do not register",
     "MUSTER_PREEMPTED": "docs/guides/preemption.md: the file a preemption notice is written to",
-    "TORCH_FR_BUFFER_SIZE": "docs/guides/collective-traces.md (torch 2.15's flight recorder)",
-    "TORCH_FR_DUMP_ON_TIMEOUT": "docs/guides/collective-traces.md",
-    "TORCH_FR_DUMP_TEMP_FILE": "docs/guides/collective-traces.md: dumps in the attempt's directory",
+    # Issue 28: each under the spelling the workers' torch reads: for 1.13 the older one
+    # (TORCH_NCCL_ASYNC_ERROR_HANDLING and TORCH_FR_* are torch 2.x's, not set here).
     "TORCH_NCCL_TRACE_BUFFER_SIZE": "docs/guides/collective-traces.md (older torch 2.x's spelling)",
     "TORCH_NCCL_DUMP_ON_TIMEOUT": "docs/guides/collective-traces.md (older torch 2.x's spelling)",
     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "docs/guides/collective-traces.md (older torch 2.x's "

@@ -1,7 +1,6 @@
 #include "launch/captured_run.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include "base/exit_codes.h"
 #include "base/status_macros.h"
 #include "base/unique_fd.h"
+#include "base/wait_readable.h"
 #include "launch/pidfd.h"
 
 namespace muster {
@@ -24,18 +24,6 @@ int Reap(pid_t pid) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return status;
-}
-
-// Waits until `fd` is readable or `deadline` passes: 1 readable, 0 timed out, -1 errno.
-int WaitReadable(int fd, absl::Time deadline) {
-  for (;;) {
-    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left <= 0) return 0;
-    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-    int r = poll(&p, 1, static_cast<int>(left));
-    if (r < 0 && errno == EINTR) continue;
-    return r < 0 ? -1 : (r > 0 ? 1 : 0);
-  }
 }
 
 }  // namespace

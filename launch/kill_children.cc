@@ -1,51 +1,38 @@
 #include "launch/kill_children.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <utility>
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "base/wait_readable.h"
 #include "launch/pidfd.h"
 #include "launch/process_tree.h"
 
 namespace muster {
 namespace {
 
-int MillisecondsLeft(absl::Time deadline) {
-  return static_cast<int>(
-      absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration())));
-}
-
-// Waits for `fd` to become readable, up to `deadline`. False on timeout.
-bool WaitReadable(int fd, absl::Time deadline) {
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    int n = poll(&p, 1, MillisecondsLeft(deadline));
-    if (n < 0 && errno == EINTR) continue;
-    return n != 0;  // readable (or poll failed: the caller's waitpid tells)
-  }
-}
+// Readable (or poll failed: the caller's waitpid tells) before `deadline`; false on timeout.
+bool ReadableBy(int fd, absl::Time deadline) { return WaitReadable(fd, deadline) != 0; }
 
 // Waits until the killed child behind `pidfd` has exited (its pidfd reads), then reaps it,
 // all up to `deadline`. A dead child whose zombie a ptrace tracer holds cannot be reaped
 // until the tracer waits for it or detaches (its pidfd reads all the same); the kernel then
 // sends us SIGCHLD, which `sigchld` (a signalfd) turns into an event. False on timeout.
 bool ReapKilled(pid_t pid, int pidfd, int sigchld, absl::Time deadline, int* wstatus) {
-  if (pidfd >= 0 && !WaitReadable(pidfd, deadline)) return false;
+  if (pidfd >= 0 && !ReadableBy(pidfd, deadline)) return false;
   for (;;) {
     pid_t r;
     do {
       r = waitpid(pid, wstatus, WNOHANG);
     } while (r < 0 && errno == EINTR);
     if (r == pid || (r < 0 && errno == ECHILD)) return true;
-    if (sigchld < 0 || !WaitReadable(sigchld, deadline)) return false;
+    if (sigchld < 0 || !ReadableBy(sigchld, deadline)) return false;
     signalfd_siginfo info;
     while (read(sigchld, &info, sizeof(info)) == sizeof(info)) {
     }

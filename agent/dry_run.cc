@@ -16,6 +16,10 @@ namespace {
 std::string DescribeContainment(Containment requested, bool allow_escape) {
   absl::StatusOr<ContainmentChoice> choice = ChooseContainment(requested, allow_escape);
   if (!choice.ok()) return absl::StrCat("none: ", choice.status().message());
+  if (choice->cgroup && !choice->cgroup->escape().empty()) {
+    return absl::StrCat(choice->description, " (workers can leave it: they hold ",
+                        choice->cgroup->escape(), "; docs/operations/containment.md)");
+  }
   return choice->description;
 }
 

@@ -33,7 +33,9 @@ absl::StatusOr<ContainmentChoice> ChooseContainment(Containment requested, bool 
           "namespace an outer one owns (a container), or pass --allow-cgroup-escape to run "
           "them anyway (docs/operations/containment.md)"));
     }
-    spdlog::info("containment cgroup: workers can leave their cgroup: they hold {}{}",
+    // A debug line: every root agent on a host without nsdelegate would print it on every
+    // run (the common case in containers); --dry-run and the docs say it.
+    spdlog::debug("containment cgroup: workers can leave their cgroup: they hold {}{}",
                  (*cgroup)->escape(),
                  allow_escape ? " (--allow-cgroup-escape)" : " (--containment cgroup refuses)");
   }

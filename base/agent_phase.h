@@ -1,7 +1,7 @@
 // AgentPhase: the phase an agent publishes about itself, the one vocabulary that its
-// --status-file ("phase"), its health service (agent/readiness.h) and its metrics
+// --status-file ("phase"), its health service (agent/lifecycle/readiness.h) and its metrics
 // (muster_agent_phase{phase}) share. The agent's own state machine has finer states
-// (agent/agent.h); this is what others are told. AgentPhaseName is the only spelling:
+// (agent/lifecycle/agent.h); this is what others are told. AgentPhaseName is the only spelling:
 // the names are an API (status files are read by scripts and operators).
 #ifndef MUSTER_BASE_AGENT_PHASE_H_
 #define MUSTER_BASE_AGENT_PHASE_H_

@@ -3,7 +3,7 @@
 # pyproject.toml) puts them in the wheel's scripts, which pip installs into the venv's bin/.
 #
 # MUSTER_INSTALL_TORCHRUN=ON adds `torchrun` beside muster: muster started by that name is
-# `muster run` (agent/main.cc), so scripts and tools that call torchrun run muster. A
+# `muster run` (agent/cli/main.cc), so scripts and tools that call torchrun run muster. A
 # symbolic link in a prefix, a copy in a wheel (a wheel holds no links). Off by default: in
 # a training venv it takes the place of torch's own torchrun.
 option(MUSTER_INSTALL_TORCHRUN "Install torchrun beside muster: muster by that name is muster run"

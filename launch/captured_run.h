@@ -1,6 +1,6 @@
 // RunCaptured: runs a short helper program (the agent's look at the workers' Python,
-// agent/worker_torch.h) to its end and returns what it printed on stdout, within a deadline.
-// The child is spawned as a worker is (launch/spawner.h: its own session, PDEATHSIG, only
+// agent/workers/worker_torch.h) to its end and returns what it printed on stdout, within a
+// deadline. The child is spawned as a worker is (launch/spawner.h: its own session, PDEATHSIG, only
 // fds 0-2) with stdout on a pipe; past the deadline it is SIGKILLed and reaped.
 // Call from the main thread before the agent's event loop reaps children (it waits for its
 // own child by pid). Thread-compatible.

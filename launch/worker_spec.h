@@ -1,5 +1,5 @@
 // WorkerSpec: everything launch/ needs to start one worker, decided before anything is
-// spawned (agent/worker_specs.h builds it from the config and the round, as a pure
+// spawned (agent/workers/worker_specs.h builds it from the config and the round, as a pure
 // function; debug mode writes the same specs to files instead of running them). Plain data.
 #ifndef MUSTER_LAUNCH_WORKER_SPEC_H_
 #define MUSTER_LAUNCH_WORKER_SPEC_H_

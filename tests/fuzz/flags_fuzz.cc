@@ -1,4 +1,4 @@
-// libFuzzer target for `muster run`'s flag and environment parsing (agent/run_flags.cc,
+// libFuzzer target for `muster run`'s flag and environment parsing (agent/config/run_flags.cc,
 // rendezvous_flags.cc, flag_table.cc, conventions.cc and the value parsers they call) and
 // the check against the filesystem after it (config_check.cc). The input is decoded into
 // an argv, an environment and the host's facts; ParseRunFlags and CheckRunConfig must never
@@ -37,9 +37,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/config_check.h"
-#include "agent/host_info.h"
-#include "agent/run_flags.h"
+#include "agent/config/config_check.h"
+#include "agent/config/host_info.h"
+#include "agent/config/run_flags.h"
 #include "base/duration.h"
 #include "base/wire_values.h"
 #include "launch/cpu_topology.h"

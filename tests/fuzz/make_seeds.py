@@ -138,10 +138,10 @@ FLAGS_REGRESSIONS = {
     "infinite-duration": flags_seed(
         ["--shutdown-timeout", "1e300h", "--rdzv-conf", "join_timeout=1e300h", "--no-python",
          "true"]),
-    # agent/conventions.cc: WORLD_SIZE=0 became --nnodes 0:0.
+    # agent/config/conventions.cc: WORLD_SIZE=0 became --nnodes 0:0.
     "world-size-0": flags_seed(
         ["--no-python", "true"], [("MASTER_ADDR", "m"), ("WORLD_SIZE", "0"), ("RANK", "0")]),
-    # agent/conventions.cc: MASTER_PORT=0 / 70000 became the rendezvous port.
+    # agent/config/conventions.cc: MASTER_PORT=0 / 70000 became the rendezvous port.
     "master-port-0": flags_seed(
         ["--no-python", "true"],
         [("MASTER_ADDR", "m"), ("MASTER_PORT", "0"), ("WORLD_SIZE", "2"), ("RANK", "0")]),

@@ -90,7 +90,7 @@ def test_version_and_help():
 
 def test_status_and_stacks_take_the_same_connection_flags():
     """`muster status`, `muster stacks` and `muster drain` reach the server with one flag
-    list (agent/job_query.h): a connection or security flag added for one is in the others,
+    list (agent/cli/job_query.h): a connection or security flag added for one is in the others,
     with the same help."""
     import subprocess
     from conftest import MUSTER

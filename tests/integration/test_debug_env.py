@@ -1,5 +1,5 @@
 """Debug mode's env files hold exactly what a worker of the same job gets: the agent builds
-both from one function (agent/worker_specs.h), so `muster exec --rank N` reproduces a
+both from one function (agent/workers/worker_specs.h), so `muster exec --rank N` reproduces a
 worker, --bind-cores-to-rank's OMP_NUM_THREADS included."""
 import json
 import subprocess

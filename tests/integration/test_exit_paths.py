@@ -1,6 +1,6 @@
 """Every way the agent ends (issue 14 item 9, issue 18 finding 8): each exits with a code of
 the exit-code table in docs/reference/exit-codes.md and leaves nothing in the temporary directory. TMPDIR points at a fresh
-directory per test, and the agent makes its run directory there (agent/run_dir.cc prefers
+directory per test, and the agent makes its run directory there (agent/lifecycle/run_dir.cc prefers
 TMPDIR to /dev/shm), so concurrent tests never see each other's."""
 import os
 import signal

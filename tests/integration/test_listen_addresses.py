@@ -1,5 +1,5 @@
 """Issue 15 item 3: every socket an agent listens on binds the one address it advertises
-(agent/listen_address.h), never a wildcard (0.0.0.0, ::), in every mode; an agent that can
+(agent/config/listen_address.h), never a wildcard (0.0.0.0, ::), in every mode; an agent that can
 never be group rank 0 opens no store socket at all.
 
 Each case runs a real torch job (one worker per node, tests/integration/scripts/

@@ -1,6 +1,6 @@
 """An agent killed before it could clean up (SIGKILL, the OOM killer) leaves its temporary
 run directory; the next agent removes it, and only it: not a live agent's directory, not
-a failed job's kept logs (agent/stale_run_dirs.h)."""
+a failed job's kept logs (agent/lifecycle/stale_run_dirs.h)."""
 import os
 import signal
 import subprocess

@@ -1,0 +1,58 @@
+// The agent's use of muster-probe (docs/design.md §4.9): run it as a child before the first
+// rendezvous, count GPUs for --nproc-per-node gpu|auto, and refuse GPUs held by processes
+// that are not ours (--stale-gpu-policy). The probe has its own deadline and runs in its
+// own process, so a hung or crashing driver can never take the agent down.
+#ifndef MUSTER_AGENT_GPU_PROBE_H_
+#define MUSTER_AGENT_GPU_PROBE_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/config/config.h"
+#include "nlohmann/json.hpp"
+
+namespace muster {
+
+struct GpuHolder {
+  int gpu = 0;
+  int pid = 0;
+  std::string name;
+  bool alive = false;
+};
+
+struct ProbeResult {
+  int exit_code = 0;  // muster-probe's: 0 healthy, 3 no driver, 4 unhealthy, ...
+  int gpu_count = 0;
+  std::vector<GpuHolder> holders;  // processes on any GPU (none of them are ours yet)
+  std::vector<std::string> problems;
+  nlohmann::json report;  // the full JSON, for the status file
+};
+
+// muster-probe next to this executable, else in PATH; empty when absent.
+std::string FindProbeBinary();
+
+// Whether a GPU driver may be here (/dev/nvidiactl, or MUSTER_LIBCUDA pointing at one), so
+// that `--probe auto` does not spend a fork on hosts that obviously have none.
+bool DriverMayBePresent(const std::map<std::string, std::string>& env);
+
+absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::string& mode,
+                                     absl::Duration timeout,
+                                     const std::map<std::string, std::string>& env);
+
+// Runs the probe per config (mode, timeout), applies the GPU count to gpu/auto nproc and
+// the stale-GPU policy. Returns the exit code the agent should stop with (2 for bad
+// configuration, 138 for an unhealthy node) or 0 to go on; logs why. Fills
+// config->probe_summary.
+int ApplyProbe(const std::map<std::string, std::string>& env, Config* config);
+
+// The probe report (config->probe_summary) in one line for the job status:
+// "2 x NVIDIA H100 80GB HBM3, driver 580.65.06", "..., unhealthy GPU 3: <why>",
+// "no NVIDIA driver", or "" when the probe did not run.
+std::string ProbeLine(const nlohmann::json& report);
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_GPU_PROBE_H_

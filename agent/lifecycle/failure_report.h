@@ -1,0 +1,47 @@
+// How a worker's failure is told (issue 14, "failures visible"): the Failure this node
+// reports to the job (torch's error file message, or without one the last lines of the
+// worker's stderr), the line the console shows when it happens, and, once the job has
+// failed, the root cause's stderr lines on the console, in --termination-log (bounded as
+// Kubernetes reads it) and in the agent's own TORCHELASTIC_ERROR_FILE.
+// Thread-safe (no state).
+#ifndef MUSTER_AGENT_FAILURE_REPORT_H_
+#define MUSTER_AGENT_FAILURE_REPORT_H_
+
+#include <cstddef>
+#include <string>
+
+#include "agent/config/config.h"
+#include "launch/worker_launcher.h"
+#include "rendezvous/core/types.h"
+
+namespace muster {
+
+// Kubernetes reads at most this much of a container's termination message file.
+inline constexpr size_t kTerminationLogBytes = 4096;
+
+// The failure of `exit` (a worker of `node`) as the job records it. Text fields are valid
+// UTF-8 (proto3 strings); the stderr lines travel only when there is no error file message.
+rdzv::Failure FailureOf(const WorkerExit& exit, const rdzv::NodeInfo& node, bool restartable);
+
+// "rank 1 (local_rank 1, pid 4242, host node-0) failed: exit 1: ValueError: boom"
+std::string FailedWorkerLine(const rdzv::Failure& failure);
+
+// The root cause's stderr lines under a heading naming whose they are, each indented;
+// "" when it has none.
+// `hung`: the tail is a hang's grouping of every rank's stack (rendezvous/core/hang.h).
+std::string StderrBlock(int rank, const std::string& host, const std::string& stderr_tail,
+                        bool hung = false);
+std::string StderrBlock(const rdzv::Failure& failure);
+
+// What --termination-log gets, at most kTerminationLogBytes with its final newline: the
+// summary line, then `block` (StderrBlock) with its heading and as many of its last lines
+// as fit (the end of a traceback says the most).
+std::string TerminationLogText(const std::string& summary, const std::string& block);
+
+// The root cause of a failed job into the agent's own TORCHELASTIC_ERROR_FILE, when it has
+// one (torchrun's convention: the launcher above reads it). A failure to write is logged.
+void WriteRootCauseErrorFile(const Config& config, const rdzv::Outcome& outcome);
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_FAILURE_REPORT_H_

@@ -623,6 +623,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(FinishStaticForm(&c));     // reads --master-addr/--master-port
   RETURN_IF_ERROR(FinishAnyFreePort(&c));
   RETURN_IF_ERROR(FinishEtcdSecurity(env, &c));
+  FinishBackend(&c);  // the endpoint is final
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckTorchrunFlags(env, c));

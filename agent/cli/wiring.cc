@@ -18,9 +18,12 @@
 #include "agent/diagnostics/local_stacks.h"
 #include "agent/diagnostics/py_spy.h"
 #include "agent/diagnostics/stack_collector.h"
+#include "agent/diagnostics/trace_collection.h"
 #include "agent/lifecycle/agent.h"
+#include "agent/lifecycle/lease_fence.h"
 #include "agent/lifecycle/readiness.h"
 #include "agent/lifecycle/status_file.h"
+#include "agent/preempt/preemption.h"
 #include "agent/workers/worker_torch.h"
 #include "base/endpoint.h"
 #include "base/errno_status.h"
@@ -421,7 +424,12 @@ int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
     spdlog::error("{}", summary);
     return code;
   }
+  HostedRendezvous* hosted = parts->hosted_rendezvous.get();  // the agent keeps it
   Agent agent(std::move(config), *std::move(parts));
+  // The features that observe the agent's events (agent/lifecycle/agent_component.h).
+  agent.Add(std::make_unique<Preemption>());
+  agent.Add(std::make_unique<TraceCollection>(hosted));
+  agent.Add(std::make_unique<LeaseFence>());
   return agent.Run();
 }
 

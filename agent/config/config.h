@@ -144,6 +144,9 @@ struct Config {
   int max_restarts = 0;
   RestartPolicy restart_policy = RestartPolicy::kOnFailure;  // torchrun's rule
   std::set<int> restartable_exit_codes;
+  // --fatal-exit-code: the agent's exit code when the job fails for good (a worker's failure
+  // that is not restartable, or the budget spent); unset: the root cause's own code.
+  std::optional<int> fatal_exit_code;
   absl::Duration shutdown_timeout = absl::Seconds(30);
   // Preemption (docs/guides/preemption.md): the signal workers get with the notice (0: none, the
   // MUSTER_PREEMPTED file only), how long they may take to exit on their own (capped at

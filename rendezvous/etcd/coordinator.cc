@@ -9,15 +9,15 @@
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/core/job_status.h"
 #include "rendezvous/etcd/etcd_status.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
 
-using grpc_internal::FromProto;
-using grpc_internal::ToProto;
+using wire::FromProto;
+using wire::ToProto;
 
 namespace {
 
@@ -234,7 +234,7 @@ void Coordinator::Publish(absl::Time now, const std::vector<Event>& events,
     for (const auto& [node_id, status] : refusals) {
       v1::EtcdEvents::Addressed* a = batch_of(node_id).add_events();
       a->set_node_id(node_id);
-      a->mutable_message()->mutable_error()->set_code(grpc_internal::ToWireCode(status.code()));
+      a->mutable_message()->mutable_error()->set_code(wire::ToWireCode(status.code()));
       a->mutable_message()->mutable_error()->set_message(std::string(status.message()));
     }
     ++published_;

@@ -9,7 +9,7 @@
 #include "base/status_macros.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
@@ -32,7 +32,7 @@ v1::EtcdAnswer Coordinator::AnswerDrain(const v1::DrainRequest& request, absl::T
     answer.set_node_id(drained->node_id);
     answer.set_host(drained->host);
   } else {
-    answer.mutable_error()->set_code(grpc_internal::ToWireCode(drained.status().code()));
+    answer.mutable_error()->set_code(wire::ToWireCode(drained.status().code()));
     answer.mutable_error()->set_message(std::string(drained.status().message()));
   }
   return answer;

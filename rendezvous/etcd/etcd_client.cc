@@ -15,12 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "etcd/etcdserverpb/rpc.grpc.pb.h"
 #include "rendezvous/etcd/etcd_errors.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::etcd {
 
 namespace pb = ::etcdserverpb;
-using grpc_internal::ToAbslStatus;
+using wire::ToAbslStatus;
 
 std::string PrefixEnd(const std::string& prefix) {
   std::string end = prefix;

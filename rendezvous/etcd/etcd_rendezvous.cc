@@ -24,15 +24,15 @@
 #include "rendezvous/etcd/lease_keeper.h"
 #include "rendezvous/etcd/liveness.h"
 #include "rendezvous/etcd/watch_threads.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
 
-using grpc_internal::FromProto;
-using grpc_internal::ToProto;
+using wire::FromProto;
+using wire::ToProto;
 
 class EtcdRendezvousClient::Impl {
  public:
@@ -257,7 +257,7 @@ class EtcdRendezvousClient::Impl {
                   host = node_.host](std::vector<RankStack> ranks) {
       v1::EtcdAnswer answer;
       answer.set_host(host);
-      for (const RankStack& r : ranks) grpc_internal::ToProto(r, answer.add_ranks());
+      for (const RankStack& r : ranks) wire::ToProto(r, answer.add_ranks());
       std::lock_guard<std::mutex> lock(route->mu);
       if (Impl* impl = route->impl) {
         impl->Enqueue([impl, key, answer, lease] { impl->PutAnswer(key, answer, lease); });
@@ -280,7 +280,7 @@ class EtcdRendezvousClient::Impl {
 
   void Deliver(const v1::ServerMessage& m) {
     if (m.has_error()) {
-      return Fail(absl::Status(grpc_internal::ToAbslCode(m.error().code()), m.error().message()));
+      return Fail(absl::Status(wire::ToAbslCode(m.error().code()), m.error().message()));
     }
     Event event;
     if (!FromProto(m, node_.node_id, &event)) return;
@@ -580,7 +580,7 @@ void EtcdRendezvousClient::ReportStopped(int round, int store_port) {
 
 void EtcdRendezvousClient::ReportStalled(int round, const Stall& stall) {
   v1::AgentMessage m;
-  grpc_internal::ToProto(round, stall, m.mutable_stalled());
+  wire::ToProto(round, stall, m.mutable_stalled());
   impl_->Report(std::move(m));
 }
 

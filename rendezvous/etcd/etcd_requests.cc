@@ -17,9 +17,9 @@
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/node_key.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::etcd {
 namespace {
@@ -121,7 +121,7 @@ absl::StatusOr<std::map<std::string, NodeInfo>> JobNodes(EtcdClient& etcd,
     if (!value.ok()) continue;  // no agent's (node_key.h)
     NodeInfo node;
     JobSpec spec;
-    grpc_internal::FromProto(value->join(), &node, &spec);
+    wire::FromProto(value->join(), &node, &spec);
     nodes[kv.key.substr(prefix.size())] = node;
   }
   if (nodes.empty()) {
@@ -137,7 +137,7 @@ std::map<std::string, int> GroupRanks(EtcdClient& etcd, const EtcdStatusQuery& q
   absl::StatusOr<RangeResult> got = etcd.Get(JobPrefix(q) + "status");
   v1::JobStatusReply reply;
   if (!got.ok() || got->kvs.empty() || !reply.ParseFromString(got->kvs[0].value)) return out;
-  for (const NodeStatus& n : grpc_internal::FromProto(reply).nodes) out[n.node_id] = n.group_rank;
+  for (const NodeStatus& n : wire::FromProto(reply).nodes) out[n.node_id] = n.group_rank;
   return out;
 }
 
@@ -165,7 +165,7 @@ absl::StatusOr<NodeInfo> DrainThroughEtcd(const EtcdStatusQuery& query, const st
   }
   const v1::EtcdAnswer& a = answers->begin()->second;
   if (a.has_error()) {
-    return absl::Status(grpc_internal::ToAbslCode(a.error().code()), a.error().message());
+    return absl::Status(wire::ToAbslCode(a.error().code()), a.error().message());
   }
   return NodeInfo{.node_id = a.node_id(), .host = a.host()};
 }
@@ -195,8 +195,7 @@ absl::StatusOr<std::vector<NodeStacks>> StacksThroughEtcd(const EtcdStatusQuery&
     if (a == answers->end()) {
       n.unavailable = absl::StrCat("no answer within ", absl::FormatDuration(wait));
     } else {
-      for (const v1::RankStack& r : a->second.ranks())
-        n.ranks.push_back(grpc_internal::FromProto(r));
+      for (const v1::RankStack& r : a->second.ranks()) n.ranks.push_back(wire::FromProto(r));
     }
     out.push_back(std::move(n));
   }

@@ -9,13 +9,19 @@
 #include "absl/strings/str_cat.h"
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.pb.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
-#include "rendezvous/grpc/traces_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
+#include "rendezvous/wire/traces_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::grpc_internal {
+
+using wire::FromProto;
+using wire::ToGrpcStatus;
+using wire::ToProto;
+using wire::ToWireCode;
+
 namespace {
 
 class AgentSession : public SessionReactor,

@@ -16,16 +16,16 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/connect.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
-#include "rendezvous/grpc/traces_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
+#include "rendezvous/wire/traces_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
 namespace {
 
-using grpc_internal::ToAbslCode;
+using wire::ToAbslCode;
 
 // After Leave, the destructor gives the Leave message this long to reach the server
 // before it cancels the stream.
@@ -306,7 +306,7 @@ class GrpcRendezvousClient::Impl {
           [this](const v1::ServerMessage& msg) { OnMessage(msg); },
           [this](const grpc::Status& status) { OnStreamDone(status); });
       std::vector<v1::AgentMessage> first(1);
-      grpc_internal::ToProto(node_, spec_, first[0].mutable_join());
+      wire::ToProto(node_, spec_, first[0].mutable_join());
       for (v1::AgentMessage& msg : pending_) first.push_back(std::move(msg));
       pending_.clear();
       stream_->Begin(stub_.get(), options_.token, std::move(first));
@@ -330,7 +330,7 @@ class GrpcRendezvousClient::Impl {
     }
     if (msg.kind_case() == v1::ServerMessage::kStacksRequest) return OnStacksRequest(msg);
     Event event;
-    if (!grpc_internal::FromProto(msg, node_.node_id, &event)) return;  // unknown: newer server
+    if (!wire::FromProto(msg, node_.node_id, &event)) return;  // unknown: newer server
     if (event.kind == Event::Kind::kFinished) finished_ = true;
     options_.loop->Post([side = loop_side_, event = std::move(event)] {
       if (side->alive && !side->error_sent && side->events) side->events(event);
@@ -347,7 +347,7 @@ class GrpcRendezvousClient::Impl {
       v1::AgentMessage answer;
       answer.mutable_stacks()->set_id(id);
       for (const RankStack& r : ranks) {
-        grpc_internal::ToProto(r, answer.mutable_stacks()->add_ranks());
+        wire::ToProto(r, answer.mutable_stacks()->add_ranks());
       }
       std::lock_guard<std::mutex> lock(route->mu);
       if (route->send) route->send(std::move(answer));
@@ -360,7 +360,7 @@ class GrpcRendezvousClient::Impl {
 
   void OnStreamDone(const grpc::Status& status) {
     if (leaving_ || finished_ || refused_) return;
-    absl::Status ended = grpc_internal::ToAbslStatus(status);
+    absl::Status ended = wire::ToAbslStatus(status);
     if (IsRefusal(ended.code())) {
       PostError(std::move(ended));
       return;
@@ -423,7 +423,7 @@ void GrpcRendezvousClient::Start(const NodeInfo& node, const JobSpec& spec, Even
 void GrpcRendezvousClient::ReportFailure(int round, const Failure& failure) {
   v1::AgentMessage msg;
   msg.mutable_worker_failed()->set_round(round);
-  grpc_internal::ToProto(failure, msg.mutable_worker_failed()->mutable_failure());
+  wire::ToProto(failure, msg.mutable_worker_failed()->mutable_failure());
   impl_->Send(std::move(msg));
 }
 
@@ -436,13 +436,13 @@ void GrpcRendezvousClient::ReportSucceeded(int round) {
 void GrpcRendezvousClient::ReportWorkersStarted(int round,
                                                 const std::vector<StartedWorker>& workers) {
   v1::AgentMessage msg;
-  grpc_internal::ToProto(round, workers, msg.mutable_workers_started());
+  wire::ToProto(round, workers, msg.mutable_workers_started());
   impl_->Send(std::move(msg));
 }
 
 void GrpcRendezvousClient::ReportWorkerEnded(int round, const EndedWorker& worker) {
   v1::AgentMessage msg;
-  grpc_internal::ToProto(round, worker, msg.mutable_worker_ended());
+  wire::ToProto(round, worker, msg.mutable_worker_ended());
   impl_->Send(std::move(msg));
 }
 
@@ -452,7 +452,7 @@ void GrpcRendezvousClient::ReportStalled(int round, const Stall& stall) {
   out->set_round(round);
   out->set_stalled(stall.stalled);
   out->set_restartable(stall.restartable);
-  for (const RankStack& r : stall.ranks) grpc_internal::ToProto(r, out->add_ranks());
+  for (const RankStack& r : stall.ranks) wire::ToProto(r, out->add_ranks());
   impl_->Send(std::move(msg));
 }
 
@@ -472,7 +472,7 @@ void GrpcRendezvousClient::Preempt(const std::string& reason) {
 bool GrpcRendezvousClient::UploadTraces(const std::vector<TraceChunk>& chunks) {
   for (const TraceChunk& chunk : chunks) {
     v1::AgentMessage msg;
-    grpc_internal::ToProto(chunk, msg.mutable_traces());
+    wire::ToProto(chunk, msg.mutable_traces());
     impl_->Send(std::move(msg));
   }
   return true;

@@ -14,11 +14,14 @@
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/status_cache.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::grpc_internal {
+
+using wire::ToGrpcStatus;
+using wire::ToProto;
 namespace {
 
 class WatchReactor;

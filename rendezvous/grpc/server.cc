@@ -23,10 +23,10 @@
 #include "rendezvous/grpc/drain_service.h"
 #include "rendezvous/grpc/job_status_service.h"
 #include "rendezvous/grpc/stacks_service.h"
-#include "rendezvous/grpc/status_convert.h"
 #include "rendezvous/grpc/tcp_keepalive.h"
 #include "rendezvous/registry/job_registry.h"
 #include "rendezvous/registry/trace_store.h"
+#include "rendezvous/wire/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
@@ -36,7 +36,7 @@ namespace {
 class RejectedSession : public grpc_internal::SessionReactor {
  public:
   explicit RejectedSession(const absl::Status& status) {
-    grpc::Status refusal = grpc_internal::ToGrpcStatus(status);
+    grpc::Status refusal = wire::ToGrpcStatus(status);
     TsanCallOut out(this);
     Finish(std::move(refusal));
   }

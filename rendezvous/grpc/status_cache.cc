@@ -2,9 +2,11 @@
 
 #include "base/status_macros.h"
 #include "muster/v1/rendezvous.pb.h"
-#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/wire/proto_convert.h"
 
 namespace muster::rdzv::grpc_internal {
+
+using wire::ToProto;
 
 absl::StatusOr<grpc::Slice> StatusCache::Reply(const std::string& run_id, absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);

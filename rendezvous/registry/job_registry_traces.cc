@@ -30,9 +30,8 @@ void JobRegistry::StoreTraces(const std::string& node_id, const TraceChunk& chun
   } else {
     error = "this rendezvous server keeps no traces (`muster serve` without --log-dir)";
   }
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
-    job.TracesStored(node_id, chunk.round, stored.location, std::move(stored.node), error, now,
-                     out);
+  WithNodeJob(node_id, [&](JobHost& host, absl::Time now) {
+    host.TracesStored(node_id, chunk.round, stored.location, std::move(stored.node), error, now);
   });
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,6 +80,25 @@ absl::StatusOr<HelperChild> StartHelper(SpawnSpec spec, HelperOutput output) {
   if (output == HelperOutput::kStdoutAndStderr) spec.fds.push_back({write_end.get(), 2});
   ASSIGN_OR_RETURN(child.pid, Spawn(spec));
   // write_end closes here: the child holds the only one, so EOF comes once it closed it.
+  return child;
+}
+
+absl::StatusOr<HelperChild> ForkHelper(const std::function<int(int out)>& body) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
+  HelperChild child;
+  child.out = UniqueFd(fds[0]);
+  UniqueFd write_end(fds[1]);
+  const pid_t parent = getpid();
+  child.pid = fork();
+  if (child.pid < 0) return ErrnoStatus("fork", errno);
+  if (child.pid == 0) {
+    child.out.reset();
+    // Die with the parent: a caller killed meanwhile must not leave this child behind.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);  // it died before the line above took effect
+    _exit(body(write_end.get()));
+  }
   return child;
 }
 

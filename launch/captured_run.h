@@ -1,8 +1,9 @@
 // Helper children: short programs the agent runs to their end and reads the output of (the
-// GPU probe, py-spy, the look at the workers' Python, agent/workers/worker_torch.h). One
-// shape for all of them: start through launch/spawner.h, read the output, wait for the end
-// within one deadline, SIGKILL what is left through its pidfd, reap it without blocking past
-// a grace, decode the wait status (launch/exit_status.h).
+// GPU probe, py-spy, the look at the workers' Python, agent/workers/worker_torch.h), and the
+// probe's own forked children. One shape for all of them: start (exec through launch/spawner.h,
+// or a fork that runs a function: nccl_probe/probe_child.h), read the output, wait for the end
+// within one deadline, SIGKILL what is left through its pidfd, reap it without blocking past a
+// grace, decode the wait status (launch/exit_status.h).
 //
 // The children are spawned as workers are (launch/spawner.h: own session, PDEATHSIG, only
 // fds 0-2 and the output pipe). Reaping goes through ReapChildWithin (launch/reaper.h): it
@@ -15,6 +16,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -42,6 +44,13 @@ enum class HelperOutput { kStdout, kStdoutAndStderr };
 // Spawn's (NotFound, PermissionDenied, ...) or the errno of pipe2.
 absl::StatusOr<HelperChild> StartHelper(SpawnSpec spec,
                                         HelperOutput output = HelperOutput::kStdout);
+
+// Forks a child that runs `body` and exits with what it returns; `body` writes its output to
+// the fd it is given (the pipe's write end; stdio stays the caller's). The child dies with
+// the calling thread (PDEATHSIG SIGKILL) and keeps the caller's fds. Only for a
+// single-threaded caller (muster-probe): a forked child of a threaded process may call
+// nothing but async-signal-safe functions. Errors: the errno of pipe2 or fork.
+absl::StatusOr<HelperChild> ForkHelper(const std::function<int(int out)>& body);
 
 struct AwaitOptions {
   // Past this many bytes the output is not read further (what came is kept).

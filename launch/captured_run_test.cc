@@ -1,6 +1,7 @@
 #include "launch/captured_run.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -83,6 +84,43 @@ TEST(AwaitHelpersTest, OutputIsCutAtTheLimit) {
   EXPECT_EQ(r[0].out, "0123");
   EXPECT_TRUE(r[0].output_ended);
   EXPECT_TRUE(r[0].reaped);
+}
+
+TEST(ForkHelperTest, RunsTheFunctionAndReportsItsEnd) {
+  absl::StatusOr<HelperChild> child = ForkHelper([](int out) {
+    const char kLine[] = "S stage\n";
+    if (write(out, kLine, sizeof kLine - 1) != sizeof kLine - 1) return 2;
+    return 5;
+  });
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::vector<HelperChild> one;
+  one.push_back(std::move(*child));
+  std::vector<HelperResult> r = AwaitHelpers(std::move(one), absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(r[0].out, "S stage\n");
+  ASSERT_TRUE(r[0].exit.has_value());
+  EXPECT_EQ(r[0].exit->code(), 5);
+}
+
+TEST(ForkHelperTest, ACrashIsDecodedAndAHangIsKilledAtTheDeadline) {
+  absl::StatusOr<HelperChild> crash = ForkHelper([](int) {
+    raise(SIGSEGV);
+    return 0;
+  });
+  absl::StatusOr<HelperChild> hang = ForkHelper([](int) {
+    pause();
+    return 0;
+  });
+  ASSERT_TRUE(crash.ok() && hang.ok());
+  std::vector<HelperChild> two;
+  two.push_back(std::move(*crash));
+  two.push_back(std::move(*hang));
+  std::vector<HelperResult> r = AwaitHelpers(std::move(two), absl::Now() + absl::Milliseconds(300));
+  ASSERT_TRUE(r[0].exit.has_value());
+  EXPECT_EQ(r[0].exit->signal, SIGSEGV);
+  EXPECT_FALSE(r[0].timed_out);
+  EXPECT_TRUE(r[1].timed_out);
+  ASSERT_TRUE(r[1].exit.has_value());
+  EXPECT_EQ(r[1].exit->signal, SIGKILL);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ namespace muster {
 namespace {
 
 // One child being awaited.
-struct Awaited {
+struct AwaitedHelper {
   HelperChild child;
   UniqueFd pidfd;       // -1 (ENOSYS: an old kernel): its end is learnt by the reap alone
   bool exited = false;  // its pidfd read: it has ended (reaped below)
@@ -31,7 +31,7 @@ struct Awaited {
 constexpr int kNoWaitStatus = -1;
 
 // Reads what `a` wrote, once its output polled ready.
-void ReadHelperOutput(Awaited& a, size_t max_output) {
+void ReadHelperOutput(AwaitedHelper& a, size_t max_output) {
   char buf[65536];
   ssize_t n = read(a.child.out.get(), buf, sizeof buf);
   if (n < 0 && errno == EINTR) return;  // look again on the next round
@@ -47,7 +47,7 @@ void ReadHelperOutput(Awaited& a, size_t max_output) {
 
 // Kills `a` unless it ended by itself, then reaps it within the grace and decodes how it
 // ended.
-void FinishHelper(Awaited& a, absl::Duration kill_grace) {
+void FinishHelper(AwaitedHelper& a, absl::Duration kill_grace) {
   HelperResult& r = a.result;
   if (!r.output_ended || !a.exited) {
     // Not reaped yet, so the pid is still its own; the pidfd says so whatever happens.
@@ -104,7 +104,7 @@ absl::StatusOr<HelperChild> ForkHelper(const std::function<int(int out)>& body) 
 
 std::vector<HelperResult> AwaitHelpers(std::vector<HelperChild> children, absl::Time deadline,
                                        const AwaitOptions& options) {
-  std::vector<Awaited> awaited(children.size());
+  std::vector<AwaitedHelper> awaited(children.size());
   for (size_t i = 0; i < children.size(); ++i) {
     awaited[i].child = std::move(children[i]);
     awaited[i].pidfd = UniqueFd(PidfdOpen(awaited[i].child.pid));  // unreaped: its own pid
@@ -112,8 +112,8 @@ std::vector<HelperResult> AwaitHelpers(std::vector<HelperChild> children, absl::
   for (;;) {
     // Each child's output until it ends, then its pidfd until it exits.
     std::vector<pollfd> polled;
-    std::vector<Awaited*> owners;
-    for (Awaited& a : awaited) {
+    std::vector<AwaitedHelper*> owners;
+    for (AwaitedHelper& a : awaited) {
       if (!a.result.output_ended) {
         polled.push_back({.fd = a.child.out.get(), .events = POLLIN, .revents = 0});
       } else if (!a.exited && a.pidfd.valid()) {
@@ -131,12 +131,12 @@ std::vector<HelperResult> AwaitHelpers(std::vector<HelperChild> children, absl::
         poll(polled.data(), polled.size(), static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
     if (n < 0 && errno == EINTR) continue;  // a signal arrived; look again
     if (n < 0) {  // cannot wait: what came so far is the answer, the rest is killed
-      for (Awaited* a : owners) a->result.error = ErrnoStatus("poll", errno);
+      for (AwaitedHelper* a : owners) a->result.error = ErrnoStatus("poll", errno);
       break;
     }
     for (size_t i = 0; i < polled.size(); ++i) {
       if (polled[i].revents == 0) continue;
-      Awaited& a = *owners[i];
+      AwaitedHelper& a = *owners[i];
       if (a.result.output_ended) {
         a.exited = true;
       } else {
@@ -146,7 +146,7 @@ std::vector<HelperResult> AwaitHelpers(std::vector<HelperChild> children, absl::
   }
   std::vector<HelperResult> results;
   results.reserve(awaited.size());
-  for (Awaited& a : awaited) {
+  for (AwaitedHelper& a : awaited) {
     FinishHelper(a, options.kill_grace);
     results.push_back(std::move(a.result));
   }

@@ -48,7 +48,7 @@ class WorkerOutput {
   ~WorkerOutput();
 
   // Starts pumping the worker's stdout and stderr from these read ends (made non-blocking
-  // here; whoever started the worker made the pipes, launch/worker_source.h). Once.
+  // here), once its source has wired the write ends to them (launch/worker_source.h). Once.
   absl::Status Attach(UniqueFd stdout_fd, UniqueFd stderr_fd);
   // Resumes streams that were paused on a full console queue and now have room.
   void ResumeIfRoom();

@@ -1,7 +1,8 @@
 // EventLoop: muster's one reactor (docs/design.md §2, where each thread's loop is named):
 // one epoll instance plus deadline timers, driven by one thread. The agent's main loop,
 // the c10d store, the shared port, etcd liveness, the etcd brain and the /metrics server
-// each run one on a thread of their own; base/acceptor.h is the one way to accept on it.
+// each run one on a thread of their own; base/acceptor.h accepts on it (the /metrics and
+// local stacks servers still accept by hand: docs/design.md §6).
 //
 // Owns the epoll fd and an eventfd for Post() and Quit(); callers own their fds and must
 // Remove() them before closing. Not thread-safe except Post() and Quit(): every other

@@ -2,19 +2,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/mutex.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/coordinator_inbox.h"
@@ -44,7 +44,7 @@ class EtcdRendezvousClient::Impl {
   ~Impl() {
     *alive_ = false;
     {
-      std::lock_guard<std::mutex> lock(reply_route_->mu);
+      MutexLock lock(&reply_route_->mu);
       reply_route_->impl = nullptr;  // stacks still being collected answer nothing
     }
     Shutdown();
@@ -99,34 +99,36 @@ class EtcdRendezvousClient::Impl {
     auto done = std::make_shared<bool>(false);
     Enqueue([this, done] {
       if (coordinator_ && !failed_) coordinator_->PreemptedSelfLeaves(node_.node_id, absl::Now());
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       *done = true;
-      cv_.notify_all();
+      cv_.SignalAll();
     });
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, absl::ToChronoNanoseconds(ttl_), [&] { return *done || stopping_; });
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + ttl_;
+    while (!*done && !stopping_) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
   }
 
  private:
   // ---- the brain thread: one task at a time, and the coordinator's deadlines ----
 
   void Enqueue(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     tasks_.push_back(std::move(task));
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   void RunBrain() {
     for (;;) {
       std::deque<std::function<void()>> tasks;
       {
-        std::unique_lock<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         std::optional<absl::Time> due = coordinator_ ? coordinator_->NextDeadline() : std::nullopt;
-        auto ready = [&] { return stopping_ || !tasks_.empty(); };
-        if (due && *due != absl::InfiniteFuture()) {
-          cv_.wait_until(lock, absl::ToChronoTime(*due), ready);
-        } else {
-          cv_.wait(lock, ready);
+        // Until a task, the stop, or the coordinator's next deadline (none: only the first two).
+        const absl::Time deadline = due.value_or(absl::InfiniteFuture());
+        while (!stopping_ && tasks_.empty()) {
+          if (cv_.WaitWithDeadline(&mu_, deadline)) break;
         }
         if (stopping_) return;
         tasks.swap(tasks_);
@@ -141,8 +143,12 @@ class EtcdRendezvousClient::Impl {
 
   // Waits up to `d` unless the client stops; false when it stops.
   bool Pause(absl::Duration d) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return !cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [&] { return stopping_; });
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + d;
+    while (!stopping_) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    return !stopping_;
   }
 
   void Join() {
@@ -258,7 +264,7 @@ class EtcdRendezvousClient::Impl {
       v1::EtcdAnswer answer;
       answer.set_host(host);
       for (const RankStack& r : ranks) grpc_internal::ToProto(r, answer.add_ranks());
-      std::lock_guard<std::mutex> lock(route->mu);
+      MutexLock lock(&route->mu);
       if (Impl* impl = route->impl) {
         impl->Enqueue([impl, key, answer, lease] { impl->PutAnswer(key, answer, lease); });
       }
@@ -463,10 +469,10 @@ class EtcdRendezvousClient::Impl {
 
   void Shutdown() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;
       stopping_ = true;
-      cv_.notify_all();
+      cv_.SignalAll();
     }
     watches_.Stop();
     if (brain_.joinable()) brain_.join();
@@ -486,8 +492,8 @@ class EtcdRendezvousClient::Impl {
   const Options options_;
   // Where a stacks reply goes (from the collector's thread): this Impl while it lives.
   struct ReplyRoute {
-    std::mutex mu;
-    Impl* impl = nullptr;  // guarded by mu
+    Mutex mu;
+    Impl* impl ABSL_GUARDED_BY(mu) = nullptr;
   };
   const std::shared_ptr<ReplyRoute> reply_route_ = std::make_shared<ReplyRoute>();
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // read on the loop thread
@@ -500,10 +506,10 @@ class EtcdRendezvousClient::Impl {
   absl::Duration ttl_;
   int64_t lease_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // The brain thread's own.
   std::string leader_;          // the coordinator's node id; "" until known

@@ -171,7 +171,7 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
 // Whether this node tries to serve the rendezvous (--rdzv-host, or the endpoint names it).
 // Never with etcd: the endpoint is etcd's.
 bool HostsRendezvousHere(const Config& config) {
-  return !config.rdzv_host_name.empty() && !config.rdzv_etcd &&
+  return config.rdzv_backend == rdzv::Backend::kGrpc &&
          (config.rdzv_hosting == RdzvHosting::kAlways ||
           (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(config.rdzv_host_name)));
 }
@@ -372,12 +372,16 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   // Before the rendezvous: a hosted server counts into it from its first join.
   ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config, wait));
   RETURN_IF_ERROR(WireListenAddresses(config, wait, metered.store_connections(), parts));
-  if (config.rdzv_host_name.empty()) {
-    parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
-  } else if (config.rdzv_etcd) {
-    RETURN_IF_ERROR(WireEtcdRendezvous(config, parts));
-  } else {
-    RETURN_IF_ERROR(WireGrpcRendezvous(config, parts.store_address, metered, parts));
+  switch (config.rdzv_backend) {
+    case rdzv::Backend::kInProcess:
+      parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
+      break;
+    case rdzv::Backend::kEtcd:
+      RETURN_IF_ERROR(WireEtcdRendezvous(config, parts));
+      break;
+    case rdzv::Backend::kGrpc:
+      RETURN_IF_ERROR(WireGrpcRendezvous(config, parts.store_address, metered, parts));
+      break;
   }
   ServeLocalStacks(config, parts);
   if (config.health_port >= 0) {

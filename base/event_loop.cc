@@ -90,7 +90,7 @@ void EventLoop::CancelTimer(TimerId id) {
 
 void EventLoop::Post(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(post_mu_);
+    MutexLock lock(&post_mu_);
     posted_.push_back(std::move(fn));
   }
   uint64_t one = 1;
@@ -104,7 +104,7 @@ void EventLoop::RunPosted() {
   [[maybe_unused]] ssize_t n = read(post_fd_.get(), &count, sizeof(count));
   std::deque<std::function<void()>> batch;
   {
-    std::lock_guard<std::mutex> lock(post_mu_);
+    MutexLock lock(&post_mu_);
     batch.swap(posted_);
   }
   for (auto& fn : batch) fn();

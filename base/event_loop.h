@@ -15,13 +15,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "base/unique_fd.h"
 
 namespace muster {
@@ -64,7 +64,7 @@ class EventLoop {
 
   UniqueFd epoll_fd_;
   UniqueFd post_fd_;  // eventfd: readable while posted work is queued
-  std::mutex post_mu_;
+  Mutex post_mu_;
   std::deque<std::function<void()>> posted_ ABSL_GUARDED_BY(post_mu_);
   // shared_ptr so a callback that removes its own fd keeps itself alive while
   // it runs.

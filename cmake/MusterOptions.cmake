@@ -20,10 +20,6 @@ target_compile_options(muster_options INTERFACE
 # as every other. gcc has no such analysis; its builds ignore the annotations.
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   target_compile_options(muster_options INTERFACE -Wthread-safety)
-  # Until the reactor's folders (base/event_loop, rendezvous/c10d, rendezvous/shared_port,
-  # etcd liveness) are converted too: reported, not yet fatal.
-  target_compile_options(muster_options INTERFACE
-    $<$<BOOL:${MUSTER_WERROR}>:-Wno-error=thread-safety-attributes$<SEMICOLON>-Wno-error=thread-safety-analysis$<SEMICOLON>-Wno-error=thread-safety-reference>)
 endif()
 target_link_libraries(muster_options INTERFACE muster_sanitize)
 

@@ -115,13 +115,13 @@ void StoreLoop::Run() {
   if (connection_gauge_) *connection_gauge_ -= static_cast<int64_t>(num_connections_.load());
   connections_.clear();
   num_connections_ = 0;
-  std::lock_guard<std::mutex> lock(inbox_mu_);
+  MutexLock lock(&inbox_mu_);
   inbox_.clear();
 }
 
 void StoreLoop::Adopt(UniqueFd socket, std::string peer) {
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(&inbox_mu_);
     inbox_.emplace_back(std::move(socket), std::move(peer));
   }
   uint64_t one = 1;
@@ -134,7 +134,7 @@ void StoreLoop::TakeAdopted() {
   (void)!::read(inbox_wake_.get(), &count, sizeof(count));  // reset before draining
   std::vector<std::pair<UniqueFd, std::string>> adopted;
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(&inbox_mu_);
     adopted.swap(inbox_);
   }
   for (auto& [socket, peer] : adopted) AddConnection(std::move(socket), std::move(peer));

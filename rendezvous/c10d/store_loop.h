@@ -10,14 +10,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "base/unique_fd.h"
 #include "rendezvous/c10d/connection.h"
 #include "rendezvous/c10d/store_state.h"
@@ -73,8 +74,8 @@ class StoreLoop : public Outbox {
   UniqueFd epoll_;
   UniqueFd wake_;
   UniqueFd inbox_wake_;  // Adopt() -> loop
-  std::mutex inbox_mu_;
-  std::vector<std::pair<UniqueFd, std::string>> inbox_;  // guarded by inbox_mu_
+  Mutex inbox_mu_;
+  std::vector<std::pair<UniqueFd, std::string>> inbox_ ABSL_GUARDED_BY(inbox_mu_);
   Limits limits_;
   StoreState state_{this, limits_.max_store_bytes};
   absl::flat_hash_map<ConnectionId, std::unique_ptr<Connection>> connections_;

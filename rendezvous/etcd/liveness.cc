@@ -14,17 +14,18 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/endpoint.h"
 #include "base/errno_status.h"
+#include "base/mutex.h"
 #include "base/unique_fd.h"
 #include "spdlog/spdlog.h"
 
@@ -135,7 +136,7 @@ class Liveness::Impl {
   // Runs `command` on the liveness thread.
   void Post(std::function<void()> command) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       commands_.push_back(std::move(command));
     }
     const uint64_t one = 1;
@@ -216,7 +217,7 @@ class Liveness::Impl {
     }
     std::deque<std::function<void()>> commands;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       commands.swap(commands_);
     }
     for (auto& command : commands) command();
@@ -403,8 +404,8 @@ class Liveness::Impl {
   const std::string hello_;
   const EndedFn on_ended_;
 
-  std::mutex mu_;
-  std::deque<std::function<void()>> commands_;  // guarded by mu_
+  Mutex mu_;
+  std::deque<std::function<void()>> commands_ ABSL_GUARDED_BY(mu_);
 
   // The liveness thread's own.
   std::map<int, Conn> conns_;  // by fd

@@ -105,7 +105,7 @@ void EventLoop::CancelTimer(TimerId id) {
 
 void EventLoop::Post(std::function<void()> fn) {
   {
-    absl::MutexLock lock(&post_mu_);
+    MutexLock lock(&post_mu_);
     posted_.push_back(std::move(fn));
   }
   uint64_t one = 1;
@@ -126,7 +126,7 @@ void EventLoop::RunPosted() {
   [[maybe_unused]] ssize_t n = read(post_fd_.get(), &count, sizeof(count));
   std::deque<std::function<void()>> batch;
   {
-    absl::MutexLock lock(&post_mu_);
+    MutexLock lock(&post_mu_);
     batch.swap(posted_);
   }
   for (auto& fn : batch) fn();

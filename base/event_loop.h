@@ -26,8 +26,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "base/unique_fd.h"
 
 namespace muster {
@@ -85,7 +85,7 @@ class EventLoop {
   UniqueFd epoll_fd_;
   UniqueFd post_fd_;  // eventfd: readable while posted work is queued, or after Quit()
   std::atomic<bool> quitting_{false};
-  absl::Mutex post_mu_;
+  Mutex post_mu_;
   std::deque<std::function<void()>> posted_ ABSL_GUARDED_BY(post_mu_);
   // The watch of `fd`, or null.
   Watch* Find(int fd) {

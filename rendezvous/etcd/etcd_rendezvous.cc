@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/mutex.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/coordinator_inbox.h"
@@ -43,7 +43,7 @@ class EtcdRendezvousClient::Impl {
   ~Impl() {
     *alive_ = false;
     {
-      absl::MutexLock lock(&reply_route_->mu);
+      MutexLock lock(&reply_route_->mu);
       reply_route_->impl = nullptr;  // stacks still being collected answer nothing
     }
     Shutdown();
@@ -249,7 +249,7 @@ class EtcdRendezvousClient::Impl {
       v1::EtcdAnswer answer;
       answer.set_host(host);
       for (const RankStack& r : ranks) wire::ToProto(r, answer.add_ranks());
-      absl::MutexLock lock(&route->mu);
+      MutexLock lock(&route->mu);
       if (Impl* impl = route->impl) {
         impl->Enqueue([impl, key, answer, lease] { impl->PutAnswer(key, answer, lease); });
       }
@@ -473,7 +473,7 @@ class EtcdRendezvousClient::Impl {
   const Options options_;
   // Where a stacks reply goes (from the collector's thread): this Impl while it lives.
   struct ReplyRoute {
-    absl::Mutex mu;
+    Mutex mu;
     Impl* impl ABSL_GUARDED_BY(mu) = nullptr;
   };
   const std::shared_ptr<ReplyRoute> reply_route_ = std::make_shared<ReplyRoute>();

@@ -1,19 +1,19 @@
 #include "rendezvous/etcd/etcd_requests.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/mutex.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/node_key.h"
@@ -45,24 +45,25 @@ class WatchDeadline {
  public:
   WatchDeadline(std::shared_ptr<EtcdWatch> watch, absl::Time deadline)
       : thread_([this, watch, deadline] {
-          std::unique_lock<std::mutex> lock(mu_);
-          if (!cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] { return done_; })) {
-            watch->Cancel();
+          MutexLock lock(&mu_);
+          while (!done_) {
+            if (cv_.WaitWithDeadline(&mu_, deadline)) break;
           }
+          if (!done_) watch->Cancel();
         }) {}
   ~WatchDeadline() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       done_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

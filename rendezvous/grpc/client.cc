@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
@@ -63,7 +62,7 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   bool Send(v1::AgentMessage msg) {
     const v1::AgentMessage* next = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return false;
       out_.push_back(std::move(msg));
       if (writing_) return true;
@@ -82,13 +81,16 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
 
   // True once OnDone has run (false when `timeout` passed first).
   bool WaitDone(absl::Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    timeout = std::min(timeout, absl::Hours(24));
-    return done_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return done_; });
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!done_) {
+      if (done_cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    return done_;
   }
   void WaitDone() {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return done_; });
+    MutexLock lock(&mu_);
+    while (!done_) done_cv_.Wait(&mu_);
   }
 
   void OnReadDone(bool ok) override {
@@ -105,7 +107,7 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
     TsanReaction in(this);
     const v1::AgentMessage* next = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       out_.pop_front();
       writing_ = false;
       if (!ok) {
@@ -128,9 +130,9 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   void OnDone(const grpc::Status& status) override {
     TsanAcquire(this);  // not a TsanReaction: the owner may delete `this` once done_ is set
     on_done_(status);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     done_ = true;
-    done_cv_.notify_all();
+    done_cv_.SignalAll();
   }
 
  private:
@@ -139,7 +141,7 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   void ReleaseHoldIfClosed(bool only_if_closed) {
     bool release = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (only_if_closed && !closed_) return;
       closed_ = true;
       if (!writing_ && !hold_released_) release = hold_released_ = true;
@@ -163,8 +165,8 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   grpc::ClientContext context_;
   std::unique_ptr<v1::ServerMessage> in_;  // the read in flight; touched by read reactions only
 
-  std::mutex mu_;
-  std::condition_variable done_cv_;
+  Mutex mu_;
+  CondVar done_cv_;
   std::deque<v1::AgentMessage> out_ ABSL_GUARDED_BY(mu_);  // front is in flight while writing_
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -184,7 +186,7 @@ struct LoopSide {
 // Where a stacks reply goes: the client while it lives (replies come from other threads,
 // possibly after the client is gone).
 struct ReplyRoute {
-  std::mutex mu;
+  Mutex mu;
   std::function<void(v1::AgentMessage)> send ABSL_GUARDED_BY(mu);
 };
 
@@ -204,21 +206,21 @@ class GrpcRendezvousClient::Impl {
         creds_(std::move(creds)),
         loop_side_(std::make_shared<LoopSide>()),
         reply_route_(std::make_shared<ReplyRoute>()) {
-    std::lock_guard<std::mutex> lock(reply_route_->mu);
+    MutexLock lock(&reply_route_->mu);
     reply_route_->send = [this](v1::AgentMessage msg) { Send(std::move(msg)); };
   }
 
   ~Impl() {
     loop_side_->alive = false;
     {
-      std::lock_guard<std::mutex> lock(reply_route_->mu);
+      MutexLock lock(&reply_route_->mu);
       reply_route_->send = nullptr;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (worker_.joinable()) worker_.join();
     if (stream_ != nullptr) {
       if (!leaving_ && finished_) {
@@ -244,7 +246,7 @@ class GrpcRendezvousClient::Impl {
   void Send(v1::AgentMessage msg) {
     AgentStream* stream = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stream_ == nullptr) {
         pending_.push_back(std::move(msg));
         return;
@@ -259,10 +261,10 @@ class GrpcRendezvousClient::Impl {
     v1::AgentMessage msg;
     msg.mutable_leave()->set_why(why);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stream_ == nullptr) {  // not connected yet: stop trying
         stop_ = true;
-        cv_.notify_all();
+        cv_.SignalAll();
         return;
       }
     }
@@ -272,7 +274,7 @@ class GrpcRendezvousClient::Impl {
   bool WaitStreamEnded(absl::Duration timeout) {
     AgentStream* stream = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stream = stream_.get();
     }
     // OnStreamDone (and its PostError) runs before WaitDone returns true.
@@ -299,7 +301,7 @@ class GrpcRendezvousClient::Impl {
       return;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stop_) return;
       stub_ = v1::Rendezvous::NewStub(*channel);
       stream_ = std::make_unique<AgentStream>(
@@ -317,9 +319,12 @@ class GrpcRendezvousClient::Impl {
 
   // False when stopped (at once, or during the sleep).
   bool SleepUnlessStopped(absl::Duration d) {
-    std::unique_lock<std::mutex> lock(mu_);
-    d = std::min(d, absl::Hours(24));  // chrono arithmetic overflows on huge durations
-    return !cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [&] { return stop_; });
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + d;
+    while (!stop_) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    return !stop_;
   }
 
   void OnMessage(const v1::ServerMessage& msg) {
@@ -349,7 +354,7 @@ class GrpcRendezvousClient::Impl {
       for (const RankStack& r : ranks) {
         wire::ToProto(r, answer.mutable_stacks()->add_ranks());
       }
-      std::lock_guard<std::mutex> lock(route->mu);
+      MutexLock lock(&route->mu);
       if (route->send) route->send(std::move(answer));
     };
     options_.loop->Post([side = loop_side_, handler = options_.on_stacks_request, timeout,
@@ -389,8 +394,8 @@ class GrpcRendezvousClient::Impl {
   std::atomic<bool> finished_{false};  // Finished received: the stream's end is expected
   std::atomic<bool> refused_{false};   // Error received and reported
 
-  std::mutex mu_;
-  std::condition_variable cv_;  // stop_
+  Mutex mu_;
+  CondVar cv_;  // stop_
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Reports made before the stream existed.
   std::vector<v1::AgentMessage> pending_ ABSL_GUARDED_BY(mu_);

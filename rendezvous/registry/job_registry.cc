@@ -33,10 +33,10 @@ JobRegistry::JobRegistry(std::string required_run_id, absl::Duration liveness_in
 
 JobRegistry::~JobRegistry() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   timer_.join();
 }
 
@@ -52,7 +52,7 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
   Streams touched;
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     absl::Time now = absl::Now();
     if (members_.count(node.node_id) != 0) {
       return absl::AlreadyExistsError(
@@ -100,7 +100,7 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
     touched = std::exchange(touched_, {});
     wake = TimerMustWakeLocked(it->second.host.job());
   }
-  if (wake) wake_.notify_all();
+  if (wake) wake_.SignalAll();
   FlushAll(touched);
   NotifyWatchers();
   return absl::OkStatus();
@@ -155,11 +155,11 @@ void JobRegistry::NodeLost(const std::string& node_id, const std::string& why) {
     host.NodeLost(node_id, why, now);
   });
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto member = members_.find(node_id);
     if (member != members_.end()) EraseMemberLocked(member, absl::Now());
   }
-  wake_.notify_all();  // also the timer: the job may be unattended now (its retention)
+  wake_.SignalAll();  // also the timer: the job may be unattended now (its retention)
 }
 
 JobRegistry::Members::iterator JobRegistry::EraseMemberLocked(Members::iterator m, absl::Time now) {
@@ -194,16 +194,13 @@ std::optional<absl::Time> JobRegistry::ForgetUnattendedLocked(absl::Time now) {
 }
 
 bool JobRegistry::WaitForMembersToLeave(const std::string& except_node_id, absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto gone = [&] {
+  MutexLock lock(&mu_);
+  auto gone = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || members_.empty() ||
            (members_.size() == 1 && members_.count(except_node_id) == 1);
   };
   while (!gone()) {
-    if (wake_.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now())) ==
-        std::cv_status::timeout) {
-      return gone();
-    }
+    if (wake_.WaitWithDeadline(&mu_, deadline)) return gone();
   }
   return true;
 }
@@ -212,7 +209,7 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, b
   Streams touched;
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto member = members_.find(node_id);
     if (member == members_.end()) return;
     auto entry = jobs_.find(member->second.run_id);
@@ -221,7 +218,7 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, b
     touched = std::exchange(touched_, {});
     wake = TimerMustWakeLocked(entry->second.host.job());
   }
-  if (wake) wake_.notify_all();
+  if (wake) wake_.SignalAll();
   FlushAll(touched);
   if (notify) NotifyWatchers();
 }
@@ -255,17 +252,17 @@ void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched
 }
 
 void JobRegistry::AddWatcher(std::weak_ptr<StatusWatcher> watcher) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   watchers_.push_back(std::move(watcher));
 }
 
 void JobRegistry::SetObserver(std::shared_ptr<RegistryObserver> observer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   observer_ = std::move(observer);
 }
 
 RegistryCounts JobRegistry::Counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RegistryCounts counts;
   for (const auto& [run_id, entry] : jobs_) {
     ++counts.jobs_by_phase[PhaseOf(entry.host.job())];
@@ -279,7 +276,7 @@ RegistryCounts JobRegistry::Counts() const {
 void JobRegistry::NotifyWatchers() {
   std::vector<std::shared_ptr<StatusWatcher>> live;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (watchers_.empty()) return;
     for (auto it = watchers_.begin(); it != watchers_.end();) {
       if (auto w = it->lock()) {
@@ -298,7 +295,7 @@ void JobRegistry::FlushAll(const Streams& streams) {
 }
 
 void JobRegistry::TimerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
     absl::Time now = absl::Now();
     std::optional<absl::Time> next;
@@ -325,7 +322,7 @@ void JobRegistry::TimerLoop() {
     }
     Streams touched = std::exchange(touched_, {});
     if (!touched.empty() || !dropped.empty()) {
-      lock.unlock();
+      mu_.Unlock();
       FlushAll(touched);
       NotifyWatchers();
       for (const auto& stream : dropped) {
@@ -333,22 +330,22 @@ void JobRegistry::TimerLoop() {
             "the rendezvous declared this node lost (its workers did not stop in time); the "
             "job went on without it"));
       }
-      wake_.notify_all();  // WaitForMembersToLeave
-      lock.lock();
+      wake_.SignalAll();  // WaitForMembersToLeave
+      mu_.Lock();
       continue;  // jobs may have changed while unlocked
     }
     std::optional<absl::Time> forget = ForgetUnattendedLocked(now);
     if (forget && (!next || *forget < *next)) next = forget;
-    // Capped: a far deadline converted to a chrono time_point could overflow.
     absl::Time until = std::min(next.value_or(absl::InfiniteFuture()), now + kMaxTimerSleep);
     timer_until_ = until;
-    wake_.wait_until(lock, absl::ToChronoTime(until));
+    wake_.WaitWithDeadline(&mu_, until);
     timer_until_ = absl::InfinitePast();  // awake: the loop looks at every deadline again
   }
+  mu_.Unlock();
 }
 
 absl::StatusOr<uint64_t> JobRegistry::StatusVersion(const std::string& run_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(run_id);
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("no job with run id '", run_id, "' on this server"));
@@ -358,7 +355,7 @@ absl::StatusOr<uint64_t> JobRegistry::StatusVersion(const std::string& run_id) c
 
 absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id,
                                                       uint64_t* version) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(run_id);
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("no job with run id '", run_id, "' on this server"));
@@ -372,7 +369,7 @@ absl::StatusOr<std::vector<StacksTarget>> JobRegistry::StacksTargets(
   absl::StatusOr<JobStatusSnapshot> status = Status(run_id);
   if (!status.ok()) return status.status();
   std::vector<StacksTarget> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const NodeStatus& n : status->nodes) {
     auto it = members_.find(n.node_id);
     if (it == members_.end() || it->second.run_id != run_id) continue;
@@ -388,7 +385,7 @@ absl::StatusOr<std::vector<StacksTarget>> JobRegistry::StacksTargets(
 }
 
 std::vector<JobSummary> JobRegistry::Summaries() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<JobSummary> out;
   out.reserve(jobs_.size());
   for (const auto& [run_id, entry] : jobs_) out.push_back(JobSummaryOf(entry.host.job()));

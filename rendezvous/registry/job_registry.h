@@ -14,12 +14,10 @@
 #ifndef MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_
 #define MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -29,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "rendezvous/core/job.h"
 #include "rendezvous/core/job_status.h"
 #include "rendezvous/registry/job_host.h"
@@ -209,8 +208,8 @@ class JobRegistry {
   const absl::Duration liveness_interval_;
   const int liveness_misses_;
   const absl::Duration job_retention_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;  // a deadline may have moved, or stopping
+  mutable Mutex mu_;
+  CondVar wake_;  // a deadline may have moved, or stopping
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The timer's wake-up; past while it runs.
   absl::Time timer_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

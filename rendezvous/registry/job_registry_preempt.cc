@@ -18,7 +18,7 @@ absl::StatusOr<NodeInfo> JobRegistry::Drain(const std::string& run_id, const std
   Streams touched;
   NodeInfo drained;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto entry = jobs_.find(run_id);
     if (entry == jobs_.end()) {
       return absl::NotFoundError(absl::StrCat("no job ", run_id, " on this server"));

@@ -38,7 +38,7 @@ namespace muster {
 
 class HangWatch;  // agent/diagnostics/hang_watch.h
 
-class Agent : private AgentControl {
+class Agent final : private AgentControl {
  public:
   using Phase = LifecyclePhase;
 

@@ -168,6 +168,13 @@ TEST(AcceptorTest, HandsOverEveryPendingConnectionWithItsPeer) {
 // Out of descriptors, the listener rests (a ready backlog would wake the loop at once,
 // again and again) and is watched again after the rest: the waiting client is served.
 TEST(AcceptorTest, OutOfDescriptorsTheListenerRestsThenAcceptsAgain) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+  GTEST_SKIP() << "SKIPPED LOUDLY under ASan/UBSan: with every descriptor taken, the sanitizer "
+                  "runtime cannot open /proc/self/maps and UBSan's vptr check reports the "
+                  "acceptor's own log line as a false error; the plain build runs this test";
+#endif
+#endif
   std::unique_ptr<EventLoop> loop = *EventLoop::Create();
   uint16_t port = 0;
   UniqueFd listener = ListenLoopback(&port);

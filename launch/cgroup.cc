@@ -356,6 +356,20 @@ void JobCgroup::Signal(int sig) {
   }
 }
 
+std::vector<pid_t> JobCgroup::Procs() const {
+  std::vector<pid_t> procs;
+  if (leaf_.empty()) return procs;
+  std::vector<std::string> tree;
+  ListCgroupTree(leaf_, &tree);
+  for (const std::string& cgroup : tree) {
+    for (absl::string_view line : absl::StrSplit(ReadFileOrEmpty(cgroup + "/cgroup.procs"), '\n')) {
+      pid_t pid = 0;
+      if (absl::SimpleAtoi(line, &pid) && pid > 0) procs.push_back(pid);
+    }
+  }
+  return procs;
+}
+
 bool JobCgroup::RemoveLeaf() {
   if (leaf_.empty()) return true;
   if (!RemoveTree(leaf_.c_str())) return false;

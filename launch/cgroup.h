@@ -93,6 +93,9 @@ class JobCgroup {
   // `sig` to every process of the current leaf and of every cgroup a worker made below it,
   // each through a pidfd.
   void Signal(int sig);
+  // Every process of the current leaf and of the cgroups below it, read now (a process that
+  // outlived cgroup.kill is still listed: launch/stuck_process.h).
+  std::vector<pid_t> Procs() const;
   // Removes the current leaf and the cgroups below it (depth first) once they are empty;
   // false while they are populated.
   bool RemoveLeaf();

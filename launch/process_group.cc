@@ -7,11 +7,13 @@
 #include <cerrno>
 #include <set>
 
+#include "absl/strings/str_join.h"
 #include "base/duration.h"
 #include "base/log_format.h"
 #include "base/status_macros.h"
 #include "launch/pidfd.h"
 #include "launch/process_tree.h"
+#include "launch/stuck_process.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
@@ -90,7 +92,7 @@ void ProcessGroup::OnReaped() {
   if (state_ == State::kStopping) MaybeFinishStop();
 }
 
-void ProcessGroup::Stop(int sig) {
+void ProcessGroup::Stop(int sig, absl::Duration grace) {
   if (state_ == State::kIdle) {
     loop_->Post([cb = on_stopped_] { cb({}); });
     return;
@@ -104,7 +106,7 @@ void ProcessGroup::Stop(int sig) {
   stop_signal_ = sig;
   stop_started_ = EventLoop::Now();
   SignalLeftovers(sig);
-  stop_timer_ = loop_->AddTimer(stop_started_ + shutdown_timeout_, [this] {
+  stop_timer_ = loop_->AddTimer(stop_started_ + grace, [this] {
     stop_timer_ = 0;
     Escalate();
   });
@@ -128,11 +130,17 @@ void ProcessGroup::Escalate() {
 
 void ProcessGroup::GiveUp() {
   if (state_ != State::kStopping) return;
-  spdlog::error(
-      "processes of the job survived SIGKILL for {} (uninterruptible sleep?); giving up on them",
-      HumanDuration(kKillGrace));
+  // The members not reaped, and whatever else of the job is left: the current leaf's
+  // processes, or the children (orphans adopted by the subreaper) but the watchdog.
   std::vector<pid_t> abandoned;
   for (const Member& m : live_) abandoned.push_back(m.pid);
+  for (pid_t pid : cgroup_ != nullptr ? cgroup_->Procs() : ListChildren()) {
+    if (pid != watchdog_->pid() && !IsLive(pid)) abandoned.push_back(pid);
+  }
+  std::vector<std::string> lines;
+  for (pid_t pid : abandoned) lines.push_back(StuckProcessLine(DescribeStuckProcess(pid)));
+  spdlog::error("processes of the job survived SIGKILL for {}; giving up on them: {}",
+                HumanDuration(kKillGrace), absl::StrJoin(lines, "; "));
   live_.clear();
   state_ = State::kIdle;
   loop_->Post([cb = on_stopped_, abandoned = std::move(abandoned)] { cb(abandoned); });

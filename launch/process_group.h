@@ -47,7 +47,8 @@ class ProcessGroup {
   // of GPU memory can take seconds). Past it the group gives up waiting and says so.
   static constexpr absl::Duration kKillGrace = absl::Seconds(10);
 
-  // `abandoned`: members never reaped because they survived SIGKILL for kKillGrace.
+  // `abandoned`: members never reaped because they survived SIGKILL for kKillGrace, then any
+  // other process of the job left then (launch/stuck_process.h names them).
   using StoppedCallback = std::function<void(const std::vector<pid_t>& abandoned)>;
 
   // `cgroup`: mode cgroup when given (borrowed); the caller watches cgroup->wait_fd() and
@@ -82,7 +83,9 @@ class ProcessGroup {
 
   // Idempotent: starts stopping with `sig`; while stopping, a different signal is forwarded
   // too (unless SIGKILL was sent already). When idle, on_stopped follows at once.
-  void Stop(int sig);
+  void Stop(int sig) { Stop(sig, shutdown_timeout_); }
+  // As Stop(sig), SIGKILL `grace` after `sig` (a stop's grace is the first Stop's).
+  void Stop(int sig, absl::Duration grace);
   // SIGKILL now, without waiting for the rest of the grace period.
   void Escalate();
 

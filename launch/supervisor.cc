@@ -23,6 +23,7 @@
 #include "launch/kill_children.h"
 #include "launch/pidfd.h"
 #include "launch/process_tree.h"
+#include "launch/stuck_process.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
@@ -34,8 +35,8 @@ pid_t g_supervisor = 0;
 // the job's last processes after SIGKILL.
 constexpr absl::Duration kReapTimeout = absl::Seconds(10);
 
-// ", held by ptrace tracer N" when /proc/PID/status names a tracer, else "" (stuck in the
-// kernel: uninterruptible sleep).
+// ", held by ptrace tracer N" when /proc/PID/status names a tracer, else its state and
+// wchan (stuck in the kernel: uninterruptible sleep; launch/stuck_process.h).
 std::string HeldBy(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
@@ -46,7 +47,7 @@ std::string HeldBy(pid_t pid) {
       return absl::StrCat(": a ptrace tracer (pid ", tracer, ") holds its zombie");
     }
   }
-  return "";
+  return absl::StrCat(" (", StuckProcessLine(DescribeStuckProcess(pid)), ")");
 }
 
 // Reads every pending signal and sends it on to the agent.

@@ -102,6 +102,7 @@ absl::Status WorkerGroup::Start(int attempt, std::vector<WorkerSpec> specs) {
   (void)attempt;  // the specs' directories carry it
   RETURN_IF_ERROR(processes_->Begin());
   workers_.clear();
+  stuck_.clear();
   workers_.resize(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     WorkerSpec& spec = specs[i];
@@ -128,6 +129,7 @@ absl::Status WorkerGroup::StartCommand(std::vector<std::string> argv,
                                        std::vector<std::string> env) {
   RETURN_IF_ERROR(processes_->Begin());
   workers_.clear();
+  stuck_.clear();
   workers_.resize(1);
   Worker& w = workers_[0];
   ASSIGN_OR_RETURN(w.output, WorkerOutput::Create(loop_, console_.get(),
@@ -240,6 +242,17 @@ void WorkerGroup::ReportExit(Worker& w, WorkerExit exit, absl::Duration delay) {
 }
 
 void WorkerGroup::OnProcessesStopped(const std::vector<pid_t>& abandoned) {
+  stuck_.clear();
+  for (pid_t pid : abandoned) {
+    StuckProcess p = DescribeStuckProcess(pid);
+    auto w = std::find_if(workers_.begin(), workers_.end(),
+                          [pid](const Worker& w) { return w.pid == pid; });
+    if (w != workers_.end()) {
+      p.rank = w->placement.rank;
+      p.local_rank = w->placement.local_rank;
+    }
+    stuck_.push_back(std::move(p));
+  }
   for (Worker& w : workers_) {
     if (w.pid != 0 && !w.status &&
         std::find(abandoned.begin(), abandoned.end(), w.pid) != abandoned.end()) {

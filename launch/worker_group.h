@@ -51,6 +51,7 @@ class WorkerGroup : public WorkerLauncher {
   absl::Status Start(int attempt, std::vector<WorkerSpec> specs) override;
   absl::Status StartCommand(std::vector<std::string> argv, std::vector<std::string> env) override;
   void Stop(int sig) override { processes_->Stop(sig); }
+  void StopWithin(int sig, absl::Duration grace) override { processes_->Stop(sig, grace); }
   void Escalate() override { processes_->Escalate(); }
   void OnChildSignal() override;
 
@@ -59,6 +60,7 @@ class WorkerGroup : public WorkerLauncher {
   bool running() const override { return processes_->running(); }
   bool stopping() const override { return processes_->stopping(); }
   bool AllSucceeded() const override;
+  std::vector<StuckProcess> Stuck() const override { return stuck_; }
 
   void BeginShutdown() override;
   void FinishShutdown() override;
@@ -102,6 +104,7 @@ class WorkerGroup : public WorkerLauncher {
   std::unique_ptr<WorkerSource> source_;
   Callbacks callbacks_;
   std::vector<Worker> workers_;
+  std::vector<StuckProcess> stuck_;  // the last stop's (Stuck())
   // Attempts in a row whose start failed for want of processes or memory (the backoff).
   int transient_spawn_failures_ = 0;
 };

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "launch/error_file.h"
 #include "launch/exit_status.h"
+#include "launch/stuck_process.h"
 #include "launch/worker_spec.h"
 
 namespace muster {
@@ -70,6 +72,9 @@ class WorkerLauncher {
   // Idempotent: starts stopping with `sig` (while stopping, a different signal is forwarded
   // too); when nothing runs, on_stopped follows at once.
   virtual void Stop(int sig) = 0;
+  // As Stop, with `grace` from `sig` to SIGKILL instead of the launcher's shutdown timeout
+  // (--restart-grace: a stop for a next round).
+  virtual void StopWithin(int sig, absl::Duration grace) = 0;
   // SIGKILL now, without waiting for the grace period.
   virtual void Escalate() = 0;
   // SIGCHLD arrived: reap every exited child (workers and adopted orphans).
@@ -82,6 +87,9 @@ class WorkerLauncher {
   virtual bool stopping() const = 0;
   // Every worker of the attempt exited 0.
   virtual bool AllSucceeded() const = 0;
+  // What the last stop gave up on: processes of the attempt that SIGKILL had not ended
+  // within the kill grace (uninterruptible sleep), as they were then; empty otherwise.
+  virtual std::vector<StuckProcess> Stuck() const = 0;
 
   // Teardown, around the agent's own: BeginShutdown lets helpers (watchdog, console
   // writer) wind down while the agent works; FinishShutdown waits for the workers' last

@@ -112,8 +112,14 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   line("restart policy", RestartSummary(c) + source("restart-policy"));
   std::vector<std::string> sigs;
   for (int s : c.signals_to_handle) sigs.push_back(SignalName(s));
-  line("signals", absl::StrCat(absl::StrJoin(sigs, ","), "; SIGKILL after ",
-                               HumanDuration(c.shutdown_timeout)));
+  line("signals",
+       absl::StrCat(absl::StrJoin(sigs, ","), "; SIGKILL after ", HumanDuration(c.shutdown_timeout),
+                    " (a stop for a restart: ", HumanDuration(c.RestartGrace()), ")"));
+  line("exit barrier",
+       c.exit_barrier_timeout == absl::ZeroDuration()
+           ? std::string("waits for the job's outcome as long as the job lives")
+           : absl::StrCat("leaves the job and exits 138 ", HumanDuration(c.exit_barrier_timeout),
+                          " after this node's workers exited 0 without the job's outcome"));
   line("containment",
        DescribeContainment(c.containment, c.allow_cgroup_escape) + source("containment"));
   if (c.numa_binding) {

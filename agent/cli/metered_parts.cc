@@ -33,6 +33,7 @@ class MeteredLauncher : public WorkerLauncher {
     return st;
   }
   void Stop(int sig) override { inner_->Stop(sig); }
+  void StopWithin(int sig, absl::Duration grace) override { inner_->StopWithin(sig, grace); }
   void Escalate() override { inner_->Escalate(); }
   void OnChildSignal() override { inner_->OnChildSignal(); }
   std::vector<WorkerView> Workers() const override { return inner_->Workers(); }
@@ -40,6 +41,7 @@ class MeteredLauncher : public WorkerLauncher {
   bool running() const override { return inner_->running(); }
   bool stopping() const override { return inner_->stopping(); }
   bool AllSucceeded() const override { return inner_->AllSucceeded(); }
+  std::vector<StuckProcess> Stuck() const override { return inner_->Stuck(); }
   void BeginShutdown() override { inner_->BeginShutdown(); }
   void FinishShutdown() override { inner_->FinishShutdown(); }
 

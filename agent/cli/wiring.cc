@@ -19,6 +19,7 @@
 #include "agent/diagnostics/stack_collector.h"
 #include "agent/diagnostics/trace_collection.h"
 #include "agent/lifecycle/agent.h"
+#include "agent/lifecycle/exit_barrier.h"
 #include "agent/lifecycle/lease_fence.h"
 #include "agent/lifecycle/readiness.h"
 #include "agent/lifecycle/status_file.h"
@@ -283,6 +284,7 @@ int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
   agent.Add(std::make_unique<Preemption>());
   agent.Add(std::make_unique<TraceCollection>(hosted));
   agent.Add(std::make_unique<LeaseFence>());
+  agent.Add(std::make_unique<ExitBarrier>());
   return agent.Run();
 }
 

@@ -148,6 +148,14 @@ struct Config {
   // that is not restartable, or the budget spent); unset: the root cause's own code.
   std::optional<int> fatal_exit_code;
   absl::Duration shutdown_timeout = absl::Seconds(30);
+  // --restart-grace: SIGTERM to SIGKILL when the workers are stopped for a next round
+  // (unset: shutdown_timeout, the grace of a stop for a signal or the job's end).
+  std::optional<absl::Duration> restart_grace;
+  absl::Duration RestartGrace() const { return restart_grace.value_or(shutdown_timeout); }
+  // --exit-barrier-timeout (or --rdzv-conf exit_barrier_timeout): how long a node whose
+  // workers all exited 0 waits for the job's word before it leaves with 138; 0: as long as
+  // the job lives (docs/guides/stopping-workers.md).
+  absl::Duration exit_barrier_timeout = absl::ZeroDuration();
   // Preemption (docs/guides/preemption.md): the signal workers get with the notice (0: none, the
   // MUSTER_PREEMPTED file only), how long they may take to exit on their own (capped at
   // shutdown_timeout), and a file whose appearance preempts this node ("": none).

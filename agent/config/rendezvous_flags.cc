@@ -29,9 +29,9 @@ namespace {
 
 constexpr char kKnownRdzvConfKeys[] =
     "join_timeout (or timeout), last_call_timeout, heartbeat_interval (or keep_alive_interval), "
-    "heartbeat_misses (or keep_alive_max_attempt), is_host, rank, hang_timeout, hang_action; "
-    "torch's read_timeout, close_timeout, heartbeat_timeout, store_type=tcp and use_libuv are "
-    "checked and have no effect";
+    "heartbeat_misses (or keep_alive_max_attempt), is_host, rank, hang_timeout, hang_action, "
+    "exit_barrier_timeout; torch's read_timeout, close_timeout, heartbeat_timeout, "
+    "store_type=tcp and use_libuv are checked and have no effect";
 
 // One KEY=VALUE item of --rdzv-conf (`where`), both stripped and non-empty; nullopt when
 // the key is none that muster or torch's backends know.
@@ -70,8 +70,9 @@ std::optional<absl::Status> ApplyRdzvConfItem(const std::string& where, const st
     c->rdzv_hosting = *is_host ? RdzvHosting::kAlways : RdzvHosting::kNever;
     return absl::OkStatus();
   }
-  if (key == "read_timeout" || key == "close_timeout" || key == "exit_barrier_timeout" ||
-      key == "heartbeat_timeout") {
+  // torchrun's exit barrier timeout is --exit-barrier-timeout here.
+  if (key == "exit_barrier_timeout") return duration(&c->exit_barrier_timeout);
+  if (key == "read_timeout" || key == "close_timeout" || key == "heartbeat_timeout") {
     // torch's keys without a meaning here: accepted so torchrun command lines work, but
     // checked as torch would (a number of seconds).
     absl::Duration unused;

@@ -217,6 +217,20 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "30s",
      .help = "grace period between SIGTERM and SIGKILL (etcd cut off: until the lease's end)",
      .apply = SetParsed<&Config::shutdown_timeout, ParseDuration>},
+    {.name = "restart-grace",
+     .group = "Failures",
+     .default_text = "--shutdown-timeout",
+     .help = "grace period between SIGTERM and SIGKILL when the workers are stopped for a "
+             "restart (a failure, a lost node, a hang); --shutdown-timeout stays the grace for "
+             "a signal to the agent and the job's end",
+     .apply = SetParsed<&Config::restart_grace, ParseDuration>},
+    {.name = "exit-barrier-timeout",
+     .group = "Failures",
+     .default_text = "0 (as long as the job lives)",
+     .help = "how long a node whose workers all exited 0 waits for the rest of the job; past "
+             "it the node leaves the job and exits 138 (torchrun: --rdzv-conf "
+             "exit_barrier_timeout, a fixed 300s there)",
+     .apply = SetParsed<&Config::exit_barrier_timeout, ParseDuration>},
     {.name = "hang-timeout",
      .group = "Failures",
      .default_text = "0 (off)",

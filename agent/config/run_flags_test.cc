@@ -490,3 +490,30 @@ TEST(HangFlagsTest, TimeoutActionAndTheirRdzvConfKeys) {
 
 }  // namespace
 }  // namespace muster
+
+namespace muster {
+namespace {
+
+TEST(StopFlagsTest, RestartGraceAndExitBarrierTimeout) {
+  // Issue 30 item 6: on main --restart-grace and --exit-barrier-timeout were unknown, and
+  // --rdzv-conf exit_barrier_timeout was checked and dropped.
+  absl::StatusOr<Config> c = Parse({"--shutdown-timeout", "40s", "script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->RestartGrace(), absl::Seconds(40));           // --shutdown-timeout's unless given
+  EXPECT_EQ(c->exit_barrier_timeout, absl::ZeroDuration());  // no limit but the job's
+  c = Parse({"--shutdown-timeout", "40s", "--restart-grace", "3s", "--exit-barrier-timeout", "10m",
+             "script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->shutdown_timeout, absl::Seconds(40));
+  EXPECT_EQ(c->RestartGrace(), absl::Seconds(3));
+  EXPECT_EQ(c->exit_barrier_timeout, absl::Minutes(10));
+  // torchrun's key, in seconds as torch writes it: the same setting.
+  c = Parse({"--rdzv-conf", "exit_barrier_timeout=300", "script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->exit_barrier_timeout, absl::Seconds(300));
+  EXPECT_FALSE(Parse({"--restart-grace", "soon", "x"}).ok());
+  EXPECT_FALSE(Parse({"--rdzv-conf", "exit_barrier_timeout=soon", "x"}).ok());
+}
+
+}  // namespace
+}  // namespace muster

@@ -30,6 +30,7 @@
 #include "base/wire_values.h"
 #include "launch/cpu_topology.h"
 #include "launch/restart_policy.h"
+#include "launch/stuck_process.h"
 #include "launch/supervisor.h"
 #include "spdlog/spdlog.h"
 
@@ -248,11 +249,17 @@ void Agent::StopWorkers(Phase next, int sig) {
       phase_ == Phase::kCleaningUp || phase_ == Phase::kRestarting || phase_ == Phase::kExiting;
   if (!stopping || next == Phase::kExiting) phase_ = next;
   if (hang_) hang_->Stop();
-  launcher_->Stop(sig);
+  if (next == Phase::kRestarting) {
+    launcher_->StopWithin(sig, config_.RestartGrace());  // --restart-grace
+  } else {
+    launcher_->Stop(sig);
+  }
   Publish();
 }
 
 void Agent::OnWorkersStopped() {
+  if (done()) return;  // a late report of a stop already handled
+  if (std::vector<StuckProcess> stuck = launcher_->Stuck(); !stuck.empty()) OnStuck(stuck);
   switch (phase_) {
     case Phase::kExiting:
       return Finish();
@@ -266,6 +273,39 @@ void Agent::OnWorkersStopped() {
     default:
       return;  // a stop that found nothing running
   }
+}
+
+void Agent::OnStuck(const std::vector<StuckProcess>& stuck) {
+  const std::string what =
+      absl::StrCat(stuck.size() == 1 ? "a process" : "processes", " of the job survived SIGKILL (",
+                   StuckProcessesLine(stuck), ")");
+  nlohmann::json processes = nlohmann::json::array();
+  for (const StuckProcess& p : stuck) {
+    processes.push_back(
+        {{"pid", p.pid}, {"rank", p.rank}, {"state", std::string(1, p.state)}, {"wchan", p.wchan}});
+  }
+  events_->Write("workers_stuck", {{"processes", processes}});
+  if (phase_ == Phase::kExiting) return AddToSummary(what);  // the first reason to exit stays
+  // No next round on this node while they hold what they hold (GPU memory, files): it leaves
+  // the job, which goes on without it or ends (docs/guides/stopping-workers.md).
+  const int code = exit_code::kTransient;
+  rdzv::Failure f{.kind = rdzv::FailureKind::kNodeLost,
+                  .node_id = node_.node_id,
+                  .host = node_.host,
+                  .rank = stuck.front().rank,
+                  .local_rank = stuck.front().local_rank,
+                  .pid = stuck.front().pid,
+                  .code = code,
+                  .what = ToValidUtf8(what)};
+  WriteRootCauseErrorFile(config_,
+                          rdzv::Outcome{.exit_code = code, .root_cause = f, .reason = f.what});
+  rdzv_->Leave(f.what);
+  phase_ = Phase::kExiting;
+  if (!exit_plan_)
+    exit_plan_ =
+        ExitPlan{.code = code,
+                 .summary = absl::StrCat(what, "; this node leaves the job; exiting ", code),
+                 .is_error = true};
 }
 
 void Agent::ReportStopped() {
@@ -507,8 +547,9 @@ int Agent::Run() {
       .last_call_timeout = config_.last_call_timeout,
       .heartbeat_interval = config_.heartbeat_interval,
       .heartbeat_misses = config_.heartbeat_misses,
-      // Agents stop their workers within --shutdown-timeout plus the SIGKILL grace.
-      .stop_timeout = config_.shutdown_timeout + absl::Seconds(30),
+      // Agents stop their workers for a restart within --restart-grace plus the SIGKILL grace.
+      .stop_timeout =
+          std::max(config_.shutdown_timeout, config_.RestartGrace()) + absl::Seconds(30),
   };
   phase_ = Phase::kRendezvous;
   Publish();

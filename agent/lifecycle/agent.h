@@ -84,6 +84,9 @@ class Agent final : private AgentControl {
   // Stops the workers; `next` is the phase whose end decides what follows. A stop already
   // under way keeps its phase unless the agent is now exiting.
   void StopWorkers(Phase next, int sig) override;
+  // The stop gave up on processes that outlived SIGKILL: named, and the node leaves the job
+  // and exits 138 (unless it is exiting already: its reason stays, with theirs added).
+  void OnStuck(const std::vector<StuckProcess>& stuck);
   // Opens a fresh store and tells the job this node's workers are stopped.
   void ReportStopped();
   // Stops what runs (with `sig`), then exits as `plan` says.

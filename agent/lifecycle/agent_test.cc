@@ -37,6 +37,7 @@ class ScriptedLauncher : public WorkerLauncher {
     started.push_back(specs);
     state_ = State::kRunning;
     workers_.clear();
+    stuck_.clear();
     for (const WorkerSpec& spec : specs) {
       workers_.push_back(WorkerView{spec.placement, next_pid_++, std::nullopt});
     }
@@ -60,7 +61,18 @@ class ScriptedLauncher : public WorkerLauncher {
     }
     state_ = State::kStopping;
     for (size_t i = 0; i < workers_.size(); ++i) {
-      if (!workers_[i].status) End(i, ExitStatus{0, sig});
+      if (workers_[i].status) continue;
+      if (wedge_stops) {
+        // As launch/worker_group.h after the kill grace: no exit is reported, the stop ends.
+        workers_[i].status = ExitStatus{0, SIGKILL};
+        stuck_.push_back(StuckProcess{.pid = workers_[i].pid,
+                                      .rank = workers_[i].placement.rank,
+                                      .local_rank = workers_[i].placement.local_rank,
+                                      .state = 'D',
+                                      .wchan = "percpu_rwsem_wait"});
+      } else {
+        End(i, ExitStatus{0, sig});
+      }
     }
     loop_->Post([this] {
       state_ = State::kIdle;
@@ -68,6 +80,10 @@ class ScriptedLauncher : public WorkerLauncher {
     });
   }
 
+  void StopWithin(int sig, absl::Duration grace) override {
+    if (state_ == State::kRunning) stop_graces.push_back(grace);
+    Stop(sig);
+  }
   void Escalate() override { stop_signals.push_back(SIGKILL); }
   void OnChildSignal() override {}
   std::vector<WorkerView> Workers() const override { return workers_; }
@@ -79,13 +95,17 @@ class ScriptedLauncher : public WorkerLauncher {
     }
     return !workers_.empty();
   }
+  std::vector<StuckProcess> Stuck() const override { return stuck_; }
   void BeginShutdown() override {}
   void FinishShutdown() override {}
 
   std::vector<int> attempts;                     // per Start
   std::vector<std::vector<WorkerSpec>> started;  // per Start
   std::vector<int> stop_signals;                 // per Stop / Escalate
+  std::vector<absl::Duration> stop_graces;       // per StopWithin that began a stop
   std::function<void()> on_start;                // runs inside every Start
+  // A stop's running workers survive SIGKILL (uninterruptible sleep) and are given up on.
+  bool wedge_stops = false;
 
  private:
   enum class State { kIdle, kRunning, kStopping };
@@ -106,6 +126,7 @@ class ScriptedLauncher : public WorkerLauncher {
   Callbacks callbacks_;
   State state_ = State::kIdle;
   std::vector<WorkerView> workers_;
+  std::vector<StuckProcess> stuck_;
   pid_t next_pid_ = 1000;
 };
 
@@ -190,6 +211,48 @@ TEST_F(AgentTest, RestartableExitRestartsEveryLocalWorker) {
             EnvValue(launcher_->started[1][0], "MASTER_PORT"));
 }
 
+TEST_F(AgentTest, RestartStopGetsTheRestartGrace) {
+  // Issue 30 item 6: --restart-grace is the grace of a stop for a next round;
+  // --shutdown-timeout stays the one of a stop for a signal.
+  config_.max_restarts = 1;
+  config_.restart_grace = absl::Seconds(2);
+  EXPECT_EQ(RunAgent({{kRunsUntilStopped, 137}, {0, 0}}), 0);
+  EXPECT_EQ(launcher_->stop_graces, (std::vector<absl::Duration>{absl::Seconds(2)}));
+}
+
+TEST_F(AgentTest, RestartGraceDefaultsToTheShutdownTimeout) {
+  config_.max_restarts = 1;
+  EXPECT_EQ(RunAgent({{kRunsUntilStopped, 137}, {0, 0}}), 0);
+  EXPECT_EQ(launcher_->stop_graces, (std::vector<absl::Duration>{config_.shutdown_timeout}));
+}
+
+TEST_F(AgentTest, WorkerStuckAfterSigkillIsNamedAndTheNodeExits138) {
+  // Issue 30 item 6: a worker that outlives SIGKILL (uninterruptible sleep) is named, and
+  // the node starts no next round beside it: it leaves the job and exits 138 (on main it
+  // restarted at once, and the job ended with the root cause's code).
+  const std::string dir = ::testing::TempDir();
+  const std::string error_file = dir + "/agent_stuck_error.json";
+  const std::string termination_log = dir + "/agent_stuck_termination.log";
+  unlink(error_file.c_str());
+  config_.worker_env_base["TORCHELASTIC_ERROR_FILE"] = error_file;
+  config_.termination_log = termination_log;
+  config_.max_restarts = 3;
+  on_start_ = [this] { launcher_->wedge_stops = true; };
+  EXPECT_EQ(RunAgent({{kRunsUntilStopped, 1}, {0, 0}}), 138);
+  EXPECT_EQ(launcher_->started.size(), 1u);  // budget left, yet no next round
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  const std::string named =
+      "rank 0 (local_rank 0, pid 1000): state D (uninterruptible sleep), wchan percpu_rwsem_wait";
+  EXPECT_NE(read(termination_log).find(named), std::string::npos) << read(termination_log);
+  EXPECT_NE(read(termination_log).find("exiting 138"), std::string::npos);
+  EXPECT_NE(read(error_file).find(named), std::string::npos) << read(error_file);
+}
+
 TEST_F(AgentTest, FatalExitEndsTheJobWithItsCode) {
   config_.restart_policy = RestartPolicy::kExitCode;
   config_.max_restarts = 3;
@@ -203,6 +266,7 @@ TEST_F(AgentTest, SigtermDuringARoundStopsTheWorkersAndExits143) {
   EXPECT_EQ(RunAgent({{kRunsUntilStopped, kRunsUntilStopped}}), 143);
   EXPECT_EQ(launcher_->started.size(), 1u);
   EXPECT_EQ(launcher_->stop_signals, std::vector<int>{SIGTERM});
+  EXPECT_TRUE(launcher_->stop_graces.empty());  // --shutdown-timeout's, not --restart-grace's
   for (const WorkerView& w : launcher_->Workers()) {
     ASSERT_TRUE(w.status.has_value());
     EXPECT_EQ(w.status->signal, SIGTERM);

@@ -276,36 +276,26 @@ void Agent::OnWorkersStopped() {
 }
 
 void Agent::OnStuck(const std::vector<StuckProcess>& stuck) {
-  const std::string what =
-      absl::StrCat(stuck.size() == 1 ? "a process" : "processes", " of the job survived SIGKILL (",
-                   StuckProcessesLine(stuck), ")");
+  const rdzv::Failure f = StuckFailure(stuck, node_);
   nlohmann::json processes = nlohmann::json::array();
   for (const StuckProcess& p : stuck) {
     processes.push_back(
         {{"pid", p.pid}, {"rank", p.rank}, {"state", std::string(1, p.state)}, {"wchan", p.wchan}});
   }
   events_->Write("workers_stuck", {{"processes", processes}});
-  if (phase_ == Phase::kExiting) return AddToSummary(what);  // the first reason to exit stays
+  if (phase_ == Phase::kExiting) return AddToSummary(f.what);  // the first reason stays
   // No next round on this node while they hold what they hold (GPU memory, files): it leaves
   // the job, which goes on without it or ends (docs/guides/stopping-workers.md).
-  const int code = exit_code::kTransient;
-  rdzv::Failure f{.kind = rdzv::FailureKind::kNodeLost,
-                  .node_id = node_.node_id,
-                  .host = node_.host,
-                  .rank = stuck.front().rank,
-                  .local_rank = stuck.front().local_rank,
-                  .pid = stuck.front().pid,
-                  .code = code,
-                  .what = ToValidUtf8(what)};
   WriteRootCauseErrorFile(config_,
-                          rdzv::Outcome{.exit_code = code, .root_cause = f, .reason = f.what});
+                          rdzv::Outcome{.exit_code = f.code, .root_cause = f, .reason = f.what});
   rdzv_->Leave(f.what);
   phase_ = Phase::kExiting;
-  if (!exit_plan_)
+  if (!exit_plan_) {
     exit_plan_ =
-        ExitPlan{.code = code,
-                 .summary = absl::StrCat(what, "; this node leaves the job; exiting ", code),
+        ExitPlan{.code = f.code,
+                 .summary = absl::StrCat(f.what, "; this node leaves the job; exiting ", f.code),
                  .is_error = true};
+  }
 }
 
 void Agent::ReportStopped() {

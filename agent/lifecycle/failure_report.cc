@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/diagnostics/flight_recorder.h"
+#include "base/exit_codes.h"
 #include "base/log_format.h"
 #include "base/wire_values.h"
 #include "launch/error_file.h"
@@ -22,6 +23,20 @@ std::string_view HeadOf(std::string_view text, size_t max) {
 }
 
 }  // namespace
+
+rdzv::Failure StuckFailure(const std::vector<StuckProcess>& stuck, const rdzv::NodeInfo& node) {
+  const std::string what =
+      absl::StrCat(stuck.size() == 1 ? "a process" : "processes", " of the job survived SIGKILL (",
+                   StuckProcessesLine(stuck), ")");
+  return rdzv::Failure{.kind = rdzv::FailureKind::kNodeLost,
+                       .node_id = node.node_id,
+                       .host = node.host,
+                       .rank = stuck.empty() ? -1 : stuck.front().rank,
+                       .local_rank = stuck.empty() ? -1 : stuck.front().local_rank,
+                       .pid = stuck.empty() ? 0 : stuck.front().pid,
+                       .code = exit_code::kTransient,
+                       .what = ToValidUtf8(what)};
+}
 
 rdzv::Failure FailureOf(const WorkerExit& e, const rdzv::NodeInfo& node, bool restartable) {
   std::string message = e.error ? ToValidUtf8(e.error->message) : "";

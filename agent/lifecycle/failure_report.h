@@ -10,8 +10,10 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/config/config.h"
+#include "launch/stuck_process.h"
 #include "launch/worker_launcher.h"
 #include "rendezvous/core/types.h"
 
@@ -26,6 +28,11 @@ rdzv::Failure FailureOf(const WorkerExit& exit, const rdzv::NodeInfo& node, bool
 
 // "rank 1 (local_rank 1, pid 4242, host node-0) failed: exit 1: ValueError: boom"
 std::string FailedWorkerLine(const rdzv::Failure& failure);
+
+// The failure of a node whose stop gave up on processes that outlived SIGKILL
+// (launch/stuck_process.h): the node leaves the job (kNodeLost, 138); `what` names each
+// process with its state and wchan, the first one's pid and ranks are the failure's.
+rdzv::Failure StuckFailure(const std::vector<StuckProcess>& stuck, const rdzv::NodeInfo& node);
 
 // The root cause's stderr lines under a heading naming whose they are, each indented;
 // "" when it has none.

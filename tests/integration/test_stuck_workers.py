@@ -112,6 +112,27 @@ def test_worker_in_d_state_is_named_and_the_agent_exits_138(tmp_path, mode):
                 in err, err
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_stuck_orphan_of_a_failed_worker_is_named_too(tmp_path, mode):
+    """The stuck process is no worker but one a worker started and left behind (an orphan the
+    agent adopted, or a process of the attempt's cgroup): named by pid, state and wchan."""
+    with frozen_filesystem(tmp_path) as mnt:
+        pids = tmp_path / "pids"
+        script = tmp_path / "worker.sh"
+        script.write_text("#!/bin/sh\n"
+                          f"/bin/sh -c 'echo $$ > {pids}; echo x > {mnt}/a' &\n"
+                          f"while [ ! -s {pids} ]; do sleep 0.05; done\n"
+                          "sleep 0.5; exit 1\n")
+        script.chmod(0o755)
+        r = run_muster([*contain(mode), "--max-restarts", "3", "--restart-grace", "1s",
+                        "--no-python", str(script)], timeout=90)
+        stuck = int(pids.read_text().split()[0])
+        err = r.stdout + r.stderr
+        assert r.returncode == 138, err
+        assert f"pid {stuck}: state D (uninterruptible sleep), wchan percpu_rwsem_wait" in err, err
+        assert "attempt 1" not in err, err
+
+
 def test_d_state_while_exiting_keeps_the_exit_code_and_names_it(tmp_path):
     """A stop for a signal (SIGTERM: 143, here through the preemption component) that gives
     up on a stuck worker keeps its code and names the worker in the last line."""

@@ -14,19 +14,16 @@
 #include "agent/cli/metered_parts.h"
 #include "agent/config/etcd_security_flags.h"
 #include "agent/config/listen_address.h"
-#include "agent/config/this_host.h"
 #include "agent/diagnostics/local_stacks.h"
 #include "agent/diagnostics/py_spy.h"
 #include "agent/diagnostics/stack_collector.h"
 #include "agent/lifecycle/agent.h"
 #include "agent/lifecycle/readiness.h"
 #include "agent/lifecycle/status_file.h"
-#include "agent/workers/worker_torch.h"
 #include "base/endpoint.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
-#include "base/random_id.h"
 #include "base/status_macros.h"
 #include "launch/console_log_sink.h"
 #include "launch/containment.h"
@@ -125,10 +122,11 @@ class HostedGrpcRendezvous : public HostedRendezvous {
 // reports the same port. With TLS, connections cannot be told apart before the handshake,
 // so the server listens on the port itself and the store on a port of its own.
 // Both listen on `address` only (agent/config/listen_address.h), as the store does.
-absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Config& config,
+absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const RunPlan& plan,
                                                                         const std::string& address,
                                                                         AgentMetricsWiring& metered,
                                                                         AgentParts& parts) {
+  const Config& config = plan.config;
   const bool shared = config.tls_cert.empty();
   if (metered.exposer && !metered.server) {
     metered.server = metrics::ServerMetrics::Create(metered.exposer.get());
@@ -139,7 +137,7 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
                        .token = config.token,
                        .tls_cert_file = config.tls_cert,
                        .tls_key_file = config.tls_key,
-                       .run_id = config.run_id,
+                       .run_id = plan.run_id,
                        .heartbeat_interval = config.heartbeat_interval,
                        .heartbeat_misses = config.heartbeat_misses,
                        .observer = metered.server,
@@ -168,14 +166,6 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Co
   return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port), metered.server);
 }
 
-// Whether this node tries to serve the rendezvous (--rdzv-host, or the endpoint names it).
-// Never with etcd: the endpoint is etcd's.
-bool HostsRendezvousHere(const Config& config) {
-  return !config.rdzv_host_name.empty() && !config.rdzv_etcd &&
-         (config.rdzv_hosting == RdzvHosting::kAlways ||
-          (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(config.rdzv_host_name)));
-}
-
 // `muster stacks`: the collector reads the launcher's workers (the launcher outlives the
 // client, which holds the collector).
 // One collector answers both the rendezvous server and the node-local socket.
@@ -200,12 +190,12 @@ rdzv::GrpcRendezvousClient::StacksHandler StacksHandler(const Config& config, Ag
 
 // `muster stacks` without --rdzv-endpoint, in every mode (agent/diagnostics/local_stacks.h).
 // Without it (a name already taken) the job runs on: a warning says what is lost.
-void ServeLocalStacks(const Config& config, AgentParts& parts) {
-  std::shared_ptr<StackCollector> collector = StackCollectorFor(config, parts);
+void ServeLocalStacks(const RunPlan& plan, AgentParts& parts) {
+  std::shared_ptr<StackCollector> collector = StackCollectorFor(plan.config, parts);
   char host[256] = "";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;  // the answer names no host
   absl::StatusOr<std::unique_ptr<LocalStacksServer>> local =
-      LocalStacksServer::Start(parts.loop.get(), config.run_id, host,
+      LocalStacksServer::Start(parts.loop.get(), plan.run_id, host,
                                [collector](absl::Duration timeout, LocalStacksServer::Reply reply) {
                                  collector->Collect(timeout, std::move(reply));
                                });
@@ -219,12 +209,13 @@ void ServeLocalStacks(const Config& config, AgentParts& parts) {
 
 // --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
 // the rendezvous (on `store_address`).
-absl::Status WireGrpcRendezvous(const Config& config, const std::string& store_address,
+absl::Status WireGrpcRendezvous(const RunPlan& plan, const std::string& store_address,
                                 AgentMetricsWiring& metered, AgentParts& parts) {
-  std::string endpoint = JoinHostPort(config.rdzv_host_name, config.rdzv_port);
-  if (HostsRendezvousHere(config)) {
+  const Config& config = plan.config;
+  const std::string endpoint = plan.rendezvous.endpoint.ToString();
+  if (plan.rendezvous.hosts_here) {
     absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server =
-        StartHostedServer(config, store_address, metered, parts);
+        StartHostedServer(plan, store_address, metered, parts);
     if (!server.ok()) metered.server.reset();  // serves nothing: no server metrics
     if (server.ok()) {
       parts.hosted_rendezvous = *std::move(server);
@@ -242,7 +233,7 @@ absl::Status WireGrpcRendezvous(const Config& config, const std::string& store_a
       // share a machine): join that one.
       spdlog::info("rendezvous at {} is served by another process; joining it", endpoint);
     }
-  } else if (config.rdzv_hosting == RdzvHosting::kNever && IsThisHost(config.rdzv_host_name)) {
+  } else if (config.rdzv_hosting == RdzvHosting::kNever && plan.rendezvous.endpoint_is_this_host) {
     // Two agents on the endpoint's host: say which one serves, so a wait is no mystery.
     spdlog::info("rendezvous at {} is not served by this agent ({}); joining it", endpoint,
                  config.SourceOf("rdzv-host"));
@@ -284,17 +275,19 @@ bool SleepUnlessSignalled(int signal_fd, absl::Duration d, int* stop_signal) {
 
 // The store's address, where one is needed: on an agent that may serve the store (or the
 // rendezvous, which shares its port).
-absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
+absl::Status WireListenAddresses(const RunPlan& plan, const ListenWaitFn& wait,
                                  std::shared_ptr<std::atomic<int64_t>> store_connections,
                                  AgentParts& parts) {
-  const bool opens_store = config.store == StoreOwner::kAgent && !NeverServesStore(config);
+  const Config& config = plan.config;
+  const bool opens_store = plan.rendezvous.opens_store;
+  const bool hosts_here = plan.rendezvous.hosts_here;
   if (!config.local_addr.empty()) {  // checked even where nothing listens on it
     RETURN_IF_ERROR(LocalAddressOf(config.SourceOf("local-addr"), config.local_addr).status());
   }
-  if (opens_store || HostsRendezvousHere(config)) {
+  if (opens_store || hosts_here) {
     ASSIGN_OR_RETURN(parts.store_address, ListenAddressFor(config, ListenPurpose::kStore, wait));
   }
-  if (HostsRendezvousHere(config)) {
+  if (hosts_here) {
     RETURN_IF_ERROR(CheckServedEndpoint(config, parts.store_address));
   }
   if (opens_store) {
@@ -346,8 +339,9 @@ absl::Status WireEtcdRendezvous(const Config& config, AgentParts& parts) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<ContainmentChoice> containment,
+absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentChoice> containment,
                                 Supervisor supervisor, int* stop_signal) {
+  const Config& config = plan.config;
   AgentParts parts;
   // Order matters: signals are blocked before the watchdog forks and before any thread
   // starts (the console writer's, gRPC's), so none of them ever receives the job's signals.
@@ -371,15 +365,19 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   };
   // Before the rendezvous: a hosted server counts into it from its first join.
   ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config, wait));
-  RETURN_IF_ERROR(WireListenAddresses(config, wait, metered.store_connections(), parts));
-  if (config.rdzv_host_name.empty()) {
-    parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
-  } else if (config.rdzv_etcd) {
-    RETURN_IF_ERROR(WireEtcdRendezvous(config, parts));
-  } else {
-    RETURN_IF_ERROR(WireGrpcRendezvous(config, parts.store_address, metered, parts));
+  RETURN_IF_ERROR(WireListenAddresses(plan, wait, metered.store_connections(), parts));
+  switch (plan.rendezvous.backend) {
+    case RendezvousBackend::kInProcess:
+      parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
+      break;
+    case RendezvousBackend::kEtcd:
+      RETURN_IF_ERROR(WireEtcdRendezvous(config, parts));
+      break;
+    case RendezvousBackend::kGrpc:
+      RETURN_IF_ERROR(WireGrpcRendezvous(plan, parts.store_address, metered, parts));
+      break;
   }
-  ServeLocalStacks(config, parts);
+  ServeLocalStacks(plan, parts);
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::string address, ListenAddressFor(config, ListenPurpose::kNode, wait));
     ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,
@@ -396,16 +394,10 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   return parts;
 }
 
-// A Python that takes longer than this to start is looked at no further (the spellings
-// then suit every torch version).
-constexpr absl::Duration kWorkerTorchTimeout = absl::Seconds(10);
-
-int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
-               Supervisor supervisor) {
-  if (config.standalone && config.run_id == "none") config.run_id = Uuid4();  // like torchrun
+int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supervisor supervisor) {
   int stop_signal = 0;
   absl::StatusOr<AgentParts> parts =
-      Wire(config, std::move(containment), std::move(supervisor), &stop_signal);
+      Wire(plan, std::move(containment), std::move(supervisor), &stop_signal);
   if (!parts.ok()) {
     int code =
         stop_signal != 0 ? exit_code::ForSignal(stop_signal) : exit_code::ForStatus(parts.status());
@@ -413,20 +405,18 @@ int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
         stop_signal != 0
             ? absl::StrCat("stopped by ", SignalName(stop_signal), " during setup; exiting ", code)
             : absl::StrCat("agent setup failed: ", parts.status().message(), "; exiting ", code);
-    WriteTerminationLog(config.termination_log, summary);
+    WriteTerminationLog(plan.config.termination_log, summary);
     spdlog::error("{}", summary);
     return code;
   }
-  Agent agent(std::move(config), *std::move(parts));
+  Agent agent(std::move(plan), *std::move(parts));
   return agent.Run();
 }
 
 }  // namespace
 
-int RunAgent(Config config) {
-  // Before any child of the agent's loop exists: the look at the workers' Python reaps its
-  // own child (agent/workers/worker_torch.h).
-  config.worker_torch = FindWorkerTorch(config, WorkerInterpreter(config), kWorkerTorchTimeout);
+int RunAgent(RunPlan plan) {
+  const Config& config = plan.config;
   // Chosen before anything else: in mode session (not PID 1) this process stays as the
   // supervisor and the agent is its child (launch/supervisor.h).
   absl::StatusOr<ContainmentChoice> containment =
@@ -440,7 +430,7 @@ int RunAgent(Config config) {
       containment = s.status();  // reported as any set-up failure
     }
   }
-  int code = WireAndRun(std::move(config), std::move(containment), std::move(supervisor));
+  int code = WireAndRun(std::move(plan), std::move(containment), std::move(supervisor));
   // The agent's last lines (its summary) are queued: out within 1 s, or lost on a stuck
   // console, which must not keep the agent from exiting.
   FlushConsoleLog(absl::Seconds(1));

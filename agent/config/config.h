@@ -1,6 +1,8 @@
 // Config: everything `muster run` resolved from flags, MUSTER_* / PET_*
 // variables and defaults (docs/design.md §1 precedence). Plain data; built once by
-// ParseRunFlags (agent/config/run_flags.h), checked against the host by CheckRunConfig.
+// ParseRunFlags (agent/config/run_flags.h), checked against the host by CheckRunConfig,
+// completed by main's resolve step and then frozen into a RunPlan (agent/config/run_plan.h),
+// which nothing changes (docs/design.md "From flags to a plan").
 #ifndef MUSTER_AGENT_CONFIG_H_
 #define MUSTER_AGENT_CONFIG_H_
 
@@ -105,7 +107,7 @@ struct Config {
   int nproc_per_node = 1;        // resolved
   std::string role = "default";
   bool standalone = false;
-  std::string run_id = "none";
+  std::string run_id = "none";  // --rdzv-id as given; the run's own is RunPlan::run_id
   StoreOwner store = StoreOwner::kAgent;
   // --store-max-bytes: what the agent's store may hold; unset: c10d::Limits' default.
   std::optional<uint64_t> store_max_bytes;

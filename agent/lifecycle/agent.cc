@@ -65,8 +65,8 @@ void WarnIfMasterPortUnused(const Config& c) {
 
 }  // namespace
 
-Agent::Agent(Config config, AgentParts parts)
-    : config_(std::move(config)),
+Agent::Agent(RunPlan plan, AgentParts parts)
+    : plan_(std::move(plan)),
       parts_(std::move(parts)),
       loop_(parts_.loop.get()),
       launcher_(parts_.launcher.get()),
@@ -133,7 +133,7 @@ absl::Status Agent::Setup() {
 }
 
 absl::Status Agent::PrepareRunDir() {
-  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(config_));
+  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(config_, plan_.run_id));
   return absl::OkStatus();
 }
 
@@ -369,7 +369,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     cpus.available = config_.bind_core_list.empty() ? AffinityCpus() : config_.bind_core_list;
     cpus.numa_of = NumaNodeOfCpu();
   }
-  NodeRound round = PlanNodeRound(config_, a, config_.run_id, free_port);
+  NodeRound round = PlanNodeRound(config_, a, plan_.run_id, free_port);
   std::vector<WorkerSpec> specs = BuildWorkerSpecs(config_, round, run_dir_.path, hostname_, cpus);
   if (config_.debug) return StartDebugCommand(a, specs);
   StartWorkers(round, std::move(specs));
@@ -469,7 +469,7 @@ int Agent::Run() {
     return exit_plan_->code;
   }
   rdzv::JobSpec spec{
-      .run_id = config_.run_id,
+      .run_id = plan_.run_id,
       .min_nodes = config_.min_nodes,
       .max_nodes = config_.max_nodes,
       .max_restarts = config_.max_restarts,

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "agent/config/config.h"
+#include "agent/config/run_plan.h"
 #include "agent/lifecycle/agent_parts.h"
 #include "agent/lifecycle/event_log.h"
 #include "agent/lifecycle/run_dir.h"
@@ -53,7 +53,7 @@ class Agent {
     kFailed,      // done: Run() returns the exit plan's code
   };
 
-  Agent(Config config, AgentParts parts);
+  Agent(RunPlan plan, AgentParts parts);
   ~Agent();
 
   // Runs the job; returns the agent's exit code (docs/design.md §4.4).
@@ -156,7 +156,8 @@ class Agent {
   void KillAtFence();
   bool fence_armed_ = false;  // once: a second error with a kill-by time changes nothing
 
-  Config config_;
+  const RunPlan plan_;
+  const Config& config_ = plan_.config;  // shorthand: the plan's flags
   AgentParts parts_;
   // Shorthands for parts_ members.
   EventLoop* loop_;

@@ -81,7 +81,7 @@ void Agent::Publish() {
   // workers, which slowed spawning at K=256 (B7) with nobody reading it.
   if (!status_file_->enabled()) return;
   nlohmann::json doc = {{"phase", AgentPhaseName(phase)},
-                        {"run_id", config_.run_id},
+                        {"run_id", plan_.run_id},
                         {"node_id", node_.node_id},
                         {"host", hostname_},
                         {"round", round_},

@@ -143,7 +143,7 @@ class AgentTest : public ::testing::Test {
       return c10d::StoreServer::Start(
           {.bind_address = "127.0.0.1", .port = static_cast<uint16_t>(port)});
     };
-    agent_ = std::make_unique<Agent>(config_, std::move(parts));
+    agent_ = std::make_unique<Agent>(ResolveRunPlan(config_), std::move(parts));
     return agent_->Run();
   }
 

@@ -1,0 +1,41 @@
+#include "agent/config/run_plan.h"
+
+#include <utility>
+
+#include "agent/config/listen_address.h"
+#include "agent/config/this_host.h"
+#include "base/random_id.h"
+
+namespace muster {
+namespace {
+
+RendezvousPlan PlanRendezvous(const Config& c) {
+  RendezvousPlan plan;
+  plan.opens_store = c.store == StoreOwner::kAgent && !NeverServesStore(c);
+  if (c.rdzv_host_name.empty()) return plan;  // in-process: nothing to serve or dial
+  plan.endpoint = {.host = c.rdzv_host_name, .port = c.rdzv_port};
+  if (c.rdzv_etcd) {
+    plan.backend = RendezvousBackend::kEtcd;
+    return plan;
+  }
+  plan.backend = RendezvousBackend::kGrpc;
+  // gethostname and getifaddrs, once, and only where the answer decides something.
+  if (c.rdzv_hosting != RdzvHosting::kAlways) {
+    plan.endpoint_is_this_host = IsThisHost(plan.endpoint.host);
+  }
+  plan.hosts_here = c.rdzv_hosting == RdzvHosting::kAlways ||
+                    (c.rdzv_hosting == RdzvHosting::kAuto && plan.endpoint_is_this_host);
+  return plan;
+}
+
+}  // namespace
+
+RunPlan ResolveRunPlan(Config config) {
+  RunPlan plan;
+  plan.run_id = config.standalone && config.run_id == "none" ? Uuid4() : config.run_id;
+  plan.rendezvous = PlanRendezvous(config);
+  plan.config = std::move(config);
+  return plan;
+}
+
+}  // namespace muster

@@ -62,6 +62,24 @@ absl::StatusOr<std::set<int>> ParseExitCodeList(std::string_view text) {
   return codes;
 }
 
+absl::StatusOr<int> ParseFatalExitCode(std::string_view text) {
+  int code = 0;
+  absl::string_view t = absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+  if (!absl::SimpleAtoi(t, &code) || code < 1 || code > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", t, "' is not an exit code; give one code 1..125, e.g. 93"));
+  }
+  if (code == exit_code::kUsage || code == exit_code::kNotExecutable ||
+      code == exit_code::kNotFound || code >= 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        code,
+        " already means something to a scheduler or a shell (2: bad flags, 126/127: "
+        "command not executable/found, 128+N: killed by signal N, 138: transient); give "
+        "a code 1..125 other than 2 that your scheduler's requeue rule names, e.g. 93"));
+  }
+  return code;
+}
+
 const char* ExitVerdictName(ExitVerdict verdict) {
   switch (verdict) {
     case ExitVerdict::kSucceeded:

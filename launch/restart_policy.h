@@ -30,6 +30,11 @@ std::set<int> DefaultRestartableExitCodes();
 // "130,137,143,138" -> set; each code must be 1..255, "" is no code, an empty entry is an
 // error. The error does not name the flag: the caller knows where the text came from.
 absl::StatusOr<std::set<int>> ParseExitCodeList(std::string_view text);
+// --fatal-exit-code (docs/reference/exit-codes.md "Telling the scheduler"): a code 1..127 that
+// reads as nothing else: not 2 (a usage error), 126/127 (a command not executable / not
+// found), nor 128+N (killed by signal N), 138 among them (the transient code schedulers
+// requeue).
+absl::StatusOr<int> ParseFatalExitCode(std::string_view text);
 
 enum class ExitVerdict {
   kSucceeded,    // this worker is done and fine

@@ -48,5 +48,16 @@ TEST(RestartPolicyTest, ExitCodeList) {
   EXPECT_FALSE(ParseExitCodeList("0").ok());
 }
 
+TEST(RestartPolicyTest, FatalExitCodeReadsAsNothingElse) {
+  EXPECT_EQ(*ParseFatalExitCode("93"), 93);
+  EXPECT_EQ(*ParseFatalExitCode(" 1 "), 1);
+  EXPECT_EQ(*ParseFatalExitCode("125"), 125);
+  for (const char* taken :
+       {"0", "2", "126", "127", "128", "137", "138", "143", "255", "256", "-1", "x", ""}) {
+    EXPECT_FALSE(ParseFatalExitCode(taken).ok()) << taken;
+  }
+  EXPECT_NE(ParseFatalExitCode("138").status().message().find("138: transient"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace muster

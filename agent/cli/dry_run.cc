@@ -51,7 +51,12 @@ std::string RestartSummary(const Config& c) {
           ? std::string("no restart budget (--max-restarts 0): the first failure ends the job")
           : absl::StrCat("up to ", c.max_restarts, c.max_restarts == 1 ? " restart" : " restarts",
                          " of the whole job");
-  return absl::StrCat(RestartPolicyName(c.restart_policy), ": ", what, "; ", budget);
+  std::string fatal =
+      c.fatal_exit_code
+          ? absl::StrCat("; a job that fails for good exits ", *c.fatal_exit_code,
+                         " (--fatal-exit-code), lost nodes 138, a preemption 143")
+          : std::string("; a job that fails for good exits with the root cause's code");
+  return absl::StrCat(RestartPolicyName(c.restart_policy), ": ", what, "; ", budget, fatal);
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ namespace {
 absl::StatusOr<rdzv::etcd::EtcdSecurity> ApplyEtcdConf(
     const FlagValue& conf, const std::map<std::string, std::string>& env, std::string* prefix) {
   Config c;
-  c.rdzv_etcd = true;
+  c.rdzv_backend = rdzv::Backend::kEtcd;
   for (absl::string_view item : absl::StrSplit(conf.text, ',', absl::SkipWhitespace())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
     if (kv.first == "etcd_prefix" && absl::StartsWith(kv.second, "/")) {

@@ -367,13 +367,13 @@ absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentC
   ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config, wait));
   RETURN_IF_ERROR(WireListenAddresses(plan, wait, metered.store_connections(), parts));
   switch (plan.rendezvous.backend) {
-    case RendezvousBackend::kInProcess:
+    case rdzv::Backend::kInProcess:
       parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
       break;
-    case RendezvousBackend::kEtcd:
+    case rdzv::Backend::kEtcd:
       RETURN_IF_ERROR(WireEtcdRendezvous(config, parts));
       break;
-    case RendezvousBackend::kGrpc:
+    case rdzv::Backend::kGrpc:
       RETURN_IF_ERROR(WireGrpcRendezvous(plan, parts.store_address, metered, parts));
       break;
   }

@@ -22,6 +22,7 @@
 #include "launch/numa_binding.h"
 #include "launch/restart_policy.h"
 #include "nlohmann/json.hpp"
+#include "rendezvous/backend.h"
 
 namespace muster {
 
@@ -121,9 +122,11 @@ struct Config {
   // --master-addr:--master-port, served by node rank 0 (rendezvous_flags.cc).
   bool static_rendezvous = false;
   int rdzv_port = 29400;
-  // --rdzv-backend etcd (or etcd-v2): the rendezvous is etcd at rdzv_endpoints
-  // (docs/guides/etcd.md); rdzv_host_name/rdzv_port are then the first member.
-  bool rdzv_etcd = false;
+  // What carries the rendezvous (rendezvous/backend.h): what --rdzv-backend names (kGrpc or
+  // kEtcd) until FinishBackend (rendezvous_flags.h), the one place that picks kInProcess.
+  // kEtcd: the rendezvous is etcd at rdzv_endpoints (docs/guides/etcd.md);
+  // rdzv_host_name/rdzv_port are then the first member.
+  rdzv::Backend rdzv_backend = rdzv::Backend::kGrpc;
   EtcdAccess etcd_access;  // --rdzv-conf protocol, cacert, cert, key, username, password_file
   std::string rdzv_endpoint_text;                 // --rdzv-endpoint as given (several for etcd)
   std::vector<std::string> rdzv_endpoints;        // etcd members, "host:port"
@@ -143,6 +146,9 @@ struct Config {
   int max_restarts = 0;
   RestartPolicy restart_policy = RestartPolicy::kOnFailure;  // torchrun's rule
   std::set<int> restartable_exit_codes;
+  // --fatal-exit-code: the agent's exit code when the job fails for good (a worker's failure
+  // that is not restartable, or the budget spent); unset: the root cause's own code.
+  std::optional<int> fatal_exit_code;
   absl::Duration shutdown_timeout = absl::Seconds(30);
   // Preemption (docs/guides/preemption.md): the signal workers get with the notice (0: none, the
   // MUSTER_PREEMPTED file only), how long they may take to exit on their own (capped at

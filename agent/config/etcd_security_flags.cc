@@ -120,7 +120,7 @@ absl::Status FinishEtcdSecurity(const std::map<std::string, std::string>& env, C
   const bool tls_files = !a.cacert.empty() || !a.cert.empty() || !a.key.empty();
   const bool user = !a.username.empty() || !a.password_file.empty();
   if (!a.tls && !tls_files && !user) return absl::OkStatus();
-  if (!c->rdzv_etcd) {
+  if (c->rdzv_backend != rdzv::Backend::kEtcd) {
     const char* first = a.tls                 ? "protocol"
                         : !a.cacert.empty()   ? "cacert"
                         : !a.cert.empty()     ? "cert"

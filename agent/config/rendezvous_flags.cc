@@ -204,7 +204,7 @@ absl::Status CheckNodeRankInRange(const Config& c) {
 // in the agent that serves the rendezvous (docs/design.md §4.3 "Ports"). Had node rank 1 bound the
 // port first, the store would land on a second port. --rdzv-host and is_host still decide.
 void JoinUnlessNodeRankZero(Config* c) {
-  if (c->node_rank <= 0 || c->rdzv_host_name.empty() || c->rdzv_etcd ||
+  if (c->node_rank <= 0 || c->rdzv_host_name.empty() || c->rdzv_backend == rdzv::Backend::kEtcd ||
       c->rdzv_hosting != RdzvHosting::kAuto || c->sources.count("rdzv-host") != 0) {
     return;
   }
@@ -267,7 +267,7 @@ absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env
 absl::Status FinishEtcdEndpoints(Config* c) {
   const std::string where = c->SourceOf("rdzv-endpoint");
   std::vector<std::string> items = absl::StrSplit(c->rdzv_endpoint_text, ',');
-  if (!c->rdzv_etcd) {
+  if (c->rdzv_backend != rdzv::Backend::kEtcd) {
     if (items.size() <= 1) return absl::OkStatus();
     return FlagError(where,
                      "several endpoints are for --rdzv-backend etcd (its members); "
@@ -324,6 +324,11 @@ absl::Status FinishStaticForm(Config* c) {
   }
   ApplyStaticForm(c);
   return absl::OkStatus();
+}
+
+void FinishBackend(Config* c) {
+  // No endpoint is left (none given, or port 0 on one node): nobody else joins.
+  if (c->rdzv_host_name.empty()) c->rdzv_backend = rdzv::Backend::kInProcess;
 }
 
 }  // namespace muster

@@ -62,6 +62,10 @@ absl::Status FinishEtcdEndpoints(Config* config);
 // agent and the store takes a free port; with several nodes InvalidArgument, as the others
 // could not learn the port. After FinishStaticForm.
 absl::Status FinishAnyFreePort(Config* config);
+// The one place that derives the backend from the flags (rendezvous/backend.h): kInProcess
+// where no endpoint is left once the endpoint is final (one node, none given or port 0),
+// otherwise what --rdzv-backend named (kGrpc by default, kEtcd). After FinishAnyFreePort.
+void FinishBackend(Config* config);
 
 }  // namespace muster
 

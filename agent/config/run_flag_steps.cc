@@ -48,16 +48,18 @@ absl::Status ApplyMasterPort(const FlagValue& v, Config* c) {
 }
 
 absl::Status CheckRdzvBackend(const FlagValue& v, Config* c) {
-  c->rdzv_etcd = v.text == "etcd" || v.text == "etcd-v2";
-  if (v.text == "static" || v.text == "c10d" || v.text == "etcd") return absl::OkStatus();
+  std::optional<rdzv::Backend> backend = rdzv::ParseBackendFlag(v.text);
+  if (!backend) {
+    return FlagError(v.where, absl::StrCat("'", EscapeForMessage(v.text),
+                                           "' is not a torchrun backend (static, c10d, etcd, "
+                                           "etcd-v2)"));
+  }
+  c->rdzv_backend = *backend;
   if (v.text == "etcd-v2") {
     // torch's etcd-v2 speaks etcd's v2 API, which etcd 3.4+ disables by default.
     fprintf(stderr, "muster: --rdzv-backend etcd-v2 uses etcd's v3 API, as etcd\n");
-    return absl::OkStatus();
   }
-  return FlagError(v.where, absl::StrCat("'", EscapeForMessage(v.text),
-                                         "' is not a torchrun backend (static, c10d, etcd, "
-                                         "etcd-v2)"));
+  return absl::OkStatus();
 }
 
 absl::Status ApplyBindCoreList(const FlagValue& v, Config* c) {

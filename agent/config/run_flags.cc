@@ -205,6 +205,13 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "130,137,138,143",
      .help = "codes that restart the job under ExitCode",
      .apply = SetParsed<&Config::restartable_exit_codes, ParseExitCodeList>},
+    {.name = "fatal-exit-code",
+     .group = "Failures",
+     .default_text = "the root cause's code",
+     .help = "exit with this code when the job fails for good (not restartable, or the "
+             "budget spent), so a scheduler does not requeue it; lost nodes and preemption "
+             "keep 138/143. E.g. 93",
+     .apply = SetParsed<&Config::fatal_exit_code, ParseFatalExitCode>},
     {.name = "shutdown-timeout",
      .group = "Failures",
      .default_text = "30s",
@@ -616,6 +623,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(FinishStaticForm(&c));     // reads --master-addr/--master-port
   RETURN_IF_ERROR(FinishAnyFreePort(&c));
   RETURN_IF_ERROR(FinishEtcdSecurity(env, &c));
+  FinishBackend(&c);  // the endpoint is final
   RETURN_IF_ERROR(ApplyFallbacks(env, &c));
   RETURN_IF_ERROR(ResolveNproc(host, &c));
   RETURN_IF_ERROR(CheckTorchrunFlags(env, c));

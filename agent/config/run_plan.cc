@@ -12,13 +12,11 @@ namespace {
 RendezvousPlan PlanRendezvous(const Config& c) {
   RendezvousPlan plan;
   plan.opens_store = c.store == StoreOwner::kAgent && !NeverServesStore(c);
-  if (c.rdzv_host_name.empty()) return plan;  // in-process: nothing to serve or dial
+  // No endpoint left: in-process (as FinishBackend decides, agent/config/rendezvous_flags.h).
+  if (c.rdzv_host_name.empty() || c.rdzv_backend == rdzv::Backend::kInProcess) return plan;
   plan.endpoint = {.host = c.rdzv_host_name, .port = c.rdzv_port};
-  if (c.rdzv_etcd) {
-    plan.backend = RendezvousBackend::kEtcd;
-    return plan;
-  }
-  plan.backend = RendezvousBackend::kGrpc;
+  plan.backend = c.rdzv_backend;
+  if (plan.backend != rdzv::Backend::kGrpc) return plan;  // etcd: the endpoint is etcd's
   // gethostname and getifaddrs, once, and only where the answer decides something.
   if (c.rdzv_hosting != RdzvHosting::kAlways) {
     plan.endpoint_is_this_host = IsThisHost(plan.endpoint.host);

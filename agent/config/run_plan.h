@@ -11,20 +11,14 @@
 
 #include "agent/config/config.h"
 #include "base/endpoint.h"
+#include "rendezvous/backend.h"
 
 namespace muster {
-
-// Which rendezvous this agent joins.
-enum class RendezvousBackend {
-  kInProcess,  // one node, no --rdzv-endpoint: rendezvous/local_client.h
-  kGrpc,       // --rdzv-endpoint (or the static form): a muster agent or `muster serve` serves it
-  kEtcd,       // --rdzv-backend etcd: the endpoint is the first etcd member
-};
 
 // How this agent takes part in the rendezvous: decided once, from the flags and this
 // host's names and addresses (one look at them: agent/config/this_host.h).
 struct RendezvousPlan {
-  RendezvousBackend backend = RendezvousBackend::kInProcess;
+  rdzv::Backend backend = rdzv::Backend::kInProcess;  // rendezvous/backend.h
   // The endpoint as parsed from the flags (host without brackets); for etcd its first
   // member; empty host in-process.
   Endpoint endpoint;

@@ -8,7 +8,7 @@ namespace {
 TEST(RunPlanTest, OneNodeIsInProcessAndOpensTheStore) {
   Config c;
   RunPlan plan = ResolveRunPlan(c);
-  EXPECT_EQ(plan.rendezvous.backend, RendezvousBackend::kInProcess);
+  EXPECT_EQ(plan.rendezvous.backend, rdzv::Backend::kInProcess);
   EXPECT_TRUE(plan.rendezvous.opens_store);
   EXPECT_FALSE(plan.rendezvous.hosts_here);
   EXPECT_EQ(plan.run_id, "none");
@@ -33,7 +33,7 @@ TEST(RunPlanTest, AnEndpointThatNamesThisHostIsServedHereUnlessToldNot) {
   c.rdzv_host_name = "127.0.0.1";
   c.rdzv_port = 29400;
   RunPlan plan = ResolveRunPlan(c);
-  EXPECT_EQ(plan.rendezvous.backend, RendezvousBackend::kGrpc);
+  EXPECT_EQ(plan.rendezvous.backend, rdzv::Backend::kGrpc);
   EXPECT_EQ(plan.rendezvous.endpoint.host, "127.0.0.1");
   EXPECT_EQ(plan.rendezvous.endpoint.port, 29400);
   EXPECT_TRUE(plan.rendezvous.endpoint_is_this_host);
@@ -56,11 +56,11 @@ TEST(RunPlanTest, AnEndpointThatNamesThisHostIsServedHereUnlessToldNot) {
 TEST(RunPlanTest, EtcdIsNeverServedHere) {
   Config c;
   c.min_nodes = c.max_nodes = 2;
-  c.rdzv_etcd = true;
+  c.rdzv_backend = rdzv::Backend::kEtcd;
   c.rdzv_host_name = "127.0.0.1";
   c.rdzv_port = 2379;
   RunPlan plan = ResolveRunPlan(c);
-  EXPECT_EQ(plan.rendezvous.backend, RendezvousBackend::kEtcd);
+  EXPECT_EQ(plan.rendezvous.backend, rdzv::Backend::kEtcd);
   EXPECT_FALSE(plan.rendezvous.hosts_here);
   EXPECT_FALSE(plan.rendezvous.endpoint_is_this_host);
   EXPECT_TRUE(plan.rendezvous.opens_store);

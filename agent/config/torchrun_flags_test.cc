@@ -100,13 +100,14 @@ TEST(TorchrunFlagsTest, RdzvBackendStaticC10dAndEtcd) {
     auto c = ParseTorchrun({"--rdzv-backend", backend});
     EXPECT_TRUE(c.ok()) << backend << ": " << c.status();
     if (c.ok()) {
-      EXPECT_FALSE(c->rdzv_etcd);
+      EXPECT_NE(c->rdzv_backend, rdzv::Backend::kEtcd);
+      EXPECT_EQ(c->rdzv_backend, rdzv::Backend::kInProcess);  // one node, no endpoint
     }
   }
   for (const char* backend : {"etcd", "etcd-v2"}) {
     auto c = ParseTorchrun({"--rdzv-backend", backend, "--rdzv-endpoint", "e1,e2:2380"});
     ASSERT_TRUE(c.ok()) << backend << ": " << c.status();
-    EXPECT_TRUE(c->rdzv_etcd);
+    EXPECT_EQ(c->rdzv_backend, rdzv::Backend::kEtcd);
     EXPECT_EQ(c->rdzv_endpoints, (std::vector<std::string>{"e1:2379", "e2:2380"}));
   }
   ExpectRefused({"--rdzv-backend", "etcd"}, "etcd needs --rdzv-endpoint HOST:2379");

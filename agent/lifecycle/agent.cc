@@ -313,7 +313,11 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
   if (o.exit_code == 0) {
     ExitAfterStop({.summary = absl::StrCat("job succeeded: ", o.reason)});
   } else {
-    std::string summary = absl::StrCat("job failed: ", o.reason, "; exiting ", o.exit_code);
+    const int code = FailedJobExitCode(o, config_.fatal_exit_code);
+    std::string summary = absl::StrCat("job failed: ", o.reason, "; exiting ", code);
+    if (code != o.exit_code) {
+      absl::StrAppend(&summary, " (--fatal-exit-code; the root cause's code is ", o.exit_code, ")");
+    }
     if (o.root_cause && !o.root_cause->restartable && config_.max_restarts > 0 &&
         config_.restart_policy == RestartPolicy::kExitCode &&
         o.root_cause->kind != rdzv::FailureKind::kHung) {
@@ -322,7 +326,7 @@ void Agent::OnFinished(const rdzv::Outcome& o) {
                       absl::StrJoin(config_.restartable_exit_codes, ", "),
                       "; --restart-policy OnFailure restarts on any failure, as torchrun does)");
     }
-    ExitAfterStop({.code = o.exit_code,
+    ExitAfterStop({.code = code,
                    .summary = std::move(summary),
                    .details = o.root_cause ? StderrBlock(*o.root_cause) : "",
                    .is_error = true});

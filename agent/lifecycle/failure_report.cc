@@ -115,4 +115,17 @@ void WriteRootCauseErrorFile(const Config& config, const rdzv::Outcome& o) {
   if (!st.ok()) spdlog::warn("cannot write TORCHELASTIC_ERROR_FILE: {}", st.message());
 }
 
+int FailedJobExitCode(const rdzv::Outcome& outcome, std::optional<int> fatal) {
+  if (!fatal || !outcome.root_cause) return outcome.exit_code;
+  switch (outcome.root_cause->kind) {
+    case rdzv::FailureKind::kWorker:
+    case rdzv::FailureKind::kHung:
+      return *fatal;
+    case rdzv::FailureKind::kNodeLost:
+    case rdzv::FailureKind::kPreempted:
+      break;
+  }
+  return outcome.exit_code;
+}
+
 }  // namespace muster

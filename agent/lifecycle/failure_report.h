@@ -8,6 +8,7 @@
 #define MUSTER_AGENT_FAILURE_REPORT_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "agent/config/config.h"
@@ -41,6 +42,12 @@ std::string TerminationLogText(const std::string& summary, const std::string& bl
 // The root cause of a failed job into the agent's own TORCHELASTIC_ERROR_FILE, when it has
 // one (torchrun's convention: the launcher above reads it). A failure to write is logged.
 void WriteRootCauseErrorFile(const Config& config, const rdzv::Outcome& outcome);
+
+// The agent's exit code for a failed job's outcome (docs/reference/exit-codes.md "Telling the
+// scheduler"): `fatal` (--fatal-exit-code) when a worker's failure ended the job for good
+// (not restartable, or the budget spent: its kind is kWorker or kHung), else the outcome's
+// own code (138 for a rendezvous timeout or lost nodes, 143 for a preemption).
+int FailedJobExitCode(const rdzv::Outcome& outcome, std::optional<int> fatal);
 
 }  // namespace muster
 

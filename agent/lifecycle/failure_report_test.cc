@@ -53,5 +53,19 @@ TEST(FailureReportTest, AnOverlongSummaryIsCutAndLeavesNoRoomForTheBlock) {
   EXPECT_EQ(text.substr(text.size() - 4), "s...");
 }
 
+TEST(FailureReportTest, FatalExitCodeOnlyForAWorkersPermanentFailure) {
+  const auto outcome = [](rdzv::FailureKind kind, int code) {
+    return rdzv::Outcome{.exit_code = code, .root_cause = rdzv::Failure{.kind = kind}};
+  };
+  // Without the flag, the root cause's code.
+  EXPECT_EQ(FailedJobExitCode(outcome(rdzv::FailureKind::kWorker, 137), std::nullopt), 137);
+  // A worker's or a hang's failure that ended the job: the flag's code.
+  EXPECT_EQ(FailedJobExitCode(outcome(rdzv::FailureKind::kWorker, 137), 93), 93);
+  EXPECT_EQ(FailedJobExitCode(outcome(rdzv::FailureKind::kHung, 1), 93), 93);
+  // Transient ends keep theirs: lost nodes, a preemption, a rendezvous timeout (no cause).
+  EXPECT_EQ(FailedJobExitCode(outcome(rdzv::FailureKind::kNodeLost, 138), 93), 138);
+  EXPECT_EQ(FailedJobExitCode(outcome(rdzv::FailureKind::kPreempted, 143), 93), 143);
+  EXPECT_EQ(FailedJobExitCode(rdzv::Outcome{.exit_code = 138}, 93), 138);
+}
 }  // namespace
 }  // namespace muster

@@ -206,6 +206,7 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   if (!excuse.empty()) excuse = absl::StrCat("; ", excuse);
   if (LiveCount() < spec_.min_nodes) {
     Failure f;
+    f.kind = preempted ? FailureKind::kPreempted : FailureKind::kNodeLost;
     f.node_id = info.node_id;
     f.host = info.host;
     f.code = lost_code;

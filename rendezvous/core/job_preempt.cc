@@ -45,7 +45,8 @@ void Job::PreemptedNodeLeft(const Preemption& p, absl::Time now, std::vector<Eve
   Finish(
       "NodePreempted",
       Outcome{.exit_code = code,
-              .root_cause = Failure{.node_id = p.node_id,
+              .root_cause = Failure{.kind = FailureKind::kPreempted,
+                                    .node_id = p.node_id,
                                     .host = p.host,
                                     .code = code,
                                     .what = what,

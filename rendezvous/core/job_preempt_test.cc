@@ -122,6 +122,7 @@ TEST(JobPreemptTest, ACarriedPreemptionEndsAJobLeftBelowMinWith143) {
   EXPECT_EQ(out[0].kind, Event::Kind::kFinished);
   EXPECT_EQ(out[0].node_id, "2");
   EXPECT_EQ(out[0].outcome.exit_code, 143);
+  EXPECT_EQ(out[0].outcome.root_cause->kind, FailureKind::kPreempted);
   ASSERT_TRUE(out[0].outcome.root_cause.has_value());
   EXPECT_EQ(out[0].outcome.root_cause->node_id, "3");
   EXPECT_NE(out[0].outcome.reason.find("node host-3 preempted: maintenance; 1 node left"),

@@ -262,6 +262,8 @@ TEST(JobTest, LostNodeReformsAboveMinAndFails138Below) {
   h.job().NodeLost("3", "stream closed", h.now(), &lost);
   ASSERT_EQ(h.job().phase(), Job::Phase::kFinished);
   EXPECT_EQ(h.job().outcome()->exit_code, 138);
+  // Not a worker's doing: --fatal-exit-code leaves it transient (agent/lifecycle/failure_report.h).
+  EXPECT_EQ(h.job().outcome()->root_cause->kind, FailureKind::kNodeLost);
   EXPECT_NE(h.job().outcome()->reason.find("host-3"), std::string::npos);
   EXPECT_NE(h.job().outcome()->reason.find("minimum 2"), std::string::npos);
 }

@@ -22,6 +22,10 @@ const char* FailureKindName(FailureKind kind) {
       return "worker";
     case FailureKind::kHung:
       return "hung";
+    case FailureKind::kNodeLost:
+      return "node_lost";
+    case FailureKind::kPreempted:
+      return "preempted";
   }
   return "unknown";
 }

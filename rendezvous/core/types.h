@@ -59,9 +59,14 @@ struct NodeInfo {
 enum class FailureKind {
   kWorker,  // the worker ended on its own: an exit code or a signal (`what` says which)
   kHung,    // the job judged the round hung and named this rank (core/job_hang.cc)
+  // Not a worker's doing (the job ends with a transient code, 138 or 143): a node was lost
+  // and fewer than --nnodes' minimum are left, or a preempted node left.
+  kNodeLost,
+  kPreempted,
 };
 
-// "worker", "hung": the root cause's "kind" in --status-file and `muster status --json`.
+// "worker", "hung", "node_lost", "preempted": the root cause's "kind" in --status-file and
+// `muster status --json`.
 const char* FailureKindName(FailureKind kind);
 
 struct Failure {

@@ -220,7 +220,20 @@ void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
 }
 
 void ToProto(const Failure& f, v1::Failure* out) {
-  out->set_kind(f.kind == FailureKind::kHung ? v1::FAILURE_KIND_HUNG : v1::FAILURE_KIND_WORKER);
+  switch (f.kind) {
+    case FailureKind::kWorker:
+      out->set_kind(v1::FAILURE_KIND_WORKER);
+      break;
+    case FailureKind::kHung:
+      out->set_kind(v1::FAILURE_KIND_HUNG);
+      break;
+    case FailureKind::kNodeLost:
+      out->set_kind(v1::FAILURE_KIND_NODE_LOST);
+      break;
+    case FailureKind::kPreempted:
+      out->set_kind(v1::FAILURE_KIND_PREEMPTED);
+      break;
+  }
   out->set_node_id(f.node_id);
   out->set_host(f.host);
   out->set_rank(f.rank);
@@ -235,7 +248,20 @@ void ToProto(const Failure& f, v1::Failure* out) {
 
 Failure FromProto(const v1::Failure& in) {
   Failure f;
-  f.kind = in.kind() == v1::FAILURE_KIND_HUNG ? FailureKind::kHung : FailureKind::kWorker;
+  switch (in.kind()) {
+    case v1::FAILURE_KIND_HUNG:
+      f.kind = FailureKind::kHung;
+      break;
+    case v1::FAILURE_KIND_NODE_LOST:
+      f.kind = FailureKind::kNodeLost;
+      break;
+    case v1::FAILURE_KIND_PREEMPTED:
+      f.kind = FailureKind::kPreempted;
+      break;
+    default:  // FAILURE_KIND_WORKER, or a kind a newer peer sent
+      f.kind = FailureKind::kWorker;
+      break;
+  }
   f.node_id = in.node_id();
   f.host = in.host();
   f.rank = in.rank();

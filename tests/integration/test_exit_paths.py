@@ -121,6 +121,27 @@ def _server_lost(tmp_path, env):
     return subprocess.CompletedProcess(agent.args, agent.returncode, out, err)
 
 
+def _node_lost(tmp_path, env):
+    """Two nodes with --fatal-exit-code 93; node 1's agent is SIGKILLed while both run: node
+    0 is left below --nnodes' minimum, a transient end that keeps 138."""
+    port = _free_port()
+    agents, stamps = [], []
+    try:
+        for rank in (0, 1):
+            stamps.append(tmp_path / f"started{rank}")
+            agents.append(subprocess.Popen(
+                [str(MUSTER), "run", "--nnodes", "2", "--node-rank", str(rank),
+                 "--rdzv-endpoint", f"127.0.0.1:{port}", "--fatal-exit-code", "93",
+                 *fake(f"stamp={stamps[-1]}", "sleep=60")],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+        wait_for(lambda: all(s.exists() for s in stamps), 30, what="both nodes' workers")
+    finally:
+        agents[-1].kill()
+        agents[-1].communicate(timeout=30)
+    out, err = agents[0].communicate(timeout=60)
+    return subprocess.CompletedProcess(agents[0].args, agents[0].returncode, out, err)
+
+
 def _serve_stopped(tmp_path, env):
     serve = subprocess.Popen([str(MUSTER), "serve", "--port", "0"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env)
@@ -151,6 +172,21 @@ EXIT_PATHS = {
     "worker_fails_fatally": Run(_run(*fake("exit=3")), 3, "exiting 3"),
     "restart_budget_spent": Run(_run("--max-restarts", 1, *fake("kill=9")), 137,
                                 "restart budget spent (1 of 1 restarts used); exiting 137"),
+    # --fatal-exit-code: a permanent end exits 93, a transient one keeps its code.
+    "fatal_exit_code_budget_spent": Run(
+        _run("--max-restarts", 1, "--fatal-exit-code", 93, *fake("kill=9")), 93,
+        "restart budget spent (1 of 1 restarts used); exiting 93 (--fatal-exit-code; the root "
+        "cause's code is 137)"),
+    "fatal_exit_code_not_restartable": Run(
+        _run("--restart-policy", "ExitCode", "--max-restarts", 3, "--fatal-exit-code", 93,
+             *fake("exit=3")), 93, "not restartable; exiting 93"),
+    "fatal_exit_code_rendezvous_timeout": Run(
+        _with(lambda t: ["--nnodes", 2, "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+                         "--rdzv-conf", "join_timeout=2s", "--fatal-exit-code", 93,
+                         *fake("exit=0")]), 138, "rendezvous timed out"),
+    "fatal_exit_code_node_lost": Run(_node_lost, 138, "exiting 138"),
+    "fatal_exit_code_bad_value": Run(_run("--fatal-exit-code", 138, *fake("exit=0")), 2,
+                                     "--fatal-exit-code"),
     "command_not_found": Run(_run("--no-python", "/nonexistent/muster-cmd"), 127, "exiting 127"),
     "command_not_executable": Run(_with(_not_executable), 126, "exiting 126"),
     "bad_flag": Run(_run("--nproc-per-node", "x", *fake("exit=0")), 2, "--nproc-per-node"),
@@ -212,7 +248,8 @@ def test_every_exit_path_has_its_documented_code_and_leaves_nothing(tmp_path, pa
     tmpdir = _fresh_tmpdir(tmp_path)
     r = run.drive(tmp_path, muster_env(TMPDIR=tmpdir))
     assert r.returncode == run.code, r.stderr
-    if path not in ("worker_fails_fatally", "restart_budget_spent", "debug_command_exits"):
+    if path not in ("worker_fails_fatally", "restart_budget_spent", "debug_command_exits",
+                    "fatal_exit_code_budget_spent", "fatal_exit_code_not_restartable"):
         # The agent's own code (the others are the worker's, as the table's second row says).
         assert str(run.code) in _readme_codes(), f"exit {run.code} is not in docs/reference/exit-codes.md's table"
     assert run.says in r.stderr, r.stderr

@@ -156,6 +156,9 @@ def test_restart_policies_follow_exit_codes():
     rule = job["spec"]["podFailurePolicy"]["rules"][0]
     assert rule["action"] == "FailJob" and rule["onExitCodes"]["operator"] == "NotIn"
     assert sorted(rule["onExitCodes"]["values"]) == RESTARTABLE
+    # A job that fails for good exits 93, which the FailJob rule covers: not requeued.
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert "--fatal-exit-code=93" in container["command"] and 93 not in RESTARTABLE
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     svc = next(d for d in load(K8S / "indexed-job.yaml") if d["kind"] == "Service")
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True

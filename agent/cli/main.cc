@@ -71,8 +71,9 @@ int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRu
   InitLogging(config->log_level);
   // The resolve step (agent/config/run_plan.h): what only this host can say, then the plan,
   // which nothing changes afterwards.
-  if (int stop = ApplyProbe(env, &*config); stop != 0) return stop;
-  if (absl::Status numa = ResolveNumaBinding(env, &*config); !numa.ok()) {
+  nlohmann::json probe_report;
+  if (int stop = ApplyProbe(env, &*config, &probe_report); stop != 0) return stop;
+  if (absl::Status numa = ResolveNumaBinding(env, probe_report, &*config); !numa.ok()) {
     spdlog::error("{}", std::string(numa.message()));
     return exit_code::kUsage;
   }
@@ -80,7 +81,7 @@ int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRu
   // Before any child of the agent's loop exists: the look at the workers' Python reaps its
   // own child (agent/workers/worker_torch.h).
   config->worker_torch = FindWorkerTorch(*config, WorkerInterpreter(*config), kWorkerTorchTimeout);
-  return RunAgent(ResolveRunPlan(*std::move(config)));
+  return RunAgent(ResolveRunPlan(*std::move(config), std::move(probe_report)));
 }
 
 // Whether this process was started by the name `torchrun` (argv[0]'s last path component):

@@ -185,7 +185,6 @@ struct Config {
   ProbeMode probe = ProbeMode::kAuto;
   StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;
   absl::Duration probe_timeout = absl::Seconds(30);
-  nlohmann::json probe_summary;  // the last probe report, for the status file
   // --numa-binding resolved after the probe (agent/workers/numa_setup.h): local rank N's CPUs and
   // node; empty without the flag. numa_memory: whether workers may be given a memory policy.
   std::vector<NumaPlacement> numa_placements;

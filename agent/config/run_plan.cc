@@ -28,8 +28,9 @@ RendezvousPlan PlanRendezvous(const Config& c) {
 
 }  // namespace
 
-RunPlan ResolveRunPlan(Config config) {
+RunPlan ResolveRunPlan(Config config, nlohmann::json probe_report) {
   RunPlan plan;
+  plan.probe_report = std::move(probe_report);
   plan.run_id = config.standalone && config.run_id == "none" ? Uuid4() : config.run_id;
   plan.rendezvous = PlanRendezvous(config);
   plan.config = std::move(config);

@@ -11,6 +11,7 @@
 
 #include "agent/config/config.h"
 #include "base/endpoint.h"
+#include "nlohmann/json.hpp"
 #include "rendezvous/backend.h"
 
 namespace muster {
@@ -40,12 +41,15 @@ struct RunPlan {
   // The job's id: --rdzv-id, or a fresh UUID for --standalone without one (torchrun's rule).
   std::string run_id;
   RendezvousPlan rendezvous;
+  // The GPU probe's report at start (agent/diagnostics/gpu_probe.h), for the status file
+  // and the job status; null when the probe did not run.
+  nlohmann::json probe_report;
 };
 
 // The last part of the resolve step: the run id and the rendezvous plan, from `config`
-// (which must be complete: nothing changes it afterwards). Looks at this host's names and
-// addresses at most once (IsThisHost).
-RunPlan ResolveRunPlan(Config config);
+// (which must be complete: nothing changes it afterwards), with the probe's report. Looks
+// at this host's names and addresses at most once (IsThisHost).
+RunPlan ResolveRunPlan(Config config, nlohmann::json probe_report = nullptr);
 
 }  // namespace muster
 

@@ -128,7 +128,7 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
   return result;
 }
 
-int ApplyProbe(const std::map<std::string, std::string>& env, Config* c) {
+int ApplyProbe(const std::map<std::string, std::string>& env, Config* c, nlohmann::json* report) {
   auto unresolved_gpu = [&] {
     if (c->nproc_per_node != 0) return 0;
     spdlog::error(
@@ -152,7 +152,7 @@ int ApplyProbe(const std::map<std::string, std::string>& env, Config* c) {
       spdlog::error("GPU probe failed: {}; this node is not usable", r.status().message());
       return exit_code::kTransient;
     }
-    c->probe_summary = r->report;
+    *report = r->report;
     if (r->exit_code == 3) {  // no driver
       if (c->probe != ProbeMode::kAuto) {
         spdlog::warn("--probe {}: no NVIDIA driver found", ModeName(c->probe));

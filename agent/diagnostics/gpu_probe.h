@@ -44,11 +44,12 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
 
 // Runs the probe per config (mode, timeout), applies the GPU count to gpu/auto nproc and
 // the stale-GPU policy. Returns the exit code the agent should stop with (2 for bad
-// configuration, 138 for an unhealthy node) or 0 to go on; logs why. Fills
-// config->probe_summary.
-int ApplyProbe(const std::map<std::string, std::string>& env, Config* config);
+// configuration, 138 for an unhealthy node) or 0 to go on; logs why. Fills *report with
+// the probe's report (left null when the probe does not run).
+int ApplyProbe(const std::map<std::string, std::string>& env, Config* config,
+               nlohmann::json* report);
 
-// The probe report (config->probe_summary) in one line for the job status:
+// The probe report (RunPlan::probe_report) in one line for the job status:
 // "2 x NVIDIA H100 80GB HBM3, driver 580.65.06", "..., unhealthy GPU 3: <why>",
 // "no NVIDIA driver", or "" when the probe did not run.
 std::string ProbeLine(const nlohmann::json& report);

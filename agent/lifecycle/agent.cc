@@ -114,7 +114,7 @@ absl::Status Agent::Setup() {
   // serves the round, so this agent takes that place unless a node rank was given.
   if (node_.rank_hint < 0 && parts_.store_shares_rendezvous_port) node_.rank_hint = 0;
   node_.wants_node_list = !config_.hostfile.empty() || config_.debug;  // writes a hostfile
-  node_.probe = ProbeLine(config_.probe_summary);
+  node_.probe = ProbeLine(plan_.probe_report);
   // Status text travels in proto3 strings (UTF-8 only): a path that is not is shown escaped.
   auto utf8 = [](const std::string& s) { return IsValidUtf8(s) ? s : EscapeForMessage(s); };
   node_.command = utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_)));

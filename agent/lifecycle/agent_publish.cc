@@ -104,7 +104,7 @@ void Agent::Publish() {
     if (w.status) worker["code"] = w.status->code();
     doc["workers"].push_back(worker);
   }
-  if (!config_.probe_summary.is_null()) doc["probe"] = config_.probe_summary;
+  if (!plan_.probe_report.is_null()) doc["probe"] = plan_.probe_report;
   if (preempt_ && (phase_ == Phase::kPreempting || phase_ == Phase::kPreempted)) {
     doc["preempting"] = {
         {"host", preempt_->host}, {"reason", preempt_->reason}, {"self", preempt_->self}};

@@ -126,6 +126,10 @@ def _node_lost(tmp_path, env):
     0 is left below --nnodes' minimum, a transient end that keeps 138."""
     port = _free_port()
     agents, stamps = [], []
+    # The agent SIGKILLed leaves its run directory to the next agent (docs/reference/
+    # exit-codes.md): its own TMPDIR, so the survivor's stays checked.
+    killed_tmp = tmp_path / "killed-tmp"
+    killed_tmp.mkdir()
     try:
         for rank in (0, 1):
             stamps.append(tmp_path / f"started{rank}")
@@ -133,7 +137,8 @@ def _node_lost(tmp_path, env):
                 [str(MUSTER), "run", "--nnodes", "2", "--node-rank", str(rank),
                  "--rdzv-endpoint", f"127.0.0.1:{port}", "--fatal-exit-code", "93",
                  *fake(f"stamp={stamps[-1]}", "sleep=60")],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=env if rank == 0 else {**env, "TMPDIR": str(killed_tmp)}))
         wait_for(lambda: all(s.exists() for s in stamps), 30, what="both nodes' workers")
     finally:
         agents[-1].kill()

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
-#include <vector>
+#include <utility>
 
 #include "base/errno_status.h"
 
@@ -51,18 +51,33 @@ absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
 }
 
 absl::Status EventLoop::Add(int fd, uint32_t events, FdCallback cb) {
+  const uint32_t generation = next_generation_++;
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = (uint64_t{generation} << 32) | static_cast<uint32_t>(fd);
   if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     return ErrnoStatus("epoll_ctl(ADD)", errno);
   }
-  callbacks_[fd] = std::make_shared<FdCallback>(std::move(cb));
+  if (static_cast<size_t>(fd) >= watches_.size()) watches_.resize(fd + 1);
+  watches_[fd] = Watch{generation, std::make_unique<FdCallback>(std::move(cb))};
+  return absl::OkStatus();
+}
+
+absl::Status EventLoop::Modify(int fd, uint32_t events) {
+  const Watch* watch = Find(fd);
+  if (watch == nullptr) return absl::NotFoundError("epoll_ctl(MOD): fd not watched");
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = (uint64_t{watch->generation} << 32) | static_cast<uint32_t>(fd);
+  if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) {
+    return ErrnoStatus("epoll_ctl(MOD)", errno);
+  }
   return absl::OkStatus();
 }
 
 void EventLoop::Remove(int fd) {
-  if (callbacks_.erase(fd) == 0) return;
+  if (Find(fd) == nullptr) return;
+  removed_.push_back(std::move(watches_[fd].cb));
   // ENOENT/EBADF only if the caller already closed the fd, which the kernel
   // then dropped from the epoll set by itself; nothing is left to undo.
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
@@ -90,11 +105,18 @@ void EventLoop::CancelTimer(TimerId id) {
 
 void EventLoop::Post(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(post_mu_);
+    MutexLock lock(&post_mu_);
     posted_.push_back(std::move(fn));
   }
   uint64_t one = 1;
   // EAGAIN only if the counter would overflow, i.e. the loop is already due to wake.
+  [[maybe_unused]] ssize_t n = write(post_fd_.get(), &one, sizeof(one));
+}
+
+void EventLoop::Quit() {
+  quitting_.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  // EAGAIN: the counter is already non-zero, the loop is being woken anyway.
   [[maybe_unused]] ssize_t n = write(post_fd_.get(), &one, sizeof(one));
 }
 
@@ -104,7 +126,7 @@ void EventLoop::RunPosted() {
   [[maybe_unused]] ssize_t n = read(post_fd_.get(), &count, sizeof(count));
   std::deque<std::function<void()>> batch;
   {
-    std::lock_guard<std::mutex> lock(post_mu_);
+    MutexLock lock(&post_mu_);
     batch.swap(posted_);
   }
   for (auto& fn : batch) fn();
@@ -117,6 +139,7 @@ absl::Time EventLoop::Now() {
 }
 
 void EventLoop::FireDueTimers() {
+  if (deadlines_.empty()) return;  // the store's loop has none: no clock read per wake-up
   absl::Time now = Now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     TimerId id = deadlines_.begin()->second;
@@ -134,8 +157,9 @@ absl::Status EventLoop::RunOnce(absl::Duration max_wait) {
   if (!deadlines_.empty()) {
     wait = std::min(wait, std::max(absl::ZeroDuration(), deadlines_.begin()->first - Now()));
   }
-  epoll_event events[64];
-  int n = WaitForEvents(epoll_fd_.get(), events, 64, wait);
+  // As many as the store serves in one wake-up at a thousand busy connections.
+  epoll_event events[256];
+  int n = WaitForEvents(epoll_fd_.get(), events, 256, wait);
   if (n < 0) {
     // EINTR: a signal we do not block (SIGSTOP/SIGCONT from a debugger)
     // interrupted the wait; that is not an error, just loop again.
@@ -143,12 +167,24 @@ absl::Status EventLoop::RunOnce(absl::Duration max_wait) {
     return ErrnoStatus("epoll_wait", errno);
   }
   for (int i = 0; i < n; ++i) {
-    auto it = callbacks_.find(events[i].data.fd);
-    if (it == callbacks_.end()) continue;  // removed by an earlier callback in this batch
-    std::shared_ptr<FdCallback> cb = it->second;
-    (*cb)(events[i].events);
+    const int fd = static_cast<int>(static_cast<uint32_t>(events[i].data.u64));
+    const Watch* watch = Find(fd);
+    // Gone, or removed and added again by an earlier callback of this batch: the event
+    // was for the fd that is no more.
+    if (watch == nullptr || watch->generation != events[i].data.u64 >> 32) continue;
+    (*watch->cb)(events[i].events);  // stays alive in removed_ if it removes itself
   }
   FireDueTimers();
+  removed_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status EventLoop::Run(const std::function<void()>& after_each) {
+  while (!quitting()) {
+    absl::Status ran = RunOnce();
+    if (!ran.ok()) return ran;
+    if (after_each) after_each();
+  }
   return absl::OkStatus();
 }
 

@@ -7,9 +7,11 @@
 
 #include <functional>
 #include <list>
-#include <mutex>
 #include <set>
 #include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 
 namespace muster {
 
@@ -22,14 +24,14 @@ class ThreadSet {
   ~ThreadSet() {
     std::list<std::thread> threads;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       threads.swap(threads_);
     }
     for (std::thread& t : threads) t.join();  // not under mu_: a finishing thread takes it
   }
 
   void Start(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto it = threads_.begin(); it != threads_.end();) {
       if (finished_.erase(it->get_id()) == 0) {
         ++it;
@@ -40,15 +42,15 @@ class ThreadSet {
     }
     threads_.emplace_back([this, fn = std::move(fn)] {
       fn();
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       finished_.insert(std::this_thread::get_id());
     });
   }
 
  private:
-  std::mutex mu_;
-  std::list<std::thread> threads_;      // guarded by mu_
-  std::set<std::thread::id> finished_;  // guarded by mu_
+  Mutex mu_;
+  std::list<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  std::set<std::thread::id> finished_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace muster

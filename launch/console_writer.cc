@@ -9,15 +9,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
+#include "base/mutex.h"
 #include "base/plural.h"
 #include "base/unique_fd.h"
 
@@ -55,17 +54,18 @@ struct ConsoleWriter::State {
   void WriteAll(int fd, const std::string& data);
   void Run();
   // Takes one batch (whole entries) from the next non-empty source in turn.
-  size_t TakeBatch(std::string* batch);
-  void Written(size_t index, size_t bytes);
-  void ReportDropped(std::unique_lock<std::mutex>& lock);
+  size_t TakeBatch(std::string* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Written(size_t index, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Writes the summary of what was dropped, with mu released meanwhile.
+  void ReportDropped() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   const Options options;
   UniqueFd space_fd;
   // Written by the writer thread, read by Stalled() without waiting for it.
   std::atomic<bool> writing{false};
   std::atomic<int64_t> last_progress_ns{0};
-  std::mutex mu;
-  std::condition_variable work_cv, drained_cv;
+  Mutex mu;
+  CondVar work_cv, drained_cv;
   std::vector<Source> sources ABSL_GUARDED_BY(mu);
   size_t pending ABSL_GUARDED_BY(mu) = 0;  // bytes queued or being written, all sources
   size_t next ABSL_GUARDED_BY(mu) = 0;     // the source whose turn is next
@@ -124,15 +124,15 @@ void ConsoleWriter::State::Written(size_t index, size_t bytes) {
   }
 }
 
-void ConsoleWriter::State::ReportDropped(std::unique_lock<std::mutex>& lock) {
+void ConsoleWriter::State::ReportDropped() {
   if (unreported.lines == 0) return;
   std::string line = absl::StrCat("[muster] ", Plural(unreported.lines, "line", "lines"), " (",
                                   Plural(unreported.bytes, "byte", "bytes"),
                                   ") of output dropped while the console was blocked\n");
   unreported = Dropped{};
-  lock.unlock();
+  mu.Unlock();
   WriteAll(options.summary_fd, line);
-  lock.lock();
+  mu.Lock();
 }
 
 void ConsoleWriter::State::Run() {
@@ -140,23 +140,24 @@ void ConsoleWriter::State::Run() {
   // hands over lines (SCHED_BATCH keeps the thread's CPU share). Best effort.
   sched_param param{};
   (void)sched_setscheduler(0, SCHED_BATCH, &param);
-  std::unique_lock<std::mutex> lock(mu);
+  mu.Lock();
   for (;;) {
-    work_cv.wait(lock, [this] { return stop || pending > 0; });
+    while (!stop && pending == 0) work_cv.Wait(&mu);
     if (pending == 0 && stop) break;
     std::string batch;
     size_t index = TakeBatch(&batch);
     int fd = sources[index].out_fd;
     busy = true;
-    lock.unlock();
+    mu.Unlock();
     WriteAll(fd, batch);
-    lock.lock();
+    mu.Lock();
     Written(index, batch.size());
     // The console took a batch: it is moving again, say what it missed.
-    ReportDropped(lock);
+    ReportDropped();
     busy = false;
-    if (pending == 0) drained_cv.notify_all();
+    if (pending == 0) drained_cv.SignalAll();
   }
+  mu.Unlock();
 }
 
 absl::StatusOr<std::unique_ptr<ConsoleWriter>> ConsoleWriter::Start(Options options) {
@@ -189,14 +190,14 @@ ConsoleWriter::~ConsoleWriter() {
 }
 
 int ConsoleWriter::AddSource(int out_fd, WhenFull when_full) {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   state_->sources.push_back(State::Source{out_fd, when_full, {}, 0, false});
   return static_cast<int>(state_->sources.size()) - 1;
 }
 
 bool ConsoleWriter::Push(int source, std::string text) {
   State& st = *state_;
-  std::lock_guard<std::mutex> lock(st.mu);
+  MutexLock lock(&st.mu);
   State::Source& s = st.sources[source];
   if (s.bytes + text.size() > st.options.source_limit &&
       (s.when_full == WhenFull::kDrop || st.StalledLocked())) {
@@ -211,18 +212,18 @@ bool ConsoleWriter::Push(int source, std::string text) {
   st.pending += text.size();
   s.queue.push_back(std::move(text));
   if (s.bytes > st.options.source_limit) s.full = s.when_full == WhenFull::kPushBack;
-  st.work_cv.notify_one();
+  st.work_cv.Signal();
   // A stalled console takes no back-pressure: the next Push() over the limit drops.
   return !s.full || st.StalledLocked();
 }
 
 bool ConsoleWriter::HasSpace(int source) {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return !state_->sources[source].full || state_->StalledLocked();
 }
 
 bool ConsoleWriter::Stalled() {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->StalledLocked();
 }
 
@@ -232,16 +233,16 @@ int ConsoleWriter::space_fd() const { return state_->space_fd.get(); }
 
 void ConsoleWriter::Close() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     state_->stop = true;
   }
-  state_->work_cv.notify_all();
+  state_->work_cv.SignalAll();
 }
 
 bool ConsoleWriter::Drain(absl::Duration timeout) {
   State& st = *state_;
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
-  std::unique_lock<std::mutex> lock(st.mu);
+  MutexLock lock(&st.mu);
   // Woken by the writer when it drains; the short steps notice a stall, which the writer,
   // stuck in write(), cannot report.
   constexpr auto kStep = std::chrono::milliseconds(20);
@@ -249,12 +250,13 @@ bool ConsoleWriter::Drain(absl::Duration timeout) {
     if (st.pending == 0 && !st.busy) return true;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline || st.StalledLocked()) return false;
-    st.drained_cv.wait_until(lock, std::min(deadline, now + kStep));
+    st.drained_cv.WaitWithTimeout(
+        &st.mu, absl::FromChrono(std::min<std::chrono::nanoseconds>(deadline - now, kStep)));
   }
 }
 
 ConsoleWriter::Dropped ConsoleWriter::dropped_total() {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->total;
 }
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <set>
 
 #include "base/duration.h"
@@ -38,26 +37,32 @@ absl::Status ProcessGroup::Begin() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<pid_t> ProcessGroup::Spawn(const SpawnSpec& spec) {
-  SpawnSpec contained = spec;
+WorkerContainment ProcessGroup::containment() const {
+  WorkerContainment c;
   if (cgroup_ != nullptr) {
-    contained.cgroup_procs_fd = cgroup_->procs_fd();
-    contained.cgroup_dir_fd = cgroup_->dir_fd();
-    contained.new_cgroup_namespace = cgroup_->namespaced();
+    c.cgroup_procs_fd = cgroup_->procs_fd();
+    c.cgroup_dir_fd = cgroup_->dir_fd();
+    c.new_cgroup_namespace = cgroup_->namespaced();
   } else {
-    contained.report_fd = watchdog_->report_fd();  // the child reports itself
-    // First, so that a descendant that copies only the start of its environment keeps it.
-    contained.env.insert(contained.env.begin(), watchdog_->mark());
+    c.report_fd = watchdog_->report_fd();
+    c.mark = watchdog_->mark();
   }
-  absl::StatusOr<pid_t> pid = muster::Spawn(contained);
-  if (!pid.ok()) return pid;
+  return c;
+}
+
+void ProcessGroup::Adopt(pid_t pid, UniqueFd pidfd) {
+  // It reported itself to the watchdog before running any of the job's code.
   if (cgroup_ == nullptr) watchdog_->CheckBacklog();
-  // Our child, not reaped (reaping happens on this thread): the pid is still its own.
-  UniqueFd pidfd(PidfdOpen(*pid));
-  if (!pidfd.valid()) spdlog::warn("pidfd_open({}): {}", *pid, strerror(errno));
-  members_.push_back(*pid);
-  live_.push_back(Member{*pid, std::move(pidfd)});
-  return pid;
+  members_.push_back(pid);
+  live_.push_back(Member{pid, std::move(pidfd)});
+}
+
+absl::StatusOr<pid_t> ProcessGroup::Spawn(const SpawnSpec& spec) {
+  ExecSource exec;
+  absl::StatusOr<WorkerSource::Started> started = exec.Start(spec, containment(), -1, -1);
+  if (!started.ok()) return started.status();
+  Adopt(started->pid, std::move(started->pidfd));
+  return started->pid;
 }
 
 bool ProcessGroup::IsLive(pid_t pid) const {

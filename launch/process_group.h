@@ -17,6 +17,7 @@
 // (reaping is ours, on this thread), single processes only through pidfds. If processes
 // survive SIGKILL for kKillGrace (uninterruptible sleep) it gives up on them and says so.
 //
+// Members come in through Adopt, whatever started them (launch/worker_source.h).
 // The caller reaps (it owns SIGCHLD) and hands every reaped pid to OnChildExited, then
 // calls OnReaped once per batch. on_stopped runs posted on the loop, never from inside a
 // method. Owned by the worker group; borrows the loop and the watchdog. Not thread-safe:
@@ -36,6 +37,7 @@
 #include "launch/cgroup.h"
 #include "launch/spawner.h"
 #include "launch/watchdog.h"
+#include "launch/worker_source.h"
 
 namespace muster {
 
@@ -59,8 +61,15 @@ class ProcessGroup {
   // Begins a new attempt: forgets the last one's members (all reaped by now); in mode cgroup
   // a fresh leaf.
   absl::Status Begin();
-  // Starts a member. On failure nothing was started (Spawn's NotFound / PermissionDenied /
-  // FailedPrecondition, or the errno of clone).
+  // Where this attempt's members must be, for the source that starts them
+  // (launch/worker_source.h): the current leaf in mode cgroup, the watchdog in mode session.
+  WorkerContainment containment() const;
+  // Takes a member a source started, contained as containment() said, our unreaped child.
+  // `pidfd` may be invalid (a kernel without pidfd_open).
+  void Adopt(pid_t pid, UniqueFd pidfd);
+  // Starts a member by exec (ExecSource with stdio inherited) and adopts it. On failure
+  // nothing was started (Spawn's NotFound / PermissionDenied / FailedPrecondition, or the
+  // errno of clone).
   absl::StatusOr<pid_t> Spawn(const SpawnSpec& spec);
   // A reaped child: true when it was a member still running (the caller records how it
   // ended); false for anything else (an orphan, the watchdog, a member reaped already).

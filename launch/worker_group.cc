@@ -46,12 +46,19 @@ absl::Duration TransientSpawnBackoff(int failures_in_a_row) {
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(EventLoop* loop,
                                                                  absl::Duration shutdown_timeout,
                                                                  ContainmentChoice choice) {
+  return Create(loop, shutdown_timeout, std::move(choice), std::make_unique<ExecSource>());
+}
+
+absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(
+    EventLoop* loop, absl::Duration shutdown_timeout, ContainmentChoice choice,
+    std::unique_ptr<WorkerSource> source) {
   spdlog::debug("containment: {}", choice.description);
   ASSIGN_OR_RETURN(std::unique_ptr<Watchdog> watchdog,
                    Watchdog::Start(choice.cgroup ? choice.cgroup->path() : ""));
   ASSIGN_OR_RETURN(std::unique_ptr<ConsoleWriter> console, ConsoleWriter::Start());
   std::unique_ptr<WorkerGroup> group(new WorkerGroup(loop, std::move(watchdog), std::move(console),
-                                                     shutdown_timeout, std::move(choice)));
+                                                     shutdown_timeout, std::move(choice),
+                                                     std::move(source)));
   WorkerGroup* g = group.get();
   RETURN_IF_ERROR(loop->Add(g->console_->space_fd(), EPOLLIN, [g](uint32_t) {
     uint64_t n;
@@ -73,7 +80,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Create(EventLoop* loop
 
 WorkerGroup::WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
                          std::shared_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout,
-                         ContainmentChoice containment)
+                         ContainmentChoice containment, std::unique_ptr<WorkerSource> source)
     : loop_(loop),
       cgroup_(std::move(containment.cgroup)),
       containment_(std::move(containment.description)),
@@ -83,6 +90,7 @@ WorkerGroup::WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
       loop_, watchdog_.get(), shutdown_timeout,
       [this](const std::vector<pid_t>& abandoned) { OnProcessesStopped(abandoned); },
       cgroup_.get());
+  source_ = std::move(source);
 }
 
 WorkerGroup::~WorkerGroup() {
@@ -106,7 +114,8 @@ absl::Status WorkerGroup::Start(int attempt, std::vector<WorkerSpec> specs) {
     ASSIGN_OR_RETURN(w.output,
                      WorkerOutput::Create(loop_, console_.get(), std::move(spec.output_prefix),
                                           spec.out, spec.err));
-    if (!SpawnWorker(w, std::move(spec.spawn))) {
+    ASSIGN_OR_RETURN(bool started, StartWorker(w, *source_, spec.spawn));
+    if (!started) {
       workers_.resize(i + 1);  // the rest were never started
       return absl::OkStatus();
     }
@@ -124,24 +133,29 @@ absl::Status WorkerGroup::StartCommand(std::vector<std::string> argv,
   ASSIGN_OR_RETURN(w.output, WorkerOutput::Create(loop_, console_.get(),
                                                   "[debug]:", StreamOptions{}, StreamOptions{}));
   SpawnSpec spec{.argv = std::move(argv), .env = std::move(env)};
-  SpawnWorker(w, std::move(spec));
-  return absl::OkStatus();
+  ExecSource exec;  // whatever source the workers have: a command is exec'd
+  return StartWorker(w, exec, spec).status();
 }
 
-bool WorkerGroup::SpawnWorker(Worker& w, SpawnSpec spec) {
-  spec.fds = {{w.output->child_stdout(), 1}, {w.output->child_stderr(), 2}};
-  absl::StatusOr<pid_t> pid = processes_->Spawn(spec);
-  w.output->CloseChildEnds();
-  if (!pid.ok()) {
+absl::StatusOr<bool> WorkerGroup::StartWorker(Worker& w, WorkerSource& source,
+                                              const SpawnSpec& spec) {
+  ASSIGN_OR_RETURN(OutputPipes pipes, OutputPipes::Create());
+  absl::StatusOr<WorkerSource::Started> started = source.Start(
+      spec, processes_->containment(), pipes.stdout_write.get(), pipes.stderr_write.get());
+  // The worker holds its own: EOF once it (and its children) closed them.
+  pipes.stdout_write.reset();
+  pipes.stderr_write.reset();
+  if (!started.ok()) {
+    const absl::Status& why = started.status();
     // Not executable / not found: reported like an exit with 126/127, fatal whatever the
     // policy. No process to be had now (fork's EAGAIN/ENOMEM): like an exit with 138, the
     // transient code, which the policy decides on as on any exit.
-    int code = SpawnFailureExitCode(pid.status());
-    bool transient = IsTransientSpawnFailure(pid.status());
+    int code = SpawnFailureExitCode(why);
+    bool transient = IsTransientSpawnFailure(why);
     w.status = ExitStatus{code, 0};
-    std::string what = transient ? absl::StrCat("cannot start the worker: ", pid.status().message(),
+    std::string what = transient ? absl::StrCat("cannot start the worker: ", why.message(),
                                                 ", reported as exit ", code)
-                                 : std::string(pid.status().message());
+                                 : std::string(why.message());
     absl::Duration delay = absl::ZeroDuration();
     if (transient) {
       delay = TransientSpawnBackoff(++transient_spawn_failures_);
@@ -153,8 +167,17 @@ bool WorkerGroup::SpawnWorker(Worker& w, SpawnSpec spec) {
                delay);
     return false;
   }
-  w.pid = *pid;
+  RETURN_IF_ERROR(Adopt(w, AdoptedWorker{.pid = started->pid,
+                                         .pidfd = std::move(started->pidfd),
+                                         .stdout_fd = std::move(pipes.stdout_read),
+                                         .stderr_fd = std::move(pipes.stderr_read)}));
   return true;
+}
+
+absl::Status WorkerGroup::Adopt(Worker& w, AdoptedWorker worker) {
+  processes_->Adopt(worker.pid, std::move(worker.pidfd));
+  w.pid = worker.pid;
+  return w.output->Attach(std::move(worker.stdout_fd), std::move(worker.stderr_fd));
 }
 
 void WorkerGroup::OnChildSignal() {

@@ -1,8 +1,10 @@
 // WorkerGroup: the real WorkerLauncher. Starts an attempt's workers from their specs
-// (directories, output pipes into per-rank files and the console, spawn), reaps them
-// and every orphan the agent adopted as a subreaper, reads torch's error file of a worker
-// that failed, and stops the attempt through a ProcessGroup (signals, SIGKILL after the
-// grace period, leftovers).
+// (directories, output pipes into per-rank files and the console) through a WorkerSource
+// (where a worker comes from: ExecSource's clone + exec unless another is given,
+// launch/worker_source.h), and supervises what the source hands over the same way whatever
+// it is: reaps the workers and every orphan the agent adopted as a subreaper, reads torch's
+// error file of a worker that failed, and stops the attempt through a ProcessGroup (signals
+// through pidfds, containment, SIGKILL after the grace period, leftovers).
 //
 // Owns the job cgroup (mode cgroup) and the watchdog (forked; restarted when it dies), and
 // shares the console writer (a thread; the agent's log sink holds it too, see console()):
@@ -26,6 +28,7 @@
 #include "launch/watchdog.h"
 #include "launch/worker_launcher.h"
 #include "launch/worker_output.h"
+#include "launch/worker_source.h"
 
 namespace muster {
 
@@ -33,6 +36,12 @@ class WorkerGroup : public WorkerLauncher {
  public:
   // `shutdown_timeout`: SIGTERM (or the agent's signal) to SIGKILL.
   // `containment`: the mode in force, ChooseContainment()'s (launch/containment.h).
+  // `source`: where the attempts' workers come from (debug mode's command is always exec'd).
+  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Create(EventLoop* loop,
+                                                             absl::Duration shutdown_timeout,
+                                                             ContainmentChoice containment,
+                                                             std::unique_ptr<WorkerSource> source);
+  // With ExecSource.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Create(EventLoop* loop,
                                                              absl::Duration shutdown_timeout,
                                                              ContainmentChoice containment);
@@ -69,11 +78,15 @@ class WorkerGroup : public WorkerLauncher {
 
   WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
               std::shared_ptr<ConsoleWriter> console, absl::Duration shutdown_timeout,
-              ContainmentChoice containment);
+              ContainmentChoice containment, std::unique_ptr<WorkerSource> source);
   void OnWatchdogExited(int wstatus);
-  // Spawns `spec` with its stdio wired to w.output; on failure reports the exit (126/127)
-  // and returns false.
-  bool SpawnWorker(Worker& w, SpawnSpec spec);
+  // Starts `spec` through `source` with its stdout and stderr on fresh pipes, and adopts it.
+  // False when it could not be started (the exit, 126/127/138, is reported); errors: local
+  // problems (pipes, the loop).
+  absl::StatusOr<bool> StartWorker(Worker& w, WorkerSource& source, const SpawnSpec& spec);
+  // Supervision of a started worker, whatever its source: a member of the attempt's
+  // ProcessGroup (exit, signals, containment), its output pumped into w.output.
+  absl::Status Adopt(Worker& w, AdoptedWorker worker);
   void OnChildExited(pid_t pid, int wstatus);
   void OnProcessesStopped(const std::vector<pid_t>& abandoned);
   // Completes `exit` (the error file and the stderr tail of a failure) and posts it.
@@ -86,6 +99,7 @@ class WorkerGroup : public WorkerLauncher {
   std::unique_ptr<Watchdog> watchdog_;
   std::shared_ptr<ConsoleWriter> console_;
   std::unique_ptr<ProcessGroup> processes_;
+  std::unique_ptr<WorkerSource> source_;
   Callbacks callbacks_;
   std::vector<Worker> workers_;
   // Attempts in a row whose start failed for want of processes or memory (the backoff).

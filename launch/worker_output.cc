@@ -14,6 +14,18 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 }  // namespace
 
+absl::StatusOr<OutputPipes> OutputPipes::Create() {
+  OutputPipes p;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
+  p.stdout_read.reset(fds[0]);
+  p.stdout_write.reset(fds[1]);
+  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
+  p.stderr_read.reset(fds[0]);
+  p.stderr_write.reset(fds[1]);
+  return p;
+}
+
 absl::StatusOr<std::unique_ptr<WorkerOutput>> WorkerOutput::Create(EventLoop* loop,
                                                                    ConsoleWriter* console,
                                                                    std::string prefix,
@@ -23,14 +35,6 @@ absl::StatusOr<std::unique_ptr<WorkerOutput>> WorkerOutput::Create(EventLoop* lo
   const StreamOptions* options[2] = {&out, &err};
   for (int i = 0; i < 2; ++i) {
     Stream& s = w->streams_[i];
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
-    s.read_end.reset(fds[0]);
-    s.child_end.reset(fds[1]);
-    int flags = fcntl(fds[0], F_GETFL);
-    if (flags < 0 || fcntl(fds[0], F_SETFL, flags | O_NONBLOCK) != 0) {
-      return ErrnoStatus("fcntl(O_NONBLOCK)", errno);
-    }
     if (!options[i]->file.empty()) {
       int fd = open(options[i]->file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd < 0) return ErrnoStatus("open " + options[i]->file, errno);
@@ -38,21 +42,29 @@ absl::StatusOr<std::unique_ptr<WorkerOutput>> WorkerOutput::Create(EventLoop* lo
     }
     s.keeps_tail = i == 1;
     if (options[i]->to_console) s.console_source = console->AddSource(i == 0 ? 1 : 2);
-    WorkerOutput* self = w.get();
-    absl::Status st = loop->Add(fds[0], EPOLLIN, [self, i](uint32_t) {
-      Stream& stream = self->streams_[i];
-      if (!self->Pump(stream, 4)) self->Close(stream);
-    });
-    if (!st.ok()) return st;
-    s.open = true;
   }
   return w;
 }
 
 WorkerOutput::~WorkerOutput() { Finish(); }
 
-void WorkerOutput::CloseChildEnds() {
-  for (Stream& s : streams_) s.child_end.reset();
+absl::Status WorkerOutput::Attach(UniqueFd stdout_fd, UniqueFd stderr_fd) {
+  UniqueFd* fds[2] = {&stdout_fd, &stderr_fd};
+  for (int i = 0; i < 2; ++i) {
+    Stream& s = streams_[i];
+    s.read_end = std::move(*fds[i]);
+    int flags = fcntl(s.read_end.get(), F_GETFL);
+    if (flags < 0 || fcntl(s.read_end.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+      return ErrnoStatus("fcntl(O_NONBLOCK)", errno);
+    }
+    absl::Status st = loop_->Add(s.read_end.get(), EPOLLIN, [this, i](uint32_t) {
+      Stream& stream = streams_[i];
+      if (!Pump(stream, 4)) Close(stream);
+    });
+    if (!st.ok()) return st;
+    s.open = true;
+  }
+  return absl::OkStatus();
 }
 
 bool WorkerOutput::Pump(Stream& s, size_t max_reads) {

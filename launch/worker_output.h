@@ -30,11 +30,16 @@ struct StreamOptions {
   std::string file;  // empty: no file
 };
 
+// The pipes of a worker's stdout and stderr: the worker gets the write ends, WorkerOutput
+// reads the others (Attach). Close-on-exec, blocking.
+struct OutputPipes {
+  UniqueFd stdout_read, stdout_write, stderr_read, stderr_write;
+  static absl::StatusOr<OutputPipes> Create();
+};
+
 class WorkerOutput {
  public:
-  // Creates the two pipes; the child's ends are child_stdout()/child_stderr(),
-  // to be passed to Spawn and closed with CloseChildEnds() once the worker
-  // runs.
+  // Opens the per-rank files and the console sources; nothing is read before Attach.
   static absl::StatusOr<std::unique_ptr<WorkerOutput>> Create(EventLoop* loop,
                                                               ConsoleWriter* console,
                                                               std::string prefix,
@@ -42,9 +47,9 @@ class WorkerOutput {
                                                               const StreamOptions& err);
   ~WorkerOutput();
 
-  int child_stdout() const { return streams_[0].child_end.get(); }
-  int child_stderr() const { return streams_[1].child_end.get(); }
-  void CloseChildEnds();
+  // Starts pumping the worker's stdout and stderr from these read ends (made non-blocking
+  // here), once its source has wired the write ends to them (launch/worker_source.h). Once.
+  absl::Status Attach(UniqueFd stdout_fd, UniqueFd stderr_fd);
   // Resumes streams that were paused on a full console queue and now have room.
   void ResumeIfRoom();
   // The last lines the worker wrote to stderr (OutputTail::Text), after reading what the
@@ -56,7 +61,7 @@ class WorkerOutput {
 
  private:
   struct Stream {
-    UniqueFd read_end, child_end;
+    UniqueFd read_end;
     UniqueFd file;
     int console_source = -1;  // -1: not shown on the console
     LineSplitter splitter;

@@ -32,14 +32,14 @@ MetricsServer::MetricsServer(std::shared_ptr<prometheus::Registry> registry)
 MetricsServer::~MetricsServer() = default;
 
 void MetricsServer::Add(std::shared_ptr<prometheus::Collectable> collectable) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   collectables_.push_back(std::move(collectable));
 }
 
 std::string MetricsServer::Render() {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     collectables = collectables_;
   }
   std::vector<prometheus::MetricFamily> families;

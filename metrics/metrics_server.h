@@ -16,7 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "metrics/scrape_server.h"
 
 namespace prometheus {
@@ -48,7 +48,7 @@ class MetricsServer {
   std::string Render();
 
   std::shared_ptr<prometheus::Registry> registry_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_ ABSL_GUARDED_BY(mu_);
   int port_ = 0;
   std::unique_ptr<ScrapeServer> scrapes_;  // last: stopped first

@@ -78,13 +78,13 @@ ServerMetrics::~ServerMetrics() {
 }
 
 void ServerMetrics::SetCounts(std::function<rdzv::RegistryCounts()> counts) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   counts_ = std::move(counts);
 }
 
 rdzv::RegistryCounts ServerMetrics::Counts() const {
   // Held during the call, so that SetCounts(nullptr) waits out a scrape in progress.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return counts_ ? counts_() : rdzv::RegistryCounts{};
 }
 

@@ -13,8 +13,9 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "metrics/metrics_server.h"
 #include "rendezvous/registry/job_registry.h"
 
@@ -51,8 +52,8 @@ class ServerMetrics : public rdzv::RegistryObserver {
   prometheus::Family<prometheus::Histogram>* round_family_;
   prometheus::Counter* joins_;
   prometheus::Histogram* round_seconds_;
-  mutable std::mutex mu_;
-  std::function<rdzv::RegistryCounts()> counts_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::function<rdzv::RegistryCounts()> counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace muster::metrics

@@ -2,7 +2,8 @@
 // (SIGSEGV inside libcuda) can neither hang nor crash the caller. The child
 // streams progress lines ("S cuInit") and finally its report ("R <json>")
 // through a pipe; the parent waits with a deadline and SIGKILLs the child when
-// it passes, naming the stage it was stuck in.
+// it passes, naming the stage it was stuck in. The fork, the wait and the reap are
+// launch/'s, as for every child of muster (launch/captured_run.h: ForkHelper, AwaitHelpers).
 //
 // Call from a single-threaded process before any driver library is loaded
 // (muster-probe's main does): only the child ever dlopens a driver.

@@ -17,7 +17,11 @@
 #   inside gRPC's header code is suppressed by gRPC function (tests/tsan.supp says which
 #   and why).
 # Both builds use clang (its -O0 code generation is twice as fast as gcc's, and build time
-# is what CI pays for here) and build only the targets these tests run. Reports go to files
+# is what CI pays for here). The ASan build is CI's one non-unity compile of the whole tree
+# (-DMUSTER_UNITY=OFF, every target: muster, muster-probe, every library, every test and
+# fixture, the bench programs): a unity batch lends a file the includes of the files
+# before it, so a missing #include only shows when each file compiles alone. The TSan
+# build stays a unity build of only the targets its tests run. Reports go to files
 # in a scratch directory (log_path) and are printed at the end: a report from any process
 # counts, also from a server the test kills or an agent whose exit code it does not check.
 set -euo pipefail
@@ -49,12 +53,12 @@ finish() {
 }
 trap finish EXIT
 
-# build DIR SANITIZER TEST_REGEX [-E EXCLUDE] TARGETS...: configures DIR with clang and
-# builds TARGETS and the executables of the unit tests whose names match TEST_REGEX and not
-# EXCLUDE (an executable's name is its target's).
+# build DIR SANITIZER UNITY TEST_REGEX [-E EXCLUDE] TARGETS...: configures DIR with clang
+# (MUSTER_UNITY=UNITY) and builds TARGETS and the executables of the unit tests whose names
+# match TEST_REGEX and not EXCLUDE (an executable's name is its target's).
 build() {
-  local dir=$1 sanitizer=$2 regex=$3 exclude='^$'
-  shift 3
+  local dir=$1 sanitizer=$2 unity=$3 regex=$4 exclude='^$'
+  shift 4
   if [[ ${1:-} == -E ]]; then exclude=$2; shift 2; fi
   # A directory configured with another compiler (gcc, before) is not reused.
   if [[ -f $dir/CMakeCache.txt ]] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++' "$dir/CMakeCache.txt"
@@ -64,7 +68,8 @@ build() {
   CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
     -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld \
-    -DMUSTER_SANITIZE="$sanitizer" -DMUSTER_WERROR="${MUSTER_WERROR:-OFF}" >/dev/null
+    -DMUSTER_SANITIZE="$sanitizer" -DMUSTER_UNITY="$unity" \
+    -DMUSTER_WERROR="${MUSTER_WERROR:-OFF}" >/dev/null
   local tests
   # From CTestTestfile.cmake, not `ctest --show-only`: ctest names no command for an
   # executable that is not built yet. A gtest binary's cases come from its
@@ -97,7 +102,7 @@ integration() {
 
 if [[ $which == address || $which == all ]]; then
   echo "== ASan+UBSan (build-asan): unit tests, integration subset"
-  build build-asan address . muster fake_worker c10d_store_server
+  build build-asan address OFF . all
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$reports/asan
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan
   export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
@@ -111,7 +116,7 @@ fi
 if [[ $which == thread || $which == all ]]; then
   echo "== TSan (build-tsan): store, rendezvous (state, registry, gRPC), agents"
   tsan_tests='^(c10d|rdzv)_'
-  build build-tsan thread "$tsan_tests" muster fake_worker c10d_store_server
+  build build-tsan thread ON "$tsan_tests" muster fake_worker c10d_store_server
   # ignore_noninstrumented_modules: races are looked for in our code only, not inside
   # Debian's uninstrumented libraries (their locks still count); see tests/tsan.supp.
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan"

@@ -8,13 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/cli/etcd_status_query.h"
+#include "agent/cli/backends/rendezvous_backend.h"
 #include "agent/cli/job_query.h"
 #include "agent/cli/subcommand.h"
 #include "agent/cli/subcommands.h"
 #include "base/exit_codes.h"
-#include "rendezvous/etcd/etcd_requests.h"
-#include "rendezvous/grpc/drain_client.h"
+#include "rendezvous/core/types.h"
 
 namespace muster {
 namespace {
@@ -67,12 +66,14 @@ struct DrainTarget {
   std::string Name() const { return node.empty() ? "host " + host : "node " + node; }
 };
 
-// The answer, as text and exit code, from either path.
+// The answer, as text and exit code.
 int DrainOutcome(const absl::StatusOr<rdzv::NodeInfo>& drained, const DrainTarget& t,
-                 const std::string& run_id, const std::string& where) {
+                 const JobQuery& query) {
+  const std::string& run_id = query.run_id();
   if (!drained.ok()) {
-    std::fprintf(stderr, "muster drain: cannot drain %s of job %s at %s: %s\n", t.Name().c_str(),
-                 run_id.c_str(), where.c_str(), std::string(drained.status().message()).c_str());
+    std::fprintf(stderr, "muster drain: cannot drain %s of job %s %s: %s\n", t.Name().c_str(),
+                 run_id.c_str(), query.From(QueryCommand::kDrain).c_str(),
+                 std::string(drained.status().message()).c_str());
     const absl::StatusCode c = drained.status().code();
     return c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kDeadlineExceeded
                ? exit_code::kTransient
@@ -81,14 +82,6 @@ int DrainOutcome(const absl::StatusOr<rdzv::NodeInfo>& drained, const DrainTarge
   std::printf("job %s: node %s (%s) is being preempted: %s\n", run_id.c_str(),
               drained->node_id.c_str(), drained->host.c_str(), t.reason.c_str());
   return 0;
-}
-
-// --rdzv-backend etcd: the request goes through etcd to the job's coordinator.
-int DrainWithEtcd(const FlagValues& values, const DrainTarget& t) {
-  absl::StatusOr<rdzv::etcd::EtcdStatusQuery> q = EtcdStatusQueryFromFlags(values);
-  if (!q.ok()) return UsageError(kDrain, q.status().message());
-  return DrainOutcome(rdzv::etcd::DrainThroughEtcd(*q, t.node, t.host, t.reason), t, q->run_id,
-                      absl::StrCat("etcd ", absl::StrJoin(q->endpoints, ",")));
 }
 
 }  // namespace
@@ -110,18 +103,16 @@ int DrainCommand(const std::vector<std::string>& args,
   }
   DrainTarget target{.node = node ? node->text : "", .host = host ? host->text : ""};
   if (auto r = values->Get("reason"); r && !r->text.empty()) target.reason = r->text;
-  absl::StatusOr<bool> etcd = StatusFromEtcd(*values);
-  if (!etcd.ok()) return UsageError(kDrain, etcd.status().message());
-  if (*etcd) return DrainWithEtcd(*values, target);
-  absl::StatusOr<rdzv::JobStatusQuery> query = JobQueryFromFlags(*values);
+  absl::StatusOr<const RendezvousBackend*> backend = BackendFromFlags(*values);
+  if (!backend.ok()) return UsageError(kDrain, backend.status().message());
+  absl::StatusOr<std::unique_ptr<JobQuery>> query = (*backend)->Query(*values);
   if (!query.ok()) return UsageError(kDrain, query.status().message());
-  if (query->run_id.empty()) {
+  if ((*query)->run_id().empty()) {
     return UsageError(kDrain,
                       "--rdzv-id: missing; give the job's run id (`muster status "
                       "--rdzv-endpoint H:P` lists the server's jobs)");
   }
-  return DrainOutcome(rdzv::DrainNode(*query, target.node, target.host, target.reason), target,
-                      query->run_id, query->endpoint);
+  return DrainOutcome((*query)->Drain(target.node, target.host, target.reason), target, **query);
 }
 
 }  // namespace muster

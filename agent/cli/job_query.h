@@ -1,6 +1,6 @@
-// JobQueryFromFlags: the connection to a rendezvous server from the flags that `muster
-// status` and `muster stacks` share (kJobQueryFlags, --rdzv-endpoint, --rdzv-id). Plain
-// functions; thread-safe.
+// The flags that `muster status`, `muster stacks` and `muster drain` share to reach a job
+// through its backend (kJobQueryFlags; each backend reads them with --rdzv-endpoint and
+// --rdzv-id: agent/cli/backends/rendezvous_backend.h). Plain functions; thread-safe.
 #ifndef MUSTER_AGENT_JOB_QUERY_H_
 #define MUSTER_AGENT_JOB_QUERY_H_
 
@@ -11,11 +11,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/config/flag_table.h"
-#include "rendezvous/grpc/job_status_client.h"
 
 namespace muster {
 
-// The flags JobQueryFromFlags reads that mean the same in every command: how to reach the
+// The flags a backend's Query reads that mean the same in every command: how to reach the
 // server and prove who we are. --rdzv-endpoint and --rdzv-id are each command's own (one
 // requires them, another reads this host's agents without them). A command's table is
 // WithJobQueryFlags(its own flags), so that a new connection or security flag reaches
@@ -56,9 +55,6 @@ constexpr std::array<FlagSpec, N + std::size(kJobQueryFlags)> WithJobQueryFlags(
   for (const FlagSpec& f : kJobQueryFlags) table[i++] = f;
   return table;
 }
-
-// InvalidArgument naming the flag and the fix (a usage error).
-absl::StatusOr<rdzv::JobStatusQuery> JobQueryFromFlags(const FlagValues& values);
 
 // A duration flag that must be positive and finite (a bare number is seconds).
 absl::StatusOr<absl::Duration> PositiveDuration(const FlagValue& value);

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "agent/cli/etcd_status_query.h"
+#include "agent/cli/backends/rendezvous_backend.h"
 #include "agent/cli/job_query.h"
 #include "agent/cli/subcommand.h"
 #include "agent/cli/subcommands.h"
@@ -18,8 +18,7 @@
 #include "agent/diagnostics/stack_report.h"
 #include "base/exit_codes.h"
 #include "nlohmann/json.hpp"
-#include "rendezvous/etcd/etcd_requests.h"
-#include "rendezvous/grpc/stacks_client.h"
+#include "rendezvous/core/stacks.h"
 
 namespace muster {
 namespace {
@@ -134,22 +133,6 @@ int LocalStacks(const FlagValues& values, absl::Duration collect) {
   return kNotPermitted;
 }
 
-// --rdzv-backend etcd: every agent answers through etcd (rendezvous/etcd/etcd_requests.h).
-int StacksWithEtcd(const FlagValues& values, absl::Duration collect) {
-  absl::StatusOr<rdzv::etcd::EtcdStatusQuery> q = EtcdStatusQueryFromFlags(values);
-  if (!q.ok()) return UsageError(kStacks, q.status().message());
-  absl::Time started = absl::Now();
-  absl::StatusOr<std::vector<rdzv::NodeStacks>> nodes = rdzv::etcd::StacksThroughEtcd(*q, collect);
-  double took = absl::ToDoubleSeconds(absl::Now() - started);
-  if (!nodes.ok()) {
-    std::fprintf(stderr, "muster stacks: cannot get the stacks of job %s through etcd %s: %s\n",
-                 q->run_id.c_str(), absl::StrJoin(q->endpoints, ",").c_str(),
-                 std::string(nodes.status().message()).c_str());
-    return absl::IsNotFound(nodes.status()) ? kUnknownJob : exit_code::kTransient;
-  }
-  return PrintStacks(values, q->run_id, *nodes, took);
-}
-
 }  // namespace
 
 const Subcommand& StacksSubcommand() { return kStacks; }
@@ -165,23 +148,22 @@ int StacksCommand(const std::vector<std::string>& args,
     if (!d.ok()) return UsageError(kStacks, d.status().message());
     collect = *d;
   }
-  absl::StatusOr<bool> etcd = StatusFromEtcd(*values);
-  if (!etcd.ok()) return UsageError(kStacks, etcd.status().message());
+  absl::StatusOr<const RendezvousBackend*> backend = BackendFromFlags(*values);
+  if (!backend.ok()) return UsageError(kStacks, backend.status().message());
   if (!values->Get("rdzv-endpoint")) return LocalStacks(*values, collect);
-  if (*etcd) return StacksWithEtcd(*values, collect);
-  absl::StatusOr<rdzv::JobStatusQuery> query = JobQueryFromFlags(*values);
+  absl::StatusOr<std::unique_ptr<JobQuery>> query = (*backend)->Query(*values);
   if (!query.ok()) return UsageError(kStacks, query.status().message());
-  if (query->run_id.empty()) {
+  if ((*query)->run_id().empty()) {
     return UsageError(kStacks,
                       "--rdzv-id: missing; give the job's run id (`muster status "
                       "--rdzv-endpoint H:P` lists the server's jobs)");
   }
   absl::Time started = absl::Now();
-  absl::StatusOr<std::vector<rdzv::NodeStacks>> nodes = rdzv::GetStacks(*query, collect);
+  absl::StatusOr<std::vector<rdzv::NodeStacks>> nodes = (*query)->Stacks(collect);
   double took = absl::ToDoubleSeconds(absl::Now() - started);
   if (!nodes.ok()) {
-    std::fprintf(stderr, "muster stacks: cannot get the stacks of job %s from %s: %s\n",
-                 query->run_id.c_str(), query->endpoint.c_str(),
+    std::fprintf(stderr, "muster stacks: cannot get the stacks of job %s %s: %s\n",
+                 (*query)->run_id().c_str(), (*query)->From(QueryCommand::kStacks).c_str(),
                  std::string(nodes.status().message()).c_str());
     if (absl::IsUnimplemented(nodes.status())) {
       // An etcd endpoint without --rdzv-backend etcd: no server there relays the request.
@@ -194,7 +176,7 @@ int StacksCommand(const std::vector<std::string>& args,
     return nodes.status().code() == absl::StatusCode::kNotFound ? kUnknownJob
                                                                 : exit_code::kTransient;
   }
-  return PrintStacks(*values, query->run_id, *nodes, took);
+  return PrintStacks(*values, (*query)->run_id(), *nodes, took);
 }
 
 }  // namespace muster

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "agent/cli/etcd_status_query.h"
+#include "agent/cli/backends/rendezvous_backend.h"
 #include "agent/cli/job_query.h"
 #include "agent/cli/subcommand.h"
 #include "agent/cli/subcommands.h"
@@ -21,7 +21,7 @@
 #include "base/exit_codes.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "rendezvous/grpc/job_status_client.h"
+#include "rendezvous/core/job_status.h"
 
 namespace muster {
 namespace {
@@ -348,10 +348,10 @@ nlohmann::json ToJson(const rdzv::JobSummary& s) {
 }
 
 // `muster status` without a run id: the server's jobs, a line each.
-int PrintJobList(const rdzv::JobStatusQuery& query, bool json) {
-  absl::StatusOr<std::vector<rdzv::JobSummary>> jobs = rdzv::ListJobs(query);
+int PrintJobList(JobQuery& query, bool json) {
+  absl::StatusOr<std::vector<rdzv::JobSummary>> jobs = query.ListJobs();
   if (!jobs.ok()) {
-    std::fprintf(stderr, "muster status: cannot list the jobs of %s: %s\n", query.endpoint.c_str(),
+    std::fprintf(stderr, "muster status: cannot list the jobs of %s: %s\n", query.Where().c_str(),
                  std::string(jobs.status().message()).c_str());
     return exit_code::kTransient;
   }
@@ -363,7 +363,7 @@ int PrintJobList(const rdzv::JobStatusQuery& query, bool json) {
   }
   if (jobs->empty()) {
     std::printf("no jobs at %s yet (a job appears when its first agent joins)\n",
-                query.endpoint.c_str());
+                query.Where().c_str());
     return 0;
   }
   bool color = isatty(STDOUT_FILENO);
@@ -380,7 +380,7 @@ int PrintJobList(const rdzv::JobStatusQuery& query, bool json) {
                 absl::StrCat(s.restarts_used, "/", s.max_restarts).c_str(), outcome.c_str());
   }
   std::printf("`muster status --rdzv-endpoint %s --rdzv-id ID` shows one job\n",
-              query.endpoint.c_str());
+              query.Where().c_str());
   return 0;
 }
 
@@ -393,21 +393,6 @@ void PrintStatus(const rdzv::JobStatusSnapshot& status, bool json) {
   }
 }
 
-// --rdzv-backend etcd: the status the job's coordinator keeps in etcd.
-int EtcdStatus(const FlagValues& values, bool json) {
-  absl::StatusOr<rdzv::etcd::EtcdStatusQuery> query = EtcdStatusQueryFromFlags(values);
-  if (!query.ok()) return UsageError(kStatus, query.status().message());
-  absl::StatusOr<rdzv::JobStatusSnapshot> status = rdzv::etcd::ReadEtcdJobStatus(*query);
-  if (!status.ok()) {
-    std::fprintf(stderr, "muster status: cannot get job %s from etcd: %s\n", query->run_id.c_str(),
-                 std::string(status.status().message()).c_str());
-    return status.status().code() == absl::StatusCode::kNotFound ? kNoSuchJob
-                                                                 : exit_code::kTransient;
-  }
-  PrintStatus(*status, json);
-  return 0;
-}
-
 }  // namespace
 
 const Subcommand& StatusSubcommand() { return kStatus; }
@@ -418,13 +403,12 @@ int StatusCommand(const std::vector<std::string>& args,
   std::optional<FlagValues> values = StartSubcommand(kStatus, args, env, &code);
   if (!values) return code;
   bool json = values->Get("json").has_value();
-  absl::StatusOr<bool> etcd = StatusFromEtcd(*values);
-  if (!etcd.ok()) return UsageError(kStatus, etcd.status().message());
-  if (*etcd) return EtcdStatus(*values, json);
-  absl::StatusOr<rdzv::JobStatusQuery> parsed = JobQueryFromFlags(*values);
+  absl::StatusOr<const RendezvousBackend*> backend = BackendFromFlags(*values);
+  if (!backend.ok()) return UsageError(kStatus, backend.status().message());
+  absl::StatusOr<std::unique_ptr<JobQuery>> parsed = (*backend)->Query(*values);
   if (!parsed.ok()) return UsageError(kStatus, parsed.status().message());
-  const rdzv::JobStatusQuery& query = *parsed;
-  if (query.run_id.empty()) {
+  JobQuery& query = **parsed;
+  if (query.run_id().empty()) {
     if (values->Get("watch")) {
       return UsageError(kStatus,
                         "--watch: follows one job; give it with --rdzv-id (without "
@@ -434,7 +418,7 @@ int StatusCommand(const std::vector<std::string>& args,
   }
   if (values->Get("watch")) {
     bool color = isatty(STDOUT_FILENO);
-    absl::Status watched = rdzv::WatchJobStatus(query, [&](const rdzv::JobStatusSnapshot& s) {
+    absl::Status watched = query.Watch([&](const rdzv::JobStatusSnapshot& s) {
       nlohmann::json j = ToJson(s);
       if (json) {
         std::printf("%s\n", j.dump().c_str());
@@ -446,16 +430,17 @@ int StatusCommand(const std::vector<std::string>& args,
       std::fflush(stdout);
     });
     if (!watched.ok()) {
-      std::fprintf(stderr, "muster status: watching job %s at %s: %s\n", query.run_id.c_str(),
-                   query.endpoint.c_str(), std::string(watched.message()).c_str());
+      std::fprintf(stderr, "muster status: watching job %s at %s: %s\n", query.run_id().c_str(),
+                   query.Where().c_str(), std::string(watched.message()).c_str());
       return watched.code() == absl::StatusCode::kNotFound ? kNoSuchJob : exit_code::kTransient;
     }
     return 0;
   }
-  absl::StatusOr<rdzv::JobStatusSnapshot> status = rdzv::GetJobStatus(query);
+  absl::StatusOr<rdzv::JobStatusSnapshot> status = query.Status();
   if (!status.ok()) {
-    std::fprintf(stderr, "muster status: cannot get job %s from %s: %s\n", query.run_id.c_str(),
-                 query.endpoint.c_str(), std::string(status.status().message()).c_str());
+    std::fprintf(stderr, "muster status: cannot get job %s %s: %s\n", query.run_id().c_str(),
+                 query.From(QueryCommand::kStatus).c_str(),
+                 std::string(status.status().message()).c_str());
     return status.status().code() == absl::StatusCode::kNotFound ? kNoSuchJob
                                                                  : exit_code::kTransient;
   }

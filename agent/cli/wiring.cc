@@ -11,16 +11,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/cli/backends/rendezvous_backend.h"
 #include "agent/cli/metered_parts.h"
-#include "agent/config/etcd_security_flags.h"
 #include "agent/config/listen_address.h"
 #include "agent/diagnostics/local_stacks.h"
 #include "agent/diagnostics/py_spy.h"
 #include "agent/diagnostics/stack_collector.h"
+#include "agent/diagnostics/trace_collection.h"
 #include "agent/lifecycle/agent.h"
+#include "agent/lifecycle/lease_fence.h"
 #include "agent/lifecycle/readiness.h"
 #include "agent/lifecycle/status_file.h"
-#include "base/endpoint.h"
+#include "agent/preempt/preemption.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
@@ -35,14 +37,7 @@
 #include "launch/worker_group.h"
 #include "metrics/agent_metrics.h"
 #include "metrics/metrics_server.h"
-#include "metrics/server_metrics.h"
-#include "rendezvous/etcd/etcd_rendezvous.h"
-#include "rendezvous/grpc/client.h"
 #include "rendezvous/grpc/health_server.h"
-#include "rendezvous/grpc/server.h"
-#include "rendezvous/local_client.h"
-#include "rendezvous/shared_port/shared_port.h"
-#include "rendezvous/shared_port/store_router.h"
 #include "spdlog/spdlog.h"
 
 namespace muster {
@@ -63,12 +58,11 @@ class GrpcHealthReporter : public HealthReporter {
   Readiness readiness_;
 };
 
-// --metrics-port: the server and the agent's metrics, plus the rendezvous server's once
-// this agent hosts it (StartHostedServer); all null without the flag.
+// --metrics-port: the server and the agent's metrics (a hosted rendezvous server adds its
+// own: RendezvousBackend::Wire); all null without the flag.
 struct AgentMetricsWiring {
   std::unique_ptr<metrics::MetricsServer> exposer;
   std::shared_ptr<metrics::AgentMetrics> agent;
-  std::shared_ptr<metrics::ServerMetrics> server;
   std::shared_ptr<std::atomic<int64_t>> store_connections() const {
     return agent ? agent->store_connections() : nullptr;
   }
@@ -92,80 +86,6 @@ absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config, const List
   return m;
 }
 
-class HostedGrpcRendezvous : public HostedRendezvous {
- public:
-  HostedGrpcRendezvous(std::unique_ptr<rdzv::RendezvousServer> server,
-                       std::unique_ptr<shared_port::SharedPort> port,
-                       std::shared_ptr<metrics::ServerMetrics> metrics)
-      : server_(std::move(server)), port_(std::move(port)), metrics_(std::move(metrics)) {
-    if (metrics_) metrics_->SetCounts([s = server_.get()] { return s->Counts(); });
-  }
-  ~HostedGrpcRendezvous() override {
-    if (metrics_) metrics_->SetCounts(nullptr);  // before the server goes
-  }
-  bool WaitForAgentsToLeave(const std::string& except_node_id, absl::Duration timeout) override {
-    return server_->WaitForAgentsToLeave(except_node_id, timeout);
-  }
-  void KeepTracesIn(const std::string& dir, const std::string& host) override {
-    server_->KeepTracesIn(dir, /*per_job=*/false, host);
-  }
-
- private:
-  std::unique_ptr<rdzv::RendezvousServer> server_;
-  std::unique_ptr<shared_port::SharedPort> port_;    // null with TLS; hands sockets to server_
-  std::shared_ptr<metrics::ServerMetrics> metrics_;  // null without --metrics-port
-};
-
-// The embedded server on the endpoint's port. Without TLS the port is shared with the
-// store (docs/design.md §4.3 "Ports"): the server listens on nothing itself, the SharedPort hands
-// it the HTTP/2 connections and every other one to this agent's store of the round, which then
-// reports the same port. With TLS, connections cannot be told apart before the handshake,
-// so the server listens on the port itself and the store on a port of its own.
-// Both listen on `address` only (agent/config/listen_address.h), as the store does.
-absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const RunPlan& plan,
-                                                                        const std::string& address,
-                                                                        AgentMetricsWiring& metered,
-                                                                        AgentParts& parts) {
-  const Config& config = plan.config;
-  const bool shared = config.tls_cert.empty();
-  if (metered.exposer && !metered.server) {
-    metered.server = metrics::ServerMetrics::Create(metered.exposer.get());
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> server,
-                   rdzv::RendezvousServer::Start({
-                       .listen_address = shared ? "" : ListenEndpoint(address, config.rdzv_port),
-                       .token = config.token,
-                       .tls_cert_file = config.tls_cert,
-                       .tls_key_file = config.tls_key,
-                       .run_id = plan.run_id,
-                       .heartbeat_interval = config.heartbeat_interval,
-                       .heartbeat_misses = config.heartbeat_misses,
-                       .observer = metered.server,
-                   }));
-  if (!shared) {
-    return std::make_unique<HostedGrpcRendezvous>(std::move(server), nullptr, metered.server);
-  }
-  auto router = std::make_shared<shared_port::StoreRouter>();
-  rdzv::RendezvousServer* raw = server.get();
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<shared_port::SharedPort> port,
-      shared_port::SharedPort::Start({
-          .bind_address = address,
-          .port = static_cast<uint16_t>(config.rdzv_port),
-          .on_http2 = [raw](UniqueFd fd,
-                            std::string peer) { raw->AdoptConnection(fd.release(), peer); },
-          .on_store = [router](UniqueFd fd,
-                               std::string peer) { router->Route(std::move(fd), std::move(peer)); },
-      }));
-  const uint16_t shared_port = port->port();
-  parts.store_factory = [router, shared_port, gauge = metered.store_connections(),
-                         limits = StoreLimits(config)](int) {
-    return shared_port::StoreRouter::StartStore(router, shared_port, gauge, limits);
-  };
-  parts.store_shares_rendezvous_port = true;
-  return std::make_unique<HostedGrpcRendezvous>(std::move(server), std::move(port), metered.server);
-}
-
 // `muster stacks`: the collector reads the launcher's workers (the launcher outlives the
 // client, which holds the collector).
 // One collector answers both the rendezvous server and the node-local socket.
@@ -181,9 +101,11 @@ std::shared_ptr<StackCollector> StackCollectorFor(const Config& config, AgentPar
   return parts.stack_collector;
 }
 
-rdzv::GrpcRendezvousClient::StacksHandler StacksHandler(const Config& config, AgentParts& parts) {
+// A job-wide `muster stacks` reaching this node through its rendezvous.
+void AnswerStacksRequests(const Config& config, AgentParts& parts, RunWiring& run) {
   std::shared_ptr<StackCollector> collector = StackCollectorFor(config, parts);
-  return [collector](absl::Duration timeout, rdzv::GrpcRendezvousClient::StacksReply reply) {
+  run.on_stacks_request = [collector](absl::Duration timeout,
+                                      std::function<void(std::vector<rdzv::RankStack>)> reply) {
     collector->Collect(timeout, std::move(reply));
   };
 }
@@ -205,48 +127,6 @@ void ServeLocalStacks(const RunPlan& plan, AgentParts& parts) {
     return;
   }
   parts.local_stacks = *std::move(local);
-}
-
-// --rdzv-endpoint given: the gRPC client, plus the embedded server when this node hosts
-// the rendezvous (on `store_address`).
-absl::Status WireGrpcRendezvous(const RunPlan& plan, const std::string& store_address,
-                                AgentMetricsWiring& metered, AgentParts& parts) {
-  const Config& config = plan.config;
-  const std::string endpoint = plan.rendezvous.endpoint.ToString();
-  if (plan.rendezvous.hosts_here) {
-    absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server =
-        StartHostedServer(plan, store_address, metered, parts);
-    if (!server.ok()) metered.server.reset();  // serves nothing: no server metrics
-    if (server.ok()) {
-      parts.hosted_rendezvous = *std::move(server);
-    } else if (config.rdzv_hosting == RdzvHosting::kAlways ||
-               !absl::IsUnavailable(server.status())) {
-      // The server's own code: a port in use (Unavailable) may be free after a restart; a bad
-      // certificate (InvalidArgument) will not be, and is no sign of another server.
-      return absl::Status(
-          server.status().code(),
-          absl::StrCat(config.rdzv_hosting == RdzvHosting::kAlways ? "--rdzv-host true: " : "",
-                       "cannot serve the rendezvous on port ", config.rdzv_port, ": ",
-                       server.status().message()));
-    } else {
-      // Another agent on this host already serves it (the usual case when several agents
-      // share a machine): join that one.
-      spdlog::info("rendezvous at {} is served by another process; joining it", endpoint);
-    }
-  } else if (config.rdzv_hosting == RdzvHosting::kNever && plan.rendezvous.endpoint_is_this_host) {
-    // Two agents on the endpoint's host: say which one serves, so a wait is no mystery.
-    spdlog::info("rendezvous at {} is not served by this agent ({}); joining it", endpoint,
-                 config.SourceOf("rdzv-host"));
-  }
-  ASSIGN_OR_RETURN(parts.rendezvous, rdzv::GrpcRendezvousClient::Create({
-                                         .endpoint = endpoint,
-                                         .token = config.token,
-                                         .tls_ca_file = config.tls_ca,
-                                         .loop = parts.loop.get(),
-                                         .join_timeout = config.join_timeout,
-                                         .on_stacks_request = StacksHandler(config, parts),
-                                     }));
-  return absl::OkStatus();
 }
 
 // Sleeps up to `d` on the agent's signalfd (no loop reads it yet); false when a signal to
@@ -324,21 +204,6 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
   });
 }
 
-// --rdzv-backend etcd: no agent serves the rendezvous; each serves its own store. Without
-// --local-addr / POD_IP the node's address is the store's: the local address of the route
-// toward the first etcd member (ListenAddressFor), as with gRPC's rendezvous.
-absl::Status WireEtcdRendezvous(const Config& config, AgentParts& parts) {
-  ASSIGN_OR_RETURN(parts.rendezvous, rdzv::etcd::EtcdRendezvousClient::Create({
-                                         .endpoints = config.rdzv_endpoints,
-                                         .prefix = config.etcd_prefix,
-                                         .loop = parts.loop.get(),
-                                         .join_timeout = config.join_timeout,
-                                         .security = EtcdSecurityOf(config.etcd_access),
-                                         .on_stacks_request = StacksHandler(config, parts),
-                                     }));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentChoice> containment,
                                 Supervisor supervisor, int* stop_signal) {
   const Config& config = plan.config;
@@ -366,17 +231,14 @@ absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentC
   // Before the rendezvous: a hosted server counts into it from its first join.
   ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config, wait));
   RETURN_IF_ERROR(WireListenAddresses(plan, wait, metered.store_connections(), parts));
-  switch (plan.rendezvous.backend) {
-    case rdzv::Backend::kInProcess:
-      parts.rendezvous = std::make_unique<rdzv::LocalRendezvous>(parts.loop.get());
-      break;
-    case rdzv::Backend::kEtcd:
-      RETURN_IF_ERROR(WireEtcdRendezvous(config, parts));
-      break;
-    case rdzv::Backend::kGrpc:
-      RETURN_IF_ERROR(WireGrpcRendezvous(plan, parts.store_address, metered, parts));
-      break;
-  }
+  // The rendezvous: whatever carries it (agent/cli/backends/rendezvous_backend.h).
+  RunWiring run{.plan = plan,
+                .store_address = parts.store_address,
+                .metrics_server = metered.exposer.get(),
+                .store_connections = metered.store_connections(),
+                .store_limits = StoreLimits(config)};
+  AnswerStacksRequests(config, parts, run);
+  RETURN_IF_ERROR(BackendFor(plan.rendezvous.backend).Wire(run, parts));
   ServeLocalStacks(plan, parts);
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::string address, ListenAddressFor(config, ListenPurpose::kNode, wait));
@@ -409,7 +271,12 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
     spdlog::error("{}", summary);
     return code;
   }
+  HostedRendezvous* hosted = parts->hosted_rendezvous.get();  // the agent keeps it
   Agent agent(std::move(plan), *std::move(parts));
+  // The features that observe the agent's events (agent/lifecycle/agent_component.h).
+  agent.Add(std::make_unique<Preemption>());
+  agent.Add(std::make_unique<TraceCollection>(hosted));
+  agent.Add(std::make_unique<LeaseFence>());
   return agent.Run();
 }
 

@@ -1,7 +1,7 @@
-// The agent's wiring: builds the real collaborators for `muster run` (docs/design.md §2: "main.cc
-// wires the gRPC implementations in") and runs the Agent with them. The only part of the
-// agent that knows the rendezvous transport: one node gets the in-process rendezvous, a
-// job with --rdzv-endpoint the gRPC client, plus the gRPC server when this node hosts it.
+// The agent's wiring: builds the real collaborators for `muster run` (docs/design.md §2) and
+// runs the Agent with them. The rendezvous comes from the config's backend
+// (agent/cli/backends/rendezvous_backend.h): the in-process one on one node, muster's own
+// gRPC client (plus its server where this node hosts it), or etcd's.
 #ifndef MUSTER_AGENT_WIRING_H_
 #define MUSTER_AGENT_WIRING_H_
 

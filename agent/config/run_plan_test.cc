@@ -77,5 +77,26 @@ TEST(RunPlanTest, ANodeRankAboveZeroOfAFixedSizeNeverOpensTheStore) {
   EXPECT_FALSE(ResolveRunPlan(c).rendezvous.opens_store);
 }
 
+// Moved from the backends' test when the hosting decision moved into the plan: the
+// backend objects read RendezvousPlan::hosts_here and decide it no more.
+TEST(RunPlanTest, OnlyMustersOwnRendezvousIsHostedByAnAgent) {
+  Config c;
+  c.min_nodes = c.max_nodes = 2;
+  c.rdzv_host_name = "elsewhere.invalid";
+  c.rdzv_hosting = RdzvHosting::kAlways;
+  EXPECT_TRUE(ResolveRunPlan(c).rendezvous.hosts_here);
+  c.rdzv_backend = rdzv::Backend::kEtcd;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.hosts_here);
+  c.rdzv_backend = rdzv::Backend::kInProcess;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.hosts_here);
+  c.rdzv_backend = rdzv::Backend::kGrpc;
+  c.rdzv_hosting = RdzvHosting::kNever;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.hosts_here);
+  c.rdzv_hosting = RdzvHosting::kAuto;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.hosts_here);  // the endpoint names another machine
+  c.rdzv_host_name = "127.0.0.1";
+  EXPECT_TRUE(ResolveRunPlan(c).rendezvous.hosts_here);
+}
+
 }  // namespace
 }  // namespace muster

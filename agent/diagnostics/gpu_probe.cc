@@ -1,24 +1,18 @@
 #include "agent/diagnostics/gpu_probe.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/duration.h"
-#include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
 #include "base/status_macros.h"
-#include "base/unique_fd.h"
-#include "launch/reaper.h"
+#include "launch/captured_run.h"
 #include "launch/spawner.h"
 #include "spdlog/spdlog.h"
 
@@ -65,46 +59,30 @@ bool DriverMayBePresent(const std::map<std::string, std::string>& env) {
 absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::string& mode,
                                      absl::Duration timeout,
                                      const std::map<std::string, std::string>& env) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", errno);
-  UniqueFd read_end(fds[0]), write_end(fds[1]);
   SpawnSpec spec;
   spec.argv = {binary, mode, "--json", "--timeout", HumanDuration(timeout)};
   for (const auto& [k, v] : env) spec.env.push_back(absl::StrCat(k, "=", v));
-  spec.fds = {{write_end.get(), 1}};
-  ASSIGN_OR_RETURN(pid_t pid, Spawn(spec));
-  write_end.reset();
-  // The probe enforces its own deadline; ours is a second line of defence.
-  absl::Time deadline = absl::Now() + timeout + absl::Seconds(5);
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-    pollfd p{.fd = read_end.get(), .events = POLLIN, .revents = 0};
-    int r = left > 0 ? poll(&p, 1, left) : 0;
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      kill(pid, SIGKILL);
-      ReapChildWithin(pid, absl::Seconds(5));  // else the agent's reaper takes it later
-      return absl::DeadlineExceededError(
-          absl::StrCat("muster-probe did not finish within ", HumanDuration(timeout)));
-    }
-    ssize_t n = read(read_end.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, n);
-  }
-  int status = 0;
-  // Its output ended: it exits now (or was killed), within 5 s unless stuck in the kernel.
-  if (!ReapChildWithin(pid, absl::Seconds(5), &status)) {
-    kill(pid, SIGKILL);
+  std::vector<HelperChild> probe;
+  ASSIGN_OR_RETURN(probe.emplace_back(), StartHelper(std::move(spec)));
+  const pid_t pid = probe[0].pid;
+  // The probe enforces its own deadline; ours is a second line of defence. A probe stuck
+  // in the kernel after SIGKILL gets 5 s, then the agent's reaper takes it later.
+  HelperResult run =
+      std::move(AwaitHelpers(std::move(probe), absl::Now() + timeout + absl::Seconds(5),
+                             AwaitOptions{.kill_grace = absl::Seconds(5)})[0]);
+  if (!run.error.ok()) return run.error;
+  if (run.timed_out && run.output_ended) {
     return absl::DeadlineExceededError(
         absl::StrCat("muster-probe (pid ", pid, ") closed its output but did not exit"));
   }
+  if (run.timed_out) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("muster-probe did not finish within ", HumanDuration(timeout)));
+  }
+  if (!run.exit) return absl::UnknownError("muster-probe was reaped elsewhere");
   ProbeResult result;
-  result.exit_code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : exit_code::ForSignal(WTERMSIG(status));
-  result.report = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  result.exit_code = run.exit->code();
+  result.report = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
   if (result.report.is_discarded() || !result.report.is_object()) {
     return absl::InternalError(
         absl::StrCat("muster-probe exited ", result.exit_code, " without a JSON report"));

@@ -1,18 +1,13 @@
 #include "agent/diagnostics/py_spy.h"
 
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -20,8 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "base/unique_fd.h"
-#include "launch/reaper.h"
+#include "launch/captured_run.h"
 #include "launch/spawner.h"
 
 namespace muster {
@@ -30,85 +24,46 @@ namespace {
 // A dump is a few KB; a runaway output is cut here.
 constexpr size_t kMaxPySpyOutput = 1 << 20;
 
-// One running py-spy: its output so far and whether it has closed it (ended).
-struct PySpyChild {
-  pid_t pid = -1;
-  UniqueFd out;
-  std::string text;
-  bool ended = false;
+// A py-spy dump of `target`, started; or the line that says why it could not start.
+struct PySpyStart {
+  std::optional<HelperChild> child;
+  std::string error;
 };
 
-PySpyChild StartPySpy(const std::string& binary, pid_t target, bool native) {
-  PySpyChild c;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    c.text = absl::StrCat("Error: pipe2: ", strerror(errno));
-    c.ended = true;
-    return c;
-  }
-  c.out = UniqueFd(fds[0]);
-  UniqueFd write_end(fds[1]);
+PySpyStart StartPySpy(const std::string& binary, pid_t target, bool native) {
   SpawnSpec spec{.argv = {binary, "dump", "--full-filenames", "--pid", std::to_string(target)}};
   if (native) spec.argv.push_back("--native");
-  spec.fds = {{write_end.get(), 1}, {write_end.get(), 2}};
-  absl::StatusOr<pid_t> pid = Spawn(spec);
-  if (!pid.ok()) {
-    c.text = absl::StrCat("Error: ", pid.status().message());
-    c.ended = true;
-    return c;
-  }
-  c.pid = *pid;
-  return c;
+  absl::StatusOr<HelperChild> child = StartHelper(std::move(spec), HelperOutput::kStdoutAndStderr);
+  if (!child.ok()) return PySpyStart{.error = absl::StrCat("Error: ", child.status().message())};
+  return PySpyStart{.child = std::move(*child)};
 }
 
-// Reads what the ready children wrote; marks those that closed their output as ended.
-void ReadReady(const std::vector<pollfd>& polled, const std::vector<PySpyChild*>& owners) {
-  for (size_t i = 0; i < polled.size(); ++i) {
-    if (polled[i].revents == 0) continue;
-    char buf[8192];
-    ssize_t got = read(polled[i].fd, buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;  // look again on the next round
-    if (got <= 0 || owners[i]->text.size() >= kMaxPySpyOutput) {
-      owners[i]->ended = true;  // EOF: py-spy exited (or the output is too long to want)
-    } else {
-      owners[i]->text.append(buf, static_cast<size_t>(got));
-    }
+// Runs the started dumps to their end or `deadline` (those still running are killed);
+// each one's output, with what went wrong appended as "Error: " lines.
+std::vector<std::string> AwaitPySpies(std::vector<PySpyStart> started, absl::Time deadline) {
+  std::vector<HelperChild> children;
+  for (PySpyStart& s : started) {
+    if (s.child) children.push_back(std::move(*s.child));
   }
-}
-
-// Kills the children still running and collects every child.
-void EndPySpies(std::vector<PySpyChild>& children) {
-  for (PySpyChild& c : children) {
-    if (c.pid <= 0) continue;
-    // A child whose output is still open is alive (and not yet reaped: no pid reuse).
-    if (!c.ended && kill(c.pid, SIGKILL) != 0 && errno != ESRCH) {
-      c.text += absl::StrCat("\nError: kill: ", strerror(errno));
+  std::vector<HelperResult> results =
+      AwaitHelpers(std::move(children), deadline,
+                   AwaitOptions{.max_output = kMaxPySpyOutput, .kill_grace = absl::Seconds(2)});
+  std::vector<std::string> texts;
+  size_t next = 0;
+  for (PySpyStart& s : started) {
+    if (!s.child) {
+      texts.push_back(std::move(s.error));
+      continue;
     }
-    // ECHILD: the agent's reaper took it first; its output already said how it went. One
-    // stuck in the kernel (or held by a tracer) is left to the agent's reaper after 2 s.
-    if (!ReapChildWithin(c.pid, absl::Seconds(2))) c.text += "\nError: py-spy did not exit";
-    if (!c.ended) c.text += "\nError: py-spy did not finish in time";
+    HelperResult& r = results[next++];
+    std::string text = std::move(r.out);
+    if (!r.error.ok()) absl::StrAppend(&text, "\nError: ", r.error.message());
+    // One stuck in the kernel (or held by a tracer) is left to the agent's reaper.
+    if (!r.reaped) text += "\nError: py-spy did not exit";
+    if (r.timed_out && !r.output_ended) text += "\nError: py-spy did not finish in time";
+    texts.push_back(std::move(text));
   }
-}
-
-// Reads every child's output until it ends or `deadline`; kills those still running.
-void AwaitPySpies(std::vector<PySpyChild>& children, absl::Time deadline) {
-  for (;;) {
-    std::vector<pollfd> polled;
-    std::vector<PySpyChild*> owners;
-    for (PySpyChild& c : children) {
-      if (c.ended) continue;
-      polled.push_back({.fd = c.out.get(), .events = POLLIN, .revents = 0});
-      owners.push_back(&c);
-    }
-    int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (polled.empty() || left <= 0) break;
-    int n = poll(polled.data(), polled.size(), static_cast<int>(left) + 1);
-    if (n < 0 && errno == EINTR) continue;  // a signal arrived; look again
-    if (n < 0) break;                       // cannot wait: what came so far is the answer
-    ReadReady(polled, owners);
-  }
-  EndPySpies(children);
+  return texts;
 }
 
 // py-spy's error line ("Error: Failed to find python version from target process"),
@@ -166,26 +121,24 @@ bool IsPythonProcess(pid_t pid) {
 
 std::vector<PySpyDump> PySpyDumps(const std::string& binary, const std::vector<pid_t>& pids,
                                   absl::Time deadline) {
-  std::vector<PySpyChild> children;
-  for (pid_t pid : pids) children.push_back(StartPySpy(binary, pid, /*native=*/true));
-  AwaitPySpies(children, deadline);
+  std::vector<PySpyStart> started;
+  for (pid_t pid : pids) started.push_back(StartPySpy(binary, pid, /*native=*/true));
+  std::vector<std::string> texts = AwaitPySpies(std::move(started), deadline);
   std::vector<PySpyDump> out(pids.size());
   std::vector<size_t> again;  // --native is not supported everywhere (no libunwind there)
   for (size_t i = 0; i < pids.size(); ++i) {
-    out[i].text = PySpyToFaulthandler(children[i].text);
+    out[i].text = PySpyToFaulthandler(texts[i]);
     if (out[i].text.empty()) again.push_back(i);
   }
-  std::vector<PySpyChild> retries;
+  std::vector<PySpyStart> retries;
   for (size_t i : again) {
     if (absl::Now() < deadline) retries.push_back(StartPySpy(binary, pids[i], /*native=*/false));
   }
-  AwaitPySpies(retries, deadline);
+  std::vector<std::string> retried = AwaitPySpies(std::move(retries), deadline);
   for (size_t k = 0; k < again.size(); ++k) {
     size_t i = again[k];
-    if (k < retries.size()) out[i].text = PySpyToFaulthandler(retries[k].text);
-    if (out[i].text.empty()) {
-      out[i].error = PySpyError(k < retries.size() ? retries[k].text : children[i].text);
-    }
+    if (k < retried.size()) out[i].text = PySpyToFaulthandler(retried[k]);
+    if (out[i].text.empty()) out[i].error = PySpyError(k < retried.size() ? retried[k] : texts[i]);
   }
   return out;
 }

@@ -74,6 +74,10 @@ Agent::Agent(RunPlan plan, AgentParts parts)
 
 Agent::~Agent() { ReleaseDebugDirIfHeld(); }
 
+void Agent::Add(std::unique_ptr<AgentComponent> component) {
+  components_.push_back(std::move(component));
+}
+
 void Agent::ReleaseDebugDirIfHeld() {
   if (!debug_dir_lock_.valid()) return;
   ReleaseDebugDir(config_.debug_dir);
@@ -92,9 +96,6 @@ absl::Status Agent::Setup() {
   status_file_ = std::make_unique<StatusFile>(config_.status_file);
   RETURN_IF_ERROR(loop_->Add(parts_.signal_fd.get(), EPOLLIN, [this](uint32_t) { OnSignalFd(); }));
   RETURN_IF_ERROR(PrepareRunDir());
-  if (parts_.hosted_rendezvous)
-    parts_.hosted_rendezvous->KeepTracesIn(run_dir_.path + "/traces", hostname_);
-  RETURN_IF_ERROR(WatchPreemptFile());
   if (config_.debug) {
     RETURN_IF_ERROR(CheckDebugPort(config_));
     absl::StatusOr<UniqueFd> lock = ClaimDebugDir(config_.debug_dir);
@@ -125,6 +126,7 @@ absl::Status Agent::Setup() {
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
   hang_ = HangWatch::ForConfig(config_, run_dir_.path, loop_, launcher_, rdzv_, events_.get());
+  for (const std::unique_ptr<AgentComponent>& c : components_) RETURN_IF_ERROR(c->Start(*this));
   if (!config_.save_pid.empty()) {
     absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(KnownPid(), "\n"));
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("--save-pid: ", st.message()));
@@ -172,13 +174,15 @@ void Agent::OnSignalFd() {
 void Agent::OnAgentSignal(int sig) {
   if (agent_signal_ != 0) {
     spdlog::warn("received {} again while stopping: killing the workers now", SignalName(sig));
-    EndPreemptWait("a second signal");
+    for (const std::unique_ptr<AgentComponent>& c : components_) c->OnSignal(sig, /*first=*/false);
     launcher_->Escalate();
     return;
   }
   agent_signal_ = sig;
   events_->Write("signal_received", {{"signal", SignalName(sig)}});
-  if (sig == SIGTERM && PreemptSelf(absl::StrCat("agent received ", SignalName(sig)))) return;
+  for (const std::unique_ptr<AgentComponent>& c : components_) {
+    if (c->OnSignal(sig, /*first=*/true)) return;
+  }
   if (launcher_->running() || launcher_->stopping()) {
     spdlog::info("received {}: forwarding it to every worker, SIGKILL after {}", SignalName(sig),
                  HumanDuration(config_.shutdown_timeout));
@@ -211,7 +215,9 @@ void Agent::OnWorkerExit(const WorkerExit& e) {
     return;
   }
   if (!config_.debug) rdzv_->ReportWorkerEnded(round_, EndedWorkerOf(e));
-  if (TakeWorkerExitWhilePreempting()) return;  // no restart decision: the notice caused it
+  for (const std::unique_ptr<AgentComponent>& c : components_) {
+    if (c->OnWorkerExit(e)) return;  // no restart decision for it
+  }
   if (e.while_stopping || !launcher_->running()) {
     spdlog::debug("local rank {} (pid {}) stopped: {}", e.placement.local_rank, e.pid, e.what);
     return;
@@ -254,8 +260,8 @@ void Agent::OnWorkersStopped() {
       phase_ = Phase::kAtBarrier;  // the job's word decides what follows
       return;
     case Phase::kRestarting:
-      // The dumps go before the stop report: the next round may follow it at once.
-      UploadTraces(/*even_without_files=*/false);
+      // Before the stop report: the next round may follow it at once.
+      for (const std::unique_ptr<AgentComponent>& c : components_) c->OnRoundStopped();
       return ReportStopped();
     default:
       return;  // a stop that found nothing running
@@ -276,7 +282,10 @@ void Agent::ReportStopped() {
 }
 
 void Agent::OnRendezvousEvent(const rdzv::Event& e) {
-  if (done() || HoldWhilePreempting(e)) return;
+  if (done()) return;
+  for (const std::unique_ptr<AgentComponent>& c : components_) {
+    if (c->OnRendezvousEvent(e)) return;
+  }
   if (hang_) hang_->OnJobEvent(e);  // a hang's stacks file, before the workers stop
   switch (e.kind) {
     case rdzv::Event::Kind::kProgress:
@@ -288,10 +297,9 @@ void Agent::OnRendezvousEvent(const rdzv::Event& e) {
       return OnStopRequested(e);
     case rdzv::Event::Kind::kFinished:
       return OnFinished(e.outcome);
-    case rdzv::Event::Kind::kPreempt:
-      return OnPreemptNotice(e);
+    case rdzv::Event::Kind::kPreempt:  // for the components (without one: no notice)
     case rdzv::Event::Kind::kTraces:
-      return OnTracesStored(e.traces);
+      return;
   }
 }
 
@@ -339,7 +347,7 @@ void Agent::OnRendezvousError(const rdzv::RendezvousError& error) {
       {.code = code,
        .summary = absl::StrCat("rendezvous failed: ", error.status.message(), "; exiting ", code),
        .is_error = true});
-  if (error.kill_by) FenceAtKillBy(*error.kill_by);
+  for (const std::unique_ptr<AgentComponent>& c : components_) c->OnRendezvousError(error);
 }
 
 void Agent::StartRound(const rdzv::Assignment& a) {
@@ -440,6 +448,20 @@ void Agent::StartDebugCommand(const rdzv::Assignment& a, const std::vector<Worke
   Publish();
 }
 
+bool Agent::ClaimStop(int sig) {
+  if (done() || agent_signal_ != 0) return false;
+  agent_signal_ = sig;  // a second notice (a signal) kills, as a second signal does
+  return true;
+}
+
+void Agent::ExitAfterStop(int code, std::string summary, int sig) {
+  ExitAfterStop({.code = code, .summary = std::move(summary)}, sig);
+}
+
+void Agent::AddToSummary(const std::string& line) {
+  if (exit_plan_) absl::StrAppend(&exit_plan_->summary, "; ", line);
+}
+
 void Agent::ExitAfterStop(ExitPlan plan, int sig) {
   if (!exit_plan_) exit_plan_ = std::move(plan);  // the first reason to exit is the one
   if (launcher_->running() || launcher_->stopping()) {
@@ -450,7 +472,10 @@ void Agent::ExitAfterStop(ExitPlan plan, int sig) {
 }
 
 void Agent::Finish() {
-  if (done() || HoldFinishForTraces()) return;
+  if (done()) return;
+  for (const std::unique_ptr<AgentComponent>& c : components_) {
+    if (c->HoldFinish()) return;
+  }
   const int code = exit_plan_ ? exit_plan_->code : exit_code::kTransient;
   phase_ = code == 0 ? Phase::kSucceeded : Phase::kFailed;
   Publish();

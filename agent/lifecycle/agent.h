@@ -11,7 +11,9 @@
 // what the job says: start a round's workers, stop them, or exit with the job's code.
 //
 // Its collaborators come in as AgentParts (agent/cli/wiring.h builds the real ones), so the
-// agent names no transport. Not thread-safe; Run() is called once, from main.
+// agent names no transport; features that need its events (preemption, trace collection,
+// the lease fence) come in as components (agent/lifecycle/agent_component.h), so its
+// handlers name no feature. Not thread-safe; Run() is called once, from main.
 #ifndef MUSTER_AGENT_AGENT_H_
 #define MUSTER_AGENT_AGENT_H_
 
@@ -20,14 +22,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "agent/config/run_plan.h"
+#include "agent/lifecycle/agent_component.h"
 #include "agent/lifecycle/agent_parts.h"
 #include "agent/lifecycle/event_log.h"
 #include "agent/lifecycle/run_dir.h"
 #include "agent/lifecycle/status_file.h"
-#include "agent/preempt/preempt_file_watch.h"
 #include "agent/workers/worker_specs.h"
 #include "rendezvous/core/types.h"
 
@@ -35,31 +38,21 @@ namespace muster {
 
 class HangWatch;  // agent/diagnostics/hang_watch.h
 
-class Agent {
+class Agent final : private AgentControl {
  public:
-  // Where the agent is in its lifecycle (docs/design.md §3).
-  enum class Phase {
-    kInit,        // before the rendezvous starts
-    kRendezvous,  // joined, or stopped and reported: waiting for the next round
-    kRunning,     // the round's workers run
-    kDebug,       // debug mode: the debug command runs instead of the workers
-    kCleaningUp,  // every local worker exited 0: stopping whatever they left behind
-    kAtBarrier,   // ... done; waiting for the rest of the job (the exit barrier)
-    kRestarting,  // stopping the workers because the job goes to a next round
-    kExiting,     // stopping the workers, then exiting as the exit plan says
-    kPreempting,  // a node is being preempted: the workers have the notice and checkpoint
-    kPreempted,   // ... they are done (this node was not the one): waiting for the job's word
-    kSucceeded,   // done: Run() returns 0
-    kFailed,      // done: Run() returns the exit plan's code
-  };
+  using Phase = LifecyclePhase;
 
   Agent(RunPlan plan, AgentParts parts);
   ~Agent();
 
+  // A feature that observes the agent's events (agent/lifecycle/agent_component.h); before
+  // Run(). Components are called in the order they were added.
+  void Add(std::unique_ptr<AgentComponent> component);
+
   // Runs the job; returns the agent's exit code (docs/design.md §4.4).
   int Run();
 
-  Phase phase() const { return phase_; }
+  Phase phase() const override { return phase_; }
 
  private:
   // How the agent ends: the first reason to exit is the one that counts.
@@ -90,71 +83,37 @@ class Agent {
   void LogRestart(const rdzv::Assignment& a);
   // Stops the workers; `next` is the phase whose end decides what follows. A stop already
   // under way keeps its phase unless the agent is now exiting.
-  void StopWorkers(Phase next, int sig);
+  void StopWorkers(Phase next, int sig) override;
   // Opens a fresh store and tells the job this node's workers are stopped.
   void ReportStopped();
   // Stops what runs (with `sig`), then exits as `plan` says.
   void ExitAfterStop(ExitPlan plan, int sig = SIGTERM);
-  void Finish();
+  void Finish() override;
   bool done() const { return phase_ == Phase::kSucceeded || phase_ == Phase::kFailed; }
   // Rewrites --status-file and the health service's state for the current phase.
-  void Publish();
+  void Publish() override;
+  // --status-file's document for the current phase, but the phase (Publish adds it last).
+  void FillStatus(nlohmann::json& doc) const;
   // The job's hang (docs/guides/hangs-and-stacks.md "Hangs") while the round it ended is the last:
   // its failure.
   const rdzv::Failure* HangShown() const;
   void Teardown();
   void ReleaseDebugDirIfHeld();
 
-  // Preemption (agent_preempt.cc, docs/guides/preemption.md).
-  struct PreemptState {
-    int round = 0;        // the round it concerns
-    bool self = false;    // this node is the one preempted: it leaves and exits 143
-    bool waiting = true;  // the workers have the notice; the grace runs
-    std::string host;     // the preempted node's
-    std::string reason;
-    absl::Time started;
-    EventLoop::TimerId grace_timer = 0;
-    EventLoop::TimerId kill_timer = 0;  // self: SIGKILL at started + --shutdown-timeout
-    std::optional<rdzv::Event> held;    // kStopWorkers / kFinished, replayed once done
-  };
-  absl::Status WatchPreemptFile();
-  void OnPreemptFile(const std::string& reason);
-  // SIGTERM or --preempt-file: tells the job, then the workers. False when no round's
-  // workers run here (the caller stops as before).
-  bool PreemptSelf(const std::string& reason);
-  void OnPreemptNotice(const rdzv::Event& e);
-  void BeginPreempt(bool self, const std::string& host, const std::string& reason);
-  void EndPreemptWait(const std::string& why);
-  // A worker ended while the notice runs: true when taken (no restart decision for it).
-  bool TakeWorkerExitWhilePreempting();
-  // kStopWorkers / kFinished while the workers checkpoint: true when held back.
-  bool HoldWhilePreempting(const rdzv::Event& e);
-
-  // Flight recorder dumps of every node (agent_traces.cc, docs/guides/collective-traces.md).
-  struct TraceState {
-    int round = 0;          // the round whose dumps were sent
-    bool sent = false;      // the backend takes them (the job answers)
-    bool complete = false;  // every node of the round still connected has answered
-    bool over = false;      // the exit no longer waits
-    EventLoop::TimerId timer = 0;
-    std::string line;  // "flight recorder traces of 2 nodes (4 files) in HOST:DIR/"
-  };
-  // After the workers of a round that did not succeed stopped: sends their dump files (or,
-  // with `even_without_files`, that there are none). Once per round.
-  void UploadTraces(bool even_without_files);
-  // Finish() of a failed job: sends this node's dumps and holds the exit (true) until every
-  // node's are stored or kTracesWait passed; the summary then names where they are.
-  bool HoldFinishForTraces();
-  void EndTracesWait(bool finish);
-  void OnTracesStored(const rdzv::TracesSummary& t);
-
-  // The fence (agent_fence.cc, docs/operations/liveness-and-partitions.md "etcd backend: the lease
-  // and the fence"): a rendezvous error with a kill-by time (rendezvous/rendezvous_error.h) has the
-  // workers SIGKILLed by then, whatever
-  // --shutdown-timeout says: the other nodes may start without this one from then on.
-  void FenceAtKillBy(absl::Time kill_by);
-  void KillAtFence();
-  bool fence_armed_ = false;  // once: a second error with a kill-by time changes nothing
+  // AgentControl, for the components.
+  const Config& config() const override { return config_; }
+  EventLoop& loop() override { return *loop_; }
+  WorkerLauncher& launcher() override { return *launcher_; }
+  rdzv::RendezvousClient* rendezvous() override { return rdzv_; }
+  EventLog& events() override { return *events_; }
+  const rdzv::NodeInfo& node() const override { return node_; }
+  const std::string& run_dir() const override { return run_dir_.path; }
+  int round() const override { return round_; }
+  const rdzv::Outcome* outcome() const override { return outcome_ ? &*outcome_ : nullptr; }
+  bool ClaimStop(int sig) override;
+  void ExitAfterStop(int code, std::string summary, int sig) override;
+  void Deliver(const rdzv::Event& event) override { OnRendezvousEvent(event); }
+  void AddToSummary(const std::string& line) override;
 
   const RunPlan plan_;
   const Config& config_ = plan_.config;  // shorthand: the plan's flags
@@ -182,9 +141,8 @@ class Agent {
   std::optional<rdzv::Outcome> outcome_;
   std::optional<rdzv::Event> last_stop_;  // the job's last kStopWorkers, for the event log
   std::unique_ptr<HangWatch> hang_;       // with --hang-timeout
-  std::optional<PreemptState> preempt_;   // the last preemption notice's
-  std::unique_ptr<PreemptFileWatch> preempt_watch_;  // --preempt-file
-  TraceState traces_;
+  // After parts_: a component's timers and watches are on the loop.
+  std::vector<std::unique_ptr<AgentComponent>> components_;
 };
 
 }  // namespace muster

@@ -24,9 +24,6 @@ AgentPhase PublishedPhase(Agent::Phase phase) {
     case Agent::Phase::kRestarting:
     case Agent::Phase::kExiting:
       return AgentPhase::kStopping;
-    case Agent::Phase::kPreempting:
-    case Agent::Phase::kPreempted:
-      return AgentPhase::kPreempting;
     case Agent::Phase::kSucceeded:
       return AgentPhase::kSucceeded;
     case Agent::Phase::kFailed:
@@ -74,22 +71,30 @@ const rdzv::Failure* Agent::HangShown() const {
 }
 
 void Agent::Publish() {
-  const AgentPhase phase = PublishedPhase(phase_);
-  if (parts_.health) parts_.health->Report(phase);
-  if (parts_.metrics) parts_.metrics->SetPhase(phase);
   // The document lists every worker and is published on every worker's exit: O(K^2) for K
   // workers, which slowed spawning at K=256 (B7) with nobody reading it.
-  if (!status_file_->enabled()) return;
-  nlohmann::json doc = {{"phase", AgentPhaseName(phase)},
-                        {"run_id", plan_.run_id},
-                        {"node_id", node_.node_id},
-                        {"host", hostname_},
-                        {"round", round_},
-                        {"restart_count", restart_count_},
-                        {"max_restarts", config_.max_restarts},
-                        {"time", absl::FormatTime(absl::Now())},
-                        {"containment", launcher_->containment()},
-                        {"workers", nlohmann::json::array()}};
+  nlohmann::json doc;
+  PublishedState state{.phase = PublishedPhase(phase_),
+                       .status = status_file_->enabled() ? &doc : nullptr};
+  if (state.status != nullptr) FillStatus(doc);
+  for (const std::unique_ptr<AgentComponent>& c : components_) c->Describe(state);
+  if (parts_.health) parts_.health->Report(state.phase);
+  if (parts_.metrics) parts_.metrics->SetPhase(state.phase);
+  if (state.status == nullptr) return;
+  doc["phase"] = AgentPhaseName(state.phase);
+  status_file_->Write(doc);
+}
+
+void Agent::FillStatus(nlohmann::json& doc) const {
+  doc = {{"run_id", plan_.run_id},
+         {"node_id", node_.node_id},
+         {"host", hostname_},
+         {"round", round_},
+         {"restart_count", restart_count_},
+         {"max_restarts", config_.max_restarts},
+         {"time", absl::FormatTime(absl::Now())},
+         {"containment", launcher_->containment()},
+         {"workers", nlohmann::json::array()}};
   if (assignment_) {
     doc["group_rank"] = assignment_->group_rank;
     doc["group_world_size"] = assignment_->group_world_size;
@@ -105,10 +110,6 @@ void Agent::Publish() {
     doc["workers"].push_back(worker);
   }
   if (!plan_.probe_report.is_null()) doc["probe"] = plan_.probe_report;
-  if (preempt_ && (phase_ == Phase::kPreempting || phase_ == Phase::kPreempted)) {
-    doc["preempting"] = {
-        {"host", preempt_->host}, {"reason", preempt_->reason}, {"self", preempt_->self}};
-  }
   if (const rdzv::Failure* hang = HangShown()) {  // as `muster status`' conditions say
     doc["hung"] = {{"reason", "Hung"}, {"message", hang->message}, {"rank", hang->rank}};
   }
@@ -117,7 +118,6 @@ void Agent::Publish() {
     doc["reason"] = outcome_->reason;
     if (outcome_->root_cause) doc["root_cause"] = FailureJson(*outcome_->root_cause);
   }
-  status_file_->Write(doc);
 }
 
 }  // namespace muster

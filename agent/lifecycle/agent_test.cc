@@ -5,9 +5,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "agent/diagnostics/trace_collection.h"
+#include "agent/lifecycle/lease_fence.h"
 #include "gtest/gtest.h"
 #include "launch/restart_policy.h"
 #include "launch/signals.h"
@@ -144,11 +148,17 @@ class AgentTest : public ::testing::Test {
           {.bind_address = "127.0.0.1", .port = static_cast<uint16_t>(port)});
     };
     agent_ = std::make_unique<Agent>(ResolveRunPlan(config_), std::move(parts));
+    // The features that need no real process (the preemption notice writes into each
+    // worker's directory and signals its pid: tests/integration/test_preempt.py).
+    agent_->Add(std::make_unique<TraceCollection>(nullptr));
+    agent_->Add(std::make_unique<LeaseFence>());
+    for (std::unique_ptr<AgentComponent>& c : components_) agent_->Add(std::move(c));
     return agent_->Run();
   }
 
   Config config_;
   std::function<void()> on_start_;
+  std::vector<std::unique_ptr<AgentComponent>> components_;  // added after the real ones
   std::unique_ptr<Agent> agent_;
   ScriptedLauncher* launcher_ = nullptr;  // owned by agent_
 };
@@ -197,6 +207,90 @@ TEST_F(AgentTest, SigtermDuringARoundStopsTheWorkersAndExits143) {
     ASSERT_TRUE(w.status.has_value());
     EXPECT_EQ(w.status->signal, SIGTERM);
   }
+}
+
+// A component (agent/lifecycle/agent_component.h) that records what the agent shows it and
+// holds the finish once, for a moment.
+class RecordingComponent : public AgentComponent {
+ public:
+  absl::Status Start(AgentControl& agent) override {
+    agent_ = &agent;
+    return absl::OkStatus();
+  }
+  bool OnSignal(int sig, bool first) override {
+    signals.push_back(sig);
+    if (!first || take_signal == 0) return false;
+    agent_->ExitAfterStop(99, "stopped by the component", take_signal);
+    return true;
+  }
+  bool OnWorkerExit(const WorkerExit& e) override {
+    exits.push_back(e.code);
+    return false;
+  }
+  bool OnRendezvousEvent(const rdzv::Event& e) override {
+    events.push_back(e.kind);
+    return false;
+  }
+  bool HoldFinish() override {
+    ++finish_asked;
+    if (held) return false;
+    held = true;
+    agent_->loop().AddTimer(EventLoop::Now() + absl::Milliseconds(20), [this] {
+      agent_->AddToSummary("held by the component");
+      agent_->Finish();
+    });
+    return true;
+  }
+  void Describe(PublishedState& state) const override { phases.push_back(state.phase); }
+
+  int take_signal = 0;  // nonzero: the first signal is taken; the workers get this one
+  std::vector<int> signals;
+  std::vector<int> exits;
+  std::vector<rdzv::Event::Kind> events;
+  int finish_asked = 0;
+  bool held = false;
+  mutable std::vector<AgentPhase> phases;
+
+ private:
+  AgentControl* agent_ = nullptr;
+};
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_F(AgentTest, AComponentSeesTheEventsAndMayHoldTheFinish) {
+  config_.termination_log = testing::TempDir() + "/agent_test_component_termination_log";
+  auto component = std::make_unique<RecordingComponent>();
+  RecordingComponent* seen = component.get();
+  components_.push_back(std::move(component));
+  EXPECT_EQ(RunAgent({{0, 0}}), 0);
+  EXPECT_EQ(agent_->phase(), Agent::Phase::kSucceeded);
+  EXPECT_EQ(seen->exits, (std::vector<int>{0, 0}));
+  EXPECT_EQ(seen->events.front(), rdzv::Event::Kind::kRoundStarted);
+  EXPECT_EQ(seen->events.back(), rdzv::Event::Kind::kFinished);
+  EXPECT_TRUE(seen->signals.empty());
+  // Held once, asked again when it let go.
+  EXPECT_EQ(seen->finish_asked, 2);
+  EXPECT_EQ(seen->phases.front(), AgentPhase::kRendezvous);
+  EXPECT_EQ(seen->phases.back(), AgentPhase::kSucceeded);
+  EXPECT_EQ(ReadWholeFile(config_.termination_log),
+            "job succeeded: all 2 workers on 1 node exited 0; held by the component\n");
+}
+
+TEST_F(AgentTest, AComponentMayTakeTheStopOfTheFirstSignal) {
+  on_start_ = [] { kill(getpid(), SIGTERM); };
+  auto component = std::make_unique<RecordingComponent>();
+  component->take_signal = SIGINT;
+  RecordingComponent* seen = component.get();
+  components_.push_back(std::move(component));
+  EXPECT_EQ(RunAgent({{kRunsUntilStopped, kRunsUntilStopped}}), 99);
+  EXPECT_EQ(seen->signals, std::vector<int>{SIGTERM});
+  // The component's stop, not the agent's own (which forwards SIGTERM).
+  EXPECT_EQ(launcher_->stop_signals, std::vector<int>{SIGINT});
 }
 
 TEST_F(AgentTest, SpentBudgetEndsTheJobWithTheLastFailure) {

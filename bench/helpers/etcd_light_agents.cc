@@ -43,7 +43,7 @@
 #include "bench/helpers/agent_bench_args.h"
 #include "etcd/etcdserverpb/rpc.grpc.pb.h"
 #include "muster/v1/etcd.pb.h"
-#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/wire/proto_convert.h"
 
 namespace {
 
@@ -414,7 +414,7 @@ class LightAgents {
                                .join_timeout = absl::Seconds(args_.timeout_s),
                                .heartbeat_interval = absl::Seconds(args_.ttl_s) / 3,
                                .heartbeat_misses = 3};
-    muster::rdzv::grpc_internal::ToProto(info, spec, node.mutable_join());
+    muster::rdzv::wire::ToProto(info, spec, node.mutable_join());
     Put(job_ + "nodes/" + a.id, node.SerializeAsString(), a.lease, [this] {
       if (++joined_ == agents_.size()) joined_at_ = Mono();
     });

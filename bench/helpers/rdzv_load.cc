@@ -29,16 +29,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rdzv_load_common.h"
 #include "rendezvous/grpc/tcp_keepalive.h"
@@ -46,6 +47,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using muster::CondVar;
+using muster::Mutex;
+using muster::MutexLock;
 using muster::bench::CpuSeconds;
 using muster::bench::JsonString;
 using muster::bench::MonotonicSeconds;
@@ -69,18 +73,18 @@ struct Args {
 
 // Shared progress of all agents; the main thread waits on it.
 struct Progress {
-  std::mutex mu;
-  std::condition_variable cv;
-  int round_started = 0;
-  int done = 0;
-  Clock::time_point last_round_started;
-  Clock::time_point last_done;
-  std::vector<std::string> errors;
+  Mutex mu;
+  CondVar cv;
+  int round_started ABSL_GUARDED_BY(mu) = 0;
+  int done ABSL_GUARDED_BY(mu) = 0;
+  Clock::time_point last_round_started ABSL_GUARDED_BY(mu);
+  Clock::time_point last_done ABSL_GUARDED_BY(mu);
+  std::vector<std::string> errors ABSL_GUARDED_BY(mu);
 
   void Error(std::string what) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     errors.push_back(std::move(what));
-    cv.notify_all();
+    cv.SignalAll();
   }
 };
 
@@ -102,7 +106,7 @@ class Agent : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage
   void Send(v1::AgentMessage msg) {
     const v1::AgentMessage* next = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return;
       out_.push_back(std::move(msg));
       if (writing_) return;
@@ -128,10 +132,10 @@ class Agent : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage
         }
         Send(std::move(started));
       }
-      std::lock_guard<std::mutex> lock(progress_->mu);
+      MutexLock lock(&progress_->mu);
       if (++progress_->round_started == args_.m) {
         progress_->last_round_started = Clock::now();
-        progress_->cv.notify_all();
+        progress_->cv.SignalAll();
       }
     } else if (in_.kind_case() == v1::ServerMessage::kError) {
       progress_->Error(in_.error().message());
@@ -142,7 +146,7 @@ class Agent : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage
   void OnWriteDone(bool ok) override {
     const v1::AgentMessage* next = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       out_.pop_front();
       writing_ = false;
       if (!ok) {
@@ -161,10 +165,10 @@ class Agent : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage
     if (!status.ok() && !leaving_.load()) {
       progress_->Error("stream " + std::to_string(index_) + ": " + status.error_message());
     }
-    std::lock_guard<std::mutex> lock(progress_->mu);
+    MutexLock lock(&progress_->mu);
     if (++progress_->done == args_.m) {
       progress_->last_done = Clock::now();
-      progress_->cv.notify_all();
+      progress_->cv.SignalAll();
     }
   }
 
@@ -184,10 +188,10 @@ class Agent : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage
   grpc::ClientContext context_;
   v1::ServerMessage in_;
   std::atomic<bool> leaving_{false};
-  std::mutex mu_;
-  std::deque<v1::AgentMessage> out_;
-  bool writing_ = false;
-  bool closed_ = false;
+  Mutex mu_;
+  std::deque<v1::AgentMessage> out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 [[noreturn]] void Usage(const char* why) {
@@ -295,12 +299,15 @@ int main(int argc, char** argv) {
   Clock::time_point t_first = Clock::now();
   for (int i = 0; i < a.m; ++i) agents[i]->Begin(stubs[i].get());
   bool formed = false;
+  Clock::time_point last_round_started;
   {
-    std::unique_lock<std::mutex> lock(progress.mu);
-    formed = progress.cv.wait_for(lock, kPhaseTimeout, [&] {
-      return progress.round_started == a.m || !progress.errors.empty();
-    });
-    formed = formed && progress.round_started == a.m;
+    MutexLock lock(&progress.mu);
+    const absl::Time deadline = absl::Now() + absl::FromChrono(kPhaseTimeout);
+    while (progress.round_started != a.m && progress.errors.empty()) {
+      if (progress.cv.WaitWithDeadline(&progress.mu, deadline)) break;
+    }
+    formed = progress.round_started == a.m;
+    last_round_started = progress.last_round_started;
   }
   double cpu_round = CpuSeconds() - cpu1;
   std::fprintf(stderr, "phase join end\n");
@@ -341,9 +348,12 @@ int main(int argc, char** argv) {
     double cpu3 = CpuSeconds();
     Clock::time_point t_leave = Clock::now();
     for (auto& agent : agents) agent->Leave();
-    std::unique_lock<std::mutex> lock(progress.mu);
-    bool all_done =
-        progress.cv.wait_for(lock, std::chrono::seconds(60), [&] { return progress.done == a.m; });
+    MutexLock lock(&progress.mu);
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (progress.done != a.m) {
+      if (progress.cv.WaitWithDeadline(&progress.mu, deadline)) break;
+    }
+    bool all_done = progress.done == a.m;
     double cpu_leave = CpuSeconds() - cpu3;
     std::fprintf(stderr, "phase leave end\n");
     char buf[120];
@@ -361,7 +371,7 @@ int main(int argc, char** argv) {
   std::string errors = "[";
   size_t n_errors = 0;
   {
-    std::lock_guard<std::mutex> lock(progress.mu);
+    MutexLock lock(&progress.mu);
     n_errors = progress.errors.size();
     for (size_t i = 0; i < progress.errors.size() && i < 3; ++i) {
       errors += (i ? ", " : "") + JsonString(progress.errors[i]);
@@ -370,7 +380,7 @@ int main(int argc, char** argv) {
   errors += "]";
   char round_ms[40] = "null";
   if (formed) {
-    std::snprintf(round_ms, sizeof round_ms, "%.3f", Ms(progress.last_round_started - t_first));
+    std::snprintf(round_ms, sizeof round_ms, "%.3f", Ms(last_round_started - t_first));
   }
   std::printf(
       "{\"m\": %d, \"client\": \"c++\", \"connect_ms\": %.3f, \"client_cpu_connect_s\": %.6f, "

@@ -1,8 +1,9 @@
-// The event loop behind StoreServer: accepts clients (or adopts sockets another
-// listener accepted), reads and decodes their requests, applies them to the
-// StoreState and writes replies, all on the thread that calls Run(). Owned by
-// StoreServer. Only Stop(), Adopt() and num_connections() may be called from
-// other threads; everything else belongs to the loop thread.
+// The store's side of its reactor (base/event_loop.h): accepts clients through
+// base/acceptor.h (or adopts sockets another listener accepted), reads and decodes
+// their requests, applies them to the StoreState and writes replies, all on the
+// thread that calls Run(). Owned by StoreServer. Only Stop(), Adopt() and
+// num_connections() may be called from other threads; everything else belongs to
+// the loop thread.
 #ifndef MUSTER_RENDEZVOUS_C10D_STORE_LOOP_H_
 #define MUSTER_RENDEZVOUS_C10D_STORE_LOOP_H_
 
@@ -10,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +18,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "base/acceptor.h"
+#include "base/event_loop.h"
 #include "base/unique_fd.h"
 #include "rendezvous/c10d/connection.h"
 #include "rendezvous/c10d/store_state.h"
@@ -38,7 +40,7 @@ class StoreLoop : public Outbox {
 
   // Serves until Stop(); closes every client connection before returning.
   void Run();
-  // Thread-safe, async-signal-safe: wakes the loop through its eventfd.
+  // Thread-safe, async-signal-safe: EventLoop::Quit.
   void Stop();
   size_t num_connections() const { return num_connections_.load(); }
   // Thread-safe: serves a connected, non-blocking socket as if the loop had
@@ -50,15 +52,11 @@ class StoreLoop : public Outbox {
   void Send(ConnectionId conn, std::span<const std::string_view> parts) override;
 
  private:
-  StoreLoop(UniqueFd listener, UniqueFd epoll, UniqueFd wake, UniqueFd inbox_wake,
-            const Limits& limits, std::shared_ptr<std::atomic<int64_t>> connection_gauge);
+  StoreLoop(std::unique_ptr<EventLoop> loop, const Limits& limits,
+            std::shared_ptr<std::atomic<int64_t>> connection_gauge);
 
-  void AcceptAll();
-  void TakeAdopted();
   void AddConnection(UniqueFd socket, std::string peer);
-  void PauseListener(int err);
-  void ResumeListener();
-  void OnConnectionEvent(ConnectionId id, uint32_t events);
+  void OnConnectionEvent(Connection& conn, uint32_t events);
   // Decodes and executes buffered requests, then writes; repeats while draining
   // the output un-pauses input that is already buffered. False when `conn` was
   // closed.
@@ -69,19 +67,13 @@ class StoreLoop : public Outbox {
   // close.
   void Close(Connection& conn, std::string_view reason, bool warn);
 
-  UniqueFd listener_;
-  UniqueFd epoll_;
-  UniqueFd wake_;
-  UniqueFd inbox_wake_;  // Adopt() -> loop
-  std::mutex inbox_mu_;
-  std::vector<std::pair<UniqueFd, std::string>> inbox_;  // guarded by inbox_mu_
+  const std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<Acceptor> acceptor_;  // none when every connection is adopted
   Limits limits_;
   StoreState state_{this, limits_.max_store_bytes};
   absl::flat_hash_map<ConnectionId, std::unique_ptr<Connection>> connections_;
   std::vector<ConnectionId> dirty_;  // connections with output queued this iteration
-  ConnectionId next_id_;
-  bool listener_paused_ = false;
-  bool stopping_ = false;
+  ConnectionId next_id_ = 1;
   std::atomic<size_t> num_connections_{0};
   const std::shared_ptr<std::atomic<int64_t>> connection_gauge_;  // may be null
 };

@@ -3,9 +3,9 @@
 // §4.2). Each connection is detected as legacy (torch 1.13-2.1) or modern
 // (VALIDATE, torch 2.4+).
 //
-// One thread runs one epoll loop over non-blocking sockets; a malformed or
-// oversized request closes only its own connection. The caller owns the server;
-// Shutdown() and the destructor stop the thread and close every socket. port()
+// One thread runs one reactor (base/event_loop.h) over non-blocking sockets; a
+// malformed or oversized request closes only its own connection. The caller owns the server;
+// Shutdown() and the destructor stop the thread and close every socket. port(),
 // Shutdown() and Adopt() are thread-safe. A rendezvous round uses a fresh
 // server: on a fresh port, or adopting the connections the job's shared port
 // (rendezvous/shared_port) tells apart from the rendezvous's.

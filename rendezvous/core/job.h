@@ -36,8 +36,9 @@
 // (preemption notices), job_traces.cc (flight recorder dumps collected), job_settle.cc
 // (the settle window).
 //
-// Not thread-safe: the owner serialises calls (rendezvous/registry's JobRegistry holds a
-// mutex).
+// Not thread-safe: the owner serialises calls. Both backends own it through
+// rendezvous/registry's JobHost (the server's JobRegistry holds a mutex; the etcd
+// coordinator runs on its brain thread).
 #ifndef MUSTER_RENDEZVOUS_CORE_JOB_H_
 #define MUSTER_RENDEZVOUS_CORE_JOB_H_
 

@@ -1,6 +1,6 @@
 // JobStatusSnapshot: one job as its status shows it (docs/design.md §4.6), as plain data, and
 // JobStatusOf, which builds it from the job's rdzv::Job. Whatever carries it (the gRPC
-// JobStatus service: rendezvous/grpc/proto_convert; GetJobStatus in
+// JobStatus service: rendezvous/wire/proto_convert; GetJobStatus in
 // rendezvous/grpc/job_status_client.h for `muster status`) converts it; no transport here.
 #ifndef MUSTER_RENDEZVOUS_CORE_JOB_STATUS_H_
 #define MUSTER_RENDEZVOUS_CORE_JOB_STATUS_H_

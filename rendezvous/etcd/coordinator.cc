@@ -9,15 +9,15 @@
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/core/job_status.h"
 #include "rendezvous/etcd/etcd_status.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
 
-using grpc_internal::FromProto;
-using grpc_internal::ToProto;
+using wire::FromProto;
+using wire::ToProto;
 
 namespace {
 
@@ -36,7 +36,7 @@ Coordinator::Coordinator(EtcdClient* etcd, std::string job_prefix, std::string s
       prefix_(std::move(job_prefix)),
       self_(std::move(self_id)),
       lease_(lease),
-      job_(spec, absl::Now()),
+      host_(spec, absl::Now(), this, {.backend = "etcd rendezvous"}),
       job_lease_(etcd, spec.heartbeat_interval * spec.heartbeat_misses) {}
 
 absl::Status Coordinator::Begin(absl::Time now, const std::vector<std::string>& present) {
@@ -79,7 +79,7 @@ absl::Status Coordinator::Begin(absl::Time now, const std::vector<std::string>& 
       "etcd rendezvous: this agent coordinates the job from round {} on ({} restarts used)",
       state.round() + 1, state.restarts_used());
   std::vector<std::string> order(state.participants().begin(), state.participants().end());
-  job_.ContinueFrom(state.round(), state.restarts_used(), std::move(history), order);
+  host_.ContinueFrom(state.round(), state.restarts_used(), std::move(history), order);
   carried_.Load(state, present, now);
   PersistState();  // under this coordinator's job lease id (a new one if it had expired)
   ContinuePreemption(now);
@@ -91,100 +91,76 @@ void Coordinator::NodeReady(const v1::Join& join, absl::Time now) {
   JobSpec spec;
   FromProto(join, &node, &spec);
   if (!joined_.insert(node.node_id).second) return;
-  std::vector<Event> events;
-  absl::Status joined = job_.Join(node, spec, now, &events);
+  absl::Status joined = host_.Join(node, spec, now);  // published (Deliver)
   if (!joined.ok()) {
     joined_.erase(node.node_id);
-    Publish(now, events, {{node.node_id, joined}});
+    Publish(now, {}, {{node.node_id, joined}});
     return;
   }
-  Publish(now, events);
   carried_.NodeJoined(node.node_id);
   ContinuePreemption(now);
 }
 
 void Coordinator::NodeGone(const std::string& node_id, absl::Time now, const std::string& why) {
   carried_.NodeGone(node_id);
-  if (joined_.erase(node_id) != 0) {
-    std::vector<Event> events;
-    job_.NodeLost(node_id, why, now, &events);
-    Publish(now, events);
-  }
+  if (joined_.erase(node_id) != 0) host_.NodeLost(node_id, why, now);
   ContinuePreemption(now);
 }
 
 void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, absl::Time now) {
   if (joined_.count(node_id) == 0) return;
-  std::vector<Event> events;
-  const bool held_before = job_.held_failure().has_value();
+  // Each host call publishes its events (Deliver).
   switch (m.kind_case()) {
     case v1::AgentMessage::kWorkerFailed:
-      job_.WorkerFailed(node_id, m.worker_failed().round(), FromProto(m.worker_failed().failure()),
-                        now, &events);
+      host_.WorkerFailed(node_id, m.worker_failed().round(), FromProto(m.worker_failed().failure()),
+                         now);
       break;
     case v1::AgentMessage::kWorkersSucceeded:
-      job_.WorkersSucceeded(node_id, m.workers_succeeded().round(), now, &events);
+      host_.WorkersSucceeded(node_id, m.workers_succeeded().round(), now);
       break;
     case v1::AgentMessage::kWorkersStopped:
-      job_.WorkersStopped(node_id, m.workers_stopped().round(), m.workers_stopped().store_port(),
-                          now, &events);
+      host_.WorkersStopped(node_id, m.workers_stopped().round(), m.workers_stopped().store_port(),
+                           now);
       break;
     case v1::AgentMessage::kWorkersStarted:
-      job_.WorkersStarted(node_id, m.workers_started().round(), FromProto(m.workers_started()),
-                          now);
+      host_.WorkersStarted(node_id, m.workers_started().round(), FromProto(m.workers_started()),
+                           now);
       break;
     case v1::AgentMessage::kWorkerEnded:
-      job_.WorkerEnded(node_id, m.worker_ended().round(), FromProto(m.worker_ended()), now);
+      host_.WorkerEnded(node_id, m.worker_ended().round(), FromProto(m.worker_ended()), now);
       break;
     case v1::AgentMessage::kPreempt:
-      PreemptNode(node_id, m.preempt().reason(), now, &events);
+      host_.Preempt(node_id, m.preempt().reason(), now);
       break;
     case v1::AgentMessage::kStalled:
-      job_.NodeStalled(node_id, m.stalled().round(), FromProto(m.stalled()), now, &events);
+      host_.NodeStalled(node_id, m.stalled().round(), FromProto(m.stalled()), now);
       break;
     case v1::AgentMessage::kTraces:  // no data through etcd: where each file stays (HOST:PATH)
-      job_.TracesStored(node_id, m.traces().round(), "",
-                        TraceNode{.files = {m.traces().paths().begin(), m.traces().paths().end()},
-                                  .note = m.traces().note()},
-                        "", now, &events);
+      host_.TracesStored(node_id, m.traces().round(), "",
+                         TraceNode{.files = {m.traces().paths().begin(), m.traces().paths().end()},
+                                   .note = m.traces().note()},
+                         "", now);
       break;
     default:
       return;  // Join and Leave travel as the node key itself
-  }
-  if (!held_before && job_.held_failure()) {  // rendezvous/core/job_settle.cc
-    spdlog::info("etcd rendezvous: {}", HoldNotice(*job_.held_failure()));
-  }
-  Publish(now, events);
-}
-
-void Coordinator::PreemptNode(const std::string& node_id, const std::string& reason, absl::Time now,
-                              std::vector<Event>* events) {
-  absl::Status st = job_.Preempt(node_id, reason, now, events);
-  if (st.ok()) {
-    spdlog::info("etcd rendezvous: node {} is being preempted: {}", node_id, reason);
-  } else {
-    spdlog::info("etcd rendezvous: preemption notice of node {} not passed on: {}", node_id,
-                 std::string(st.message()));
   }
 }
 
 void Coordinator::Tick(absl::Time now) {
   KeepJobLease(now);
-  std::vector<Event> events;
-  job_.Tick(now, &events);
-  Publish(now, events);
+  host_.Tick(now);  // published (Deliver)
 }
 
 std::optional<absl::Time> Coordinator::NextDeadline() const {
-  std::optional<absl::Time> due = job_.NextDeadline();
+  std::optional<absl::Time> due = host_.NextDeadline();
   if (status_due_ && (!due || *status_due_ < *due)) due = status_due_;
   if (!due || job_lease_.due() < *due) due = job_lease_.due();
   return due;
 }
 
 void Coordinator::WriteStatus(absl::Time now) {
-  const int phase = static_cast<int>(PhaseOf(job_));
-  if (phase == status_phase_ && job_.round() == status_round_ &&
+  const int phase = static_cast<int>(PhaseOf(host_.job()));
+  if (phase == status_phase_ && host_.job().round() == status_round_ &&
       now < status_written_ + kStatusEvery) {
     if (!status_due_) status_due_ = status_written_ + kStatusEvery;
     return;
@@ -194,7 +170,7 @@ void Coordinator::WriteStatus(absl::Time now) {
   // One try (each member once): the status is for people; a failed write is retried a
   // second later, and the job goes on meanwhile.
   absl::StatusOr<int64_t> put =
-      etcd_->Put(prefix_ + "status", EtcdStatusValue(JobStatusOf(job_)), job_lease_.id());
+      etcd_->Put(prefix_ + "status", EtcdStatusValue(JobStatusOf(host_.job())), job_lease_.id());
   if (!put.ok()) {
     spdlog::warn("etcd rendezvous: cannot write the job's status: {}",
                  std::string(put.status().message()));
@@ -202,7 +178,7 @@ void Coordinator::WriteStatus(absl::Time now) {
     return;
   }
   status_phase_ = phase;
-  status_round_ = job_.round();
+  status_round_ = host_.job().round();
 }
 
 void Coordinator::NameSuccessor(const std::string& node_id, int64_t create_revision) {
@@ -234,7 +210,7 @@ void Coordinator::Publish(absl::Time now, const std::vector<Event>& events,
     for (const auto& [node_id, status] : refusals) {
       v1::EtcdEvents::Addressed* a = batch_of(node_id).add_events();
       a->set_node_id(node_id);
-      a->mutable_message()->mutable_error()->set_code(grpc_internal::ToWireCode(status.code()));
+      a->mutable_message()->mutable_error()->set_code(wire::ToWireCode(status.code()));
       a->mutable_message()->mutable_error()->set_message(std::string(status.message()));
     }
     ++published_;
@@ -253,7 +229,7 @@ absl::Status Coordinator::PutPersistently(const std::string& key, const std::str
                                           int64_t lease) {
   // A lost batch would leave agents waiting for ever; past a lease TTL this agent's own
   // lease is gone too (it exits 138 and the next coordinator takes over).
-  const JobSpec& spec = job_.spec();
+  const JobSpec& spec = host_.job().spec();
   return PutWithin(*etcd_, key, value, lease, spec.heartbeat_interval * spec.heartbeat_misses)
       .status();
 }
@@ -261,7 +237,7 @@ absl::Status Coordinator::PutPersistently(const std::string& key, const std::str
 absl::Status Coordinator::PutAllPersistently(
     const std::vector<std::pair<std::string, std::string>>& kvs) {
   // As PutPersistently; a batch put again reaches its node once (EtcdEvents.seq).
-  const JobSpec& spec = job_.spec();
+  const JobSpec& spec = host_.job().spec();
   const absl::Time give_up = absl::Now() + spec.heartbeat_interval * spec.heartbeat_misses;
   for (;;) {
     absl::StatusOr<int64_t> put = etcd_->PutAll(kvs, lease_);
@@ -286,18 +262,19 @@ void Coordinator::KeepJobLease(absl::Time now) {
 }
 
 void Coordinator::PersistState() {
-  const bool outcome = job_.outcome().has_value();
+  const bool outcome = host_.job().outcome().has_value();
   v1::EtcdJobState state;
   SavePreemptions(&state);
   const size_t preempting = state.preempting_size();
-  if (job_.round() == persisted_round_ && job_.restarts_used() == persisted_restarts_ &&
-      job_.history().size() == persisted_history_ && outcome == persisted_outcome_ &&
+  if (host_.job().round() == persisted_round_ &&
+      host_.job().restarts_used() == persisted_restarts_ &&
+      host_.job().history().size() == persisted_history_ && outcome == persisted_outcome_ &&
       preempting == persisted_preempting_) {
     return;
   }
-  state.set_round(job_.round());
-  state.set_restarts_used(job_.restarts_used());
-  for (const RestartRecord& r : job_.history()) {
+  state.set_round(host_.job().round());
+  state.set_restarts_used(host_.job().restarts_used());
+  for (const RestartRecord& r : host_.job().history()) {
     v1::RestartRecord* p = state.add_history();
     p->set_round(r.round);
     p->set_attempt(r.attempt);
@@ -307,7 +284,7 @@ void Coordinator::PersistState() {
     p->set_counted(r.counted);
     if (r.failure) ToProto(*r.failure, p->mutable_failure());
   }
-  for (const NodeInfo& n : job_.participants()) state.add_participants(n.node_id);
+  for (const NodeInfo& n : host_.job().participants()) state.add_participants(n.node_id);
   state.set_job_lease(job_lease_.id());
   state.set_finished(outcome);
   absl::Status put = PutPersistently(prefix_ + "job", state.SerializeAsString(), job_lease_.id());
@@ -315,9 +292,9 @@ void Coordinator::PersistState() {
     spdlog::warn("etcd rendezvous: cannot save the job's state: {}", std::string(put.message()));
     return;
   }
-  persisted_round_ = job_.round();
-  persisted_restarts_ = job_.restarts_used();
-  persisted_history_ = job_.history().size();
+  persisted_round_ = host_.job().round();
+  persisted_restarts_ = host_.job().restarts_used();
+  persisted_history_ = host_.job().history().size();
   persisted_outcome_ = outcome;
   persisted_preempting_ = preempting;
 }

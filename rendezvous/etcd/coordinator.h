@@ -1,12 +1,13 @@
 // Coordinator: the etcd backend's owner of the job (docs/guides/etcd.md). The agent
-// whose node key has the lowest create revision runs it: it feeds rendezvous/core's Job
-// with what the agents put in etcd (nodes ready for it, their reports, lost leases) and
-// publishes the Job's events, batch by batch, to each node's own key (to/NODE_ID), which
-// that node alone watches: a round costs O(nodes) in etcd, not O(nodes^2). It keeps the
-// Job's round, restart budget and history in etcd so that the next coordinator continues
-// them (Job::ContinueFrom), with the previous round's order of nodes (stable ranks). For
-// `muster status` it also puts the Job's status (etcd_status.h) on each change of phase or
-// round at once, else at most once a second.
+// whose node key has the lowest create revision runs it: it feeds rendezvous/core's Job,
+// through the JobHost the gRPC server's registry uses too (registry/job_host.h), with
+// what the agents put in etcd (nodes ready for it, their reports, lost leases) and, as
+// the host's transport, publishes the Job's events, batch by batch, to each node's own
+// key (to/NODE_ID), which that node alone watches: a round costs O(nodes) in etcd, not
+// O(nodes^2). It keeps the Job's round, restart budget and history in etcd so that the
+// next coordinator continues them (Job::ContinueFrom), with the previous round's order of
+// nodes (stable ranks). For `muster status` it also puts the Job's status (etcd_status.h)
+// on each change of phase or round at once, else at most once a second.
 //
 // Owned by the agent's EtcdRendezvousClient; not thread-safe (its brain thread calls it).
 #ifndef MUSTER_RENDEZVOUS_ETCD_COORDINATOR_H_
@@ -26,6 +27,7 @@
 #include "rendezvous/etcd/carried_preemptions.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/job_lease.h"
+#include "rendezvous/registry/job_host.h"
 
 namespace muster::v1 {
 class AgentMessage;
@@ -37,7 +39,7 @@ class Join;
 
 namespace muster::rdzv::etcd {
 
-class Coordinator {
+class Coordinator : private JobHost::Transport {
  public:
   // `job_prefix`: "PREFIX/RUN_ID/"; `lease`: this agent's lease (the events key lives
   // with it).
@@ -74,14 +76,13 @@ class Coordinator {
   std::optional<absl::Time> NextDeadline() const;
 
  private:
+  // The host's transport: every change of the Job is published.
+  void Deliver(std::vector<Event> events, absl::Time now) override { Publish(now, events); }
   // Puts `events` (and `refusals`: node id, error) as one batch, then the job's state if
   // it changed.
   void Publish(absl::Time now, const std::vector<Event>& events,
                const std::vector<std::pair<std::string, absl::Status>>& refusals = {});
   void PersistState();
-  // A node's preemption notice (docs/guides/preemption.md): Job::Preempt, refusals logged.
-  void PreemptNode(const std::string& node_id, const std::string& reason, absl::Time now,
-                   std::vector<Event>* events);
   // The previous coordinator's preemptions (carried_): hands the Job one once it is due
   // (coordinator_drain.cc).
   void ContinuePreemption(absl::Time now);
@@ -103,7 +104,7 @@ class Coordinator {
   const std::string prefix_;
   const std::string self_;
   const int64_t lease_;
-  Job job_;
+  JobHost host_;
   JobLease job_lease_;
   std::set<std::string> joined_;
   CarriedPreemptions carried_;

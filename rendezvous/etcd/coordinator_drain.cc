@@ -6,22 +6,16 @@
 #include <algorithm>
 #include <optional>
 
-#include "base/status_macros.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
 
 absl::StatusOr<NodeInfo> Coordinator::Drain(const std::string& node_id, const std::string& host,
                                             const std::string& reason, absl::Time now) {
-  ASSIGN_OR_RETURN(NodeInfo drained, job_.NodeToDrain(node_id, host));
-  std::vector<Event> events;
-  if (absl::Status st = job_.Preempt(drained.node_id, reason, now, &events); !st.ok()) return st;
-  spdlog::info("etcd rendezvous: draining node {} ({}): {}", drained.node_id, drained.host, reason);
-  Publish(now, events);
-  return drained;
+  return host_.Drain(node_id, host, reason, now);  // published (Deliver)
 }
 
 v1::EtcdAnswer Coordinator::AnswerDrain(const v1::DrainRequest& request, absl::Time now) {
@@ -32,7 +26,7 @@ v1::EtcdAnswer Coordinator::AnswerDrain(const v1::DrainRequest& request, absl::T
     answer.set_node_id(drained->node_id);
     answer.set_host(drained->host);
   } else {
-    answer.mutable_error()->set_code(grpc_internal::ToWireCode(drained.status().code()));
+    answer.mutable_error()->set_code(wire::ToWireCode(drained.status().code()));
     answer.mutable_error()->set_message(std::string(drained.status().message()));
   }
   return answer;
@@ -43,27 +37,25 @@ void Coordinator::ContinuePreemption(absl::Time now) {
   if (!due) return;
   spdlog::info("etcd rendezvous: node {} left as the previous coordinator's preemption said ({})",
                due->node_id, due->reason);
-  std::vector<Event> events;
-  job_.PreemptedNodeLeft(*due, now, &events);
-  Publish(now, events);
+  host_.PreemptedNodeLeft(*due, now);  // published (Deliver)
 }
 
 void Coordinator::SavePreemptions(v1::EtcdJobState* state) const {
   // The preempted node leaves within --shutdown-timeout and the SIGKILL grace after it;
   // one that has left is this Job's business already (a next one would count it twice).
-  for (const Preemption& p : job_.preempting()) {
-    const std::vector<NodeInfo>& in = job_.participants();
+  for (const Preemption& p : host_.job().preempting()) {
+    const std::vector<NodeInfo>& in = host_.job().participants();
     if (std::none_of(in.begin(), in.end(),
                      [&](const NodeInfo& n) { return n.node_id == p.node_id; })) {
       continue;
     }
-    SavePreemption(p, p.since + job_.spec().stop_timeout, state);
+    SavePreemption(p, p.since + host_.job().spec().stop_timeout, state);
   }
   carried_.SaveTo(state);
 }
 
 void Coordinator::PreemptedSelfLeaves(const std::string& self_id, absl::Time now) {
-  for (const Preemption& p : job_.preempting()) {
+  for (const Preemption& p : host_.job().preempting()) {
     if (p.node_id == self_id) return NodeGone(self_id, now);
   }
 }

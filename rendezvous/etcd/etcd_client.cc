@@ -5,22 +5,22 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "etcd/etcdserverpb/rpc.grpc.pb.h"
 #include "rendezvous/etcd/etcd_errors.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::etcd {
 
 namespace pb = ::etcdserverpb;
-using grpc_internal::ToAbslStatus;
+using wire::ToAbslStatus;
 
 std::string PrefixEnd(const std::string& prefix) {
   std::string end = prefix;
@@ -99,7 +99,7 @@ class EtcdClient::Impl {
   size_t current() const { return current_.load(); }
   const std::string& endpoint(size_t i) const { return endpoints_[i]; }
   std::shared_ptr<grpc::Channel> channel(size_t i) const {
-    std::lock_guard<std::mutex> lock(channels_mu_);
+    MutexLock lock(&channels_mu_);
     return channels_[i];
   }
   // `failed` was the member in use and did not answer: the next one is used from now on
@@ -130,7 +130,7 @@ class EtcdClient::Impl {
   // The token to send ("" without a user), authenticating when there is none yet.
   absl::StatusOr<std::string> Token() {
     if (username_.empty()) return std::string();
-    std::lock_guard<std::mutex> lock(token_mu_);  // one Authenticate at a time
+    MutexLock lock(&token_mu_);  // one Authenticate at a time
     if (!token_.empty() || auth_off_) return token_;
     pb::AuthenticateRequest request;
     request.set_name(username_);
@@ -152,7 +152,7 @@ class EtcdClient::Impl {
 
   // etcd refused `stale`: the next Token() authenticates again.
   void DropToken(const std::string& stale) {
-    std::lock_guard<std::mutex> lock(token_mu_);
+    MutexLock lock(&token_mu_);
     if (token_ == stale) token_.clear();
     if (stale.empty()) auth_off_ = false;
   }
@@ -185,7 +185,7 @@ class EtcdClient::Impl {
   // while its member was down failing ("connection refused") for over 15 s after the
   // member was back, so that every member restarted within a lease TTL lost every lease.
   void Renew(size_t i) {
-    std::lock_guard<std::mutex> lock(channels_mu_);
+    MutexLock lock(&channels_mu_);
     const absl::Time now = absl::Now();
     if (now - renewed_[i] < absl::Seconds(1)) return;
     renewed_[i] = now;
@@ -194,16 +194,16 @@ class EtcdClient::Impl {
 
   grpc::ChannelArguments args_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_ = grpc::InsecureChannelCredentials();
-  mutable std::mutex channels_mu_;  // guards channels_ and renewed_
+  mutable Mutex channels_mu_;  // guards channels_ and renewed_
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<absl::Time> renewed_;
   std::atomic<size_t> current_{0};
   absl::Duration timeout_;
   const std::string username_;
   const std::string password_;  // never logged
-  std::mutex token_mu_;
-  std::string token_;      // guarded by token_mu_; "" until authenticated
-  bool auth_off_ = false;  // guarded by token_mu_: etcd said auth is not enabled
+  Mutex token_mu_;
+  std::string token_ ABSL_GUARDED_BY(token_mu_);      // "" until authenticated
+  bool auth_off_ ABSL_GUARDED_BY(token_mu_) = false;  // etcd said auth is not enabled
 };
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const Options& options) {
@@ -432,17 +432,17 @@ class GrpcEtcdWatch : public EtcdWatch {
         return absl::UnavailableError(
             absl::StrCat("no etcd member could be watched for ", absl::FormatDuration(give_up)));
       }
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // Backoff between members: woken early by Cancel.
-      cancel_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return cancelled_; });
+      if (!cancelled_) cancel_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(200));
     }
   }
 
   void Cancel() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cancelled_ = true;
     if (context_) context_->TryCancel();
-    cancel_cv_.notify_all();
+    cancel_cv_.SignalAll();
   }
 
  private:
@@ -451,13 +451,13 @@ class GrpcEtcdWatch : public EtcdWatch {
   grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>* Open() {
     std::string token;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (cancelled_) return nullptr;
       if (stream_) return stream_.get();
     }
     // Outside mu_ (it may authenticate); a failure shows as a failed watch, retried.
     if (absl::StatusOr<std::string> t = impl_.Token(); t.ok()) token = *t;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (cancelled_) return nullptr;
     token_ = token;
     member_ = impl_.current();
@@ -485,14 +485,14 @@ class GrpcEtcdWatch : public EtcdWatch {
   absl::Status Close() {
     std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stream = std::move(stream_);
       context_->TryCancel();
     }
     // Its status says no more than the failed Read did, but for a token etcd refused.
     absl::Status finished = ToAbslStatus(stream->Finish());
     if (!token_.empty() && IsStaleToken(finished)) impl_.DropToken(token_);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     context_.reset();
     if (cancelled_) return absl::CancelledError("watch cancelled");
     impl_.Failover(member_);
@@ -506,8 +506,8 @@ class GrpcEtcdWatch : public EtcdWatch {
   size_t member_ = 0;
   std::string token_;  // the stream's token (the watch thread's)
   std::unique_ptr<pb::Watch::Stub> stub_;
-  std::mutex mu_;  // guards context_, stream_ and cancelled_ against Cancel
-  std::condition_variable cancel_cv_;
+  Mutex mu_;  // guards context_, stream_ and cancelled_ against Cancel
+  CondVar cancel_cv_;
   std::unique_ptr<grpc::ClientContext> context_;
   std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream_;
   bool cancelled_ = false;

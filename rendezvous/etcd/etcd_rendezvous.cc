@@ -2,11 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -15,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "base/mutex.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/coordinator.h"
 #include "rendezvous/etcd/coordinator_inbox.h"
@@ -24,27 +23,27 @@
 #include "rendezvous/etcd/lease_keeper.h"
 #include "rendezvous/etcd/liveness.h"
 #include "rendezvous/etcd/watch_threads.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::etcd {
 
-using grpc_internal::FromProto;
-using grpc_internal::ToProto;
+using wire::FromProto;
+using wire::ToProto;
 
 class EtcdRendezvousClient::Impl {
  public:
-  Impl(Options options, std::unique_ptr<EtcdClient> etcd)
-      : options_(std::move(options)), etcd_(std::move(etcd)) {
+  Impl(Options options, std::unique_ptr<EtcdClient> etcd, std::unique_ptr<EventLoop> brain)
+      : options_(std::move(options)), etcd_(std::move(etcd)), brain_loop_(std::move(brain)) {
     reply_route_->impl = this;
   }
   // Runs on the loop thread (the agent owns the client): posted sinks after it are dropped.
   ~Impl() {
     *alive_ = false;
     {
-      std::lock_guard<std::mutex> lock(reply_route_->mu);
+      MutexLock lock(&reply_route_->mu);
       reply_route_->impl = nullptr;  // stacks still being collected answer nothing
     }
     Shutdown();
@@ -96,60 +95,52 @@ class EtcdRendezvousClient::Impl {
   // knows of the preemption (a fixed-size job ends with 143), a next coordinator would not.
   // Waits for the brain at most a lease TTL (the publish's own bound).
   void LeaveAsCoordinator() {
-    auto done = std::make_shared<bool>(false);
+    auto done = std::make_shared<absl::Notification>();
     Enqueue([this, done] {
       if (coordinator_ && !failed_) coordinator_->PreemptedSelfLeaves(node_.node_id, absl::Now());
-      std::lock_guard<std::mutex> lock(mu_);
-      *done = true;
-      cv_.notify_all();
+      done->Notify();
     });
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, absl::ToChronoNanoseconds(ttl_), [&] { return *done || stopping_; });
+    done->WaitForNotificationWithTimeout(ttl_);
   }
 
  private:
-  // ---- the brain thread: one task at a time, and the coordinator's deadlines ----
+  // ---- the brain: its own reactor (base/event_loop.h, docs/design.md §2.1), one task at a time,
+  // and the coordinator's deadlines ----
 
+  // A task posted before the client stops and run after is dropped, as it would be unrun.
   void Enqueue(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks_.push_back(std::move(task));
-    cv_.notify_all();
+    brain_loop_->Post([this, task = std::move(task)] {
+      if (!brain_loop_->quitting()) task();
+    });
   }
 
+  // The tasks block in etcd calls (each bounded by the lease TTL): this loop serves
+  // nothing else, so a slow call delays only the brain's next task, as a queue would.
   void RunBrain() {
-    for (;;) {
-      std::deque<std::function<void()>> tasks;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        std::optional<absl::Time> due = coordinator_ ? coordinator_->NextDeadline() : std::nullopt;
-        auto ready = [&] { return stopping_ || !tasks_.empty(); };
-        if (due && *due != absl::InfiniteFuture()) {
-          cv_.wait_until(lock, absl::ToChronoTime(*due), ready);
-        } else {
-          cv_.wait(lock, ready);
-        }
-        if (stopping_) return;
-        tasks.swap(tasks_);
+    while (!brain_loop_->quitting()) {
+      std::optional<absl::Time> due = coordinator_ ? coordinator_->NextDeadline() : std::nullopt;
+      const absl::Duration wait = due && *due != absl::InfiniteFuture()
+                                      ? std::max(absl::ZeroDuration(), *due - absl::Now())
+                                      : absl::InfiniteDuration();
+      if (absl::Status ran = brain_loop_->RunOnce(wait); !ran.ok()) {
+        return Fail(
+            absl::InternalError(absl::StrCat("the etcd rendezvous stopped: ", ran.message())));
       }
-      for (auto& task : tasks) task();
-      if (coordinator_) {
-        std::optional<absl::Time> due = coordinator_->NextDeadline();
-        if (due && absl::Now() >= *due) coordinator_->Tick(absl::Now());
-      }
+      if (brain_loop_->quitting() || !coordinator_) continue;
+      due = coordinator_->NextDeadline();
+      if (due && absl::Now() >= *due) coordinator_->Tick(absl::Now());
     }
   }
 
-  // Waits up to `d` unless the client stops; false when it stops.
-  bool Pause(absl::Duration d) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return !cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [&] { return stopping_; });
-  }
+  void Join() { JoinBy(absl::Now() + options_.join_timeout); }
 
-  void Join() {
-    const absl::Time deadline = absl::Now() + options_.join_timeout;
-    absl::Time granted = absl::Now();
+  // One try at the lease; with etcd out of reach, another a second later (a timer of the
+  // brain's loop) until `deadline`.
+  void JoinBy(absl::Time deadline) {
+    if (brain_loop_->quitting()) return;
+    const absl::Time granted = absl::Now();
     absl::StatusOr<int64_t> lease = etcd_->GrantLease(ttl_);
-    while (!lease.ok()) {
+    if (!lease.ok()) {
       // Credentials or certificates etcd refuses: no retry mends them (exit 2).
       if (IsPermanentEtcdError(lease.status())) return Fail(lease.status());
       spdlog::warn("etcd rendezvous: cannot reach etcd ({}); retrying until the join timeout",
@@ -160,9 +151,9 @@ class EtcdRendezvousClient::Impl {
             " unreachable for the join timeout (", absl::FormatDuration(options_.join_timeout),
             "): ", lease.status().message(), TlsHint(options_.security))));
       }
-      if (!Pause(absl::Seconds(1))) return;
-      granted = absl::Now();
-      lease = etcd_->GrantLease(ttl_);
+      brain_loop_->AddTimer(EventLoop::Now() + absl::Seconds(1),
+                            [this, deadline] { JoinBy(deadline); });
+      return;
     }
     lease_ = *lease;
     keeper_ = std::make_unique<LeaseKeeper>(etcd_.get(), lease_, ttl_, granted,
@@ -257,8 +248,8 @@ class EtcdRendezvousClient::Impl {
                   host = node_.host](std::vector<RankStack> ranks) {
       v1::EtcdAnswer answer;
       answer.set_host(host);
-      for (const RankStack& r : ranks) grpc_internal::ToProto(r, answer.add_ranks());
-      std::lock_guard<std::mutex> lock(route->mu);
+      for (const RankStack& r : ranks) wire::ToProto(r, answer.add_ranks());
+      MutexLock lock(&route->mu);
       if (Impl* impl = route->impl) {
         impl->Enqueue([impl, key, answer, lease] { impl->PutAnswer(key, answer, lease); });
       }
@@ -280,7 +271,7 @@ class EtcdRendezvousClient::Impl {
 
   void Deliver(const v1::ServerMessage& m) {
     if (m.has_error()) {
-      return Fail(absl::Status(grpc_internal::ToAbslCode(m.error().code()), m.error().message()));
+      return Fail(absl::Status(wire::ToAbslCode(m.error().code()), m.error().message()));
     }
     Event event;
     if (!FromProto(m, node_.node_id, &event)) return;
@@ -462,12 +453,8 @@ class EtcdRendezvousClient::Impl {
   }
 
   void Shutdown() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      stopping_ = true;
-      cv_.notify_all();
-    }
+    if (std::exchange(shut_down_, true)) return;
+    brain_loop_->Quit();
     watches_.Stop();
     if (brain_.joinable()) brain_.join();
     liveness_.reset();  // a bye on each connection: this agent leaves, it did not die
@@ -486,8 +473,8 @@ class EtcdRendezvousClient::Impl {
   const Options options_;
   // Where a stacks reply goes (from the collector's thread): this Impl while it lives.
   struct ReplyRoute {
-    std::mutex mu;
-    Impl* impl = nullptr;  // guarded by mu
+    Mutex mu;
+    Impl* impl ABSL_GUARDED_BY(mu) = nullptr;
   };
   const std::shared_ptr<ReplyRoute> reply_route_ = std::make_shared<ReplyRoute>();
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // read on the loop thread
@@ -500,10 +487,7 @@ class EtcdRendezvousClient::Impl {
   absl::Duration ttl_;
   int64_t lease_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  bool shut_down_ = false;  // the agent loop thread's
 
   // The brain thread's own.
   std::string leader_;          // the coordinator's node id; "" until known
@@ -524,6 +508,7 @@ class EtcdRendezvousClient::Impl {
   std::optional<KeyValue> leader_key_;
   GarbageLog garbage_;  // keys under the job's prefix passed over, each named once
 
+  const std::unique_ptr<EventLoop> brain_loop_;  // posted tasks, the join's retries
   std::thread brain_;
   WatchThreads watches_;
   std::unique_ptr<LeaseKeeper> keeper_;  // from the join on; reset by Shutdown
@@ -536,8 +521,10 @@ absl::StatusOr<std::unique_ptr<EtcdRendezvousClient>> EtcdRendezvousClient::Crea
   absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
       EtcdClient::Create({.endpoints = options.endpoints, .security = options.security});
   if (!etcd.ok()) return etcd.status();
-  return std::unique_ptr<EtcdRendezvousClient>(
-      new EtcdRendezvousClient(std::make_unique<Impl>(options, *std::move(etcd))));
+  absl::StatusOr<std::unique_ptr<EventLoop>> brain = EventLoop::Create();
+  if (!brain.ok()) return brain.status();
+  return std::unique_ptr<EtcdRendezvousClient>(new EtcdRendezvousClient(
+      std::make_unique<Impl>(options, *std::move(etcd), *std::move(brain))));
 }
 
 EtcdRendezvousClient::EtcdRendezvousClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -580,7 +567,7 @@ void EtcdRendezvousClient::ReportStopped(int round, int store_port) {
 
 void EtcdRendezvousClient::ReportStalled(int round, const Stall& stall) {
   v1::AgentMessage m;
-  grpc_internal::ToProto(round, stall, m.mutable_stalled());
+  wire::ToProto(round, stall, m.mutable_stalled());
   impl_->Report(std::move(m));
 }
 

@@ -12,10 +12,10 @@
 // watch any member for a TTL, reports Unavailable (the agent exits 138).
 //
 // Ownership and threading: as GrpcRendezvousClient (the agent owns it, methods on the
-// loop thread, sinks posted to the loop). Three threads of its own: one applies watch
-// events, reports and the coordinator's deadlines in order; one reads the watch; one
-// keeps the lease alive. Destruction stops them and revokes the lease (the agent's keys
-// go at once).
+// loop thread, sinks posted to the loop). Threads of its own (docs/design.md §2.1): the brain, a
+// reactor (base/event_loop.h) that applies watch events, reports and the coordinator's deadlines in
+// order; one per watch, reading it; the lease keeper's two; liveness's reactor. Destruction stops
+// them and revokes the lease (the agent's keys go at once).
 #ifndef MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_
 #define MUSTER_RENDEZVOUS_ETCD_ETCD_RENDEZVOUS_H_
 

@@ -1,25 +1,25 @@
 #include "rendezvous/etcd/etcd_requests.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/mutex.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd/node_key.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::etcd {
 namespace {
@@ -45,24 +45,25 @@ class WatchDeadline {
  public:
   WatchDeadline(std::shared_ptr<EtcdWatch> watch, absl::Time deadline)
       : thread_([this, watch, deadline] {
-          std::unique_lock<std::mutex> lock(mu_);
-          if (!cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] { return done_; })) {
-            watch->Cancel();
+          MutexLock lock(&mu_);
+          while (!done_) {
+            if (cv_.WaitWithDeadline(&mu_, deadline)) break;
           }
+          if (!done_) watch->Cancel();
         }) {}
   ~WatchDeadline() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       done_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -121,7 +122,7 @@ absl::StatusOr<std::map<std::string, NodeInfo>> JobNodes(EtcdClient& etcd,
     if (!value.ok()) continue;  // no agent's (node_key.h)
     NodeInfo node;
     JobSpec spec;
-    grpc_internal::FromProto(value->join(), &node, &spec);
+    wire::FromProto(value->join(), &node, &spec);
     nodes[kv.key.substr(prefix.size())] = node;
   }
   if (nodes.empty()) {
@@ -137,7 +138,7 @@ std::map<std::string, int> GroupRanks(EtcdClient& etcd, const EtcdStatusQuery& q
   absl::StatusOr<RangeResult> got = etcd.Get(JobPrefix(q) + "status");
   v1::JobStatusReply reply;
   if (!got.ok() || got->kvs.empty() || !reply.ParseFromString(got->kvs[0].value)) return out;
-  for (const NodeStatus& n : grpc_internal::FromProto(reply).nodes) out[n.node_id] = n.group_rank;
+  for (const NodeStatus& n : wire::FromProto(reply).nodes) out[n.node_id] = n.group_rank;
   return out;
 }
 
@@ -165,7 +166,7 @@ absl::StatusOr<NodeInfo> DrainThroughEtcd(const EtcdStatusQuery& query, const st
   }
   const v1::EtcdAnswer& a = answers->begin()->second;
   if (a.has_error()) {
-    return absl::Status(grpc_internal::ToAbslCode(a.error().code()), a.error().message());
+    return absl::Status(wire::ToAbslCode(a.error().code()), a.error().message());
   }
   return NodeInfo{.node_id = a.node_id(), .host = a.host()};
 }
@@ -195,8 +196,7 @@ absl::StatusOr<std::vector<NodeStacks>> StacksThroughEtcd(const EtcdStatusQuery&
     if (a == answers->end()) {
       n.unavailable = absl::StrCat("no answer within ", absl::FormatDuration(wait));
     } else {
-      for (const v1::RankStack& r : a->second.ranks())
-        n.ranks.push_back(grpc_internal::FromProto(r));
+      for (const v1::RankStack& r : a->second.ranks()) n.ranks.push_back(wire::FromProto(r));
     }
     out.push_back(std::move(n));
   }

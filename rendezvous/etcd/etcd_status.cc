@@ -6,13 +6,13 @@
 #include "absl/strings/str_join.h"
 #include "muster/v1/rendezvous.pb.h"
 #include "rendezvous/etcd/etcd_client.h"
-#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/wire/proto_convert.h"
 
 namespace muster::rdzv::etcd {
 
 std::string EtcdStatusValue(const JobStatusSnapshot& status) {
   v1::JobStatusReply reply;
-  grpc_internal::ToProto(status, &reply);
+  wire::ToProto(status, &reply);
   // Flight recorder paths (docs/guides/collective-traces.md): the last round's only, so that the
   // value stays under etcd's request limit.
   if (reply.traces_size() > 1) reply.mutable_traces()->DeleteSubrange(0, reply.traces_size() - 1);
@@ -39,7 +39,7 @@ absl::StatusOr<JobStatusSnapshot> ReadEtcdJobStatus(const EtcdStatusQuery& query
   if (!reply.ParseFromString(got->kvs[0].value)) {
     return absl::DataLossError(absl::StrCat("etcd key ", key, " is not a job status"));
   }
-  return grpc_internal::FromProto(reply);
+  return wire::FromProto(reply);
 }
 
 }  // namespace muster::rdzv::etcd

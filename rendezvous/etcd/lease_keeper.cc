@@ -21,17 +21,21 @@ LeaseKeeper::LeaseKeeper(EtcdClient* etcd, int64_t lease, absl::Duration ttl, ab
 
 LeaseKeeper::~LeaseKeeper() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   keep_alive_.join();
   fence_.join();
 }
 
 bool LeaseKeeper::Pause(absl::Duration d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [&] { return stopping_; });
+  MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + d;
+  while (!stopping_) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  return !stopping_;
 }
 
 void LeaseKeeper::RunKeepAlive() {
@@ -44,9 +48,9 @@ void LeaseKeeper::RunKeepAlive() {
     // answered in time", while two members had a leader).
     absl::StatusOr<absl::Duration> left = etcd_->KeepAliveOnce(lease_, ttl_ / 4);
     if (left.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       deadline_ = std::max(deadline_, sent + std::min(*left, ttl_) - StopMargin(ttl_));
-      cv_.notify_all();
+      cv_.SignalAll();
       pause = ttl_ / 3;
       continue;
     }
@@ -59,7 +63,7 @@ void LeaseKeeper::RunKeepAlive() {
     spdlog::warn("etcd rendezvous: lease keep-alive failed ({}); retrying",
                  std::string(left.status().message()));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       last_error_ = std::string(left.status().message());
     }
     pause = std::min(ttl_ / 3, absl::Milliseconds(200));
@@ -67,18 +71,22 @@ void LeaseKeeper::RunKeepAlive() {
 }
 
 void LeaseKeeper::RunFence() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
     const absl::Time deadline = deadline_;
     // Woken by a renewal (a later deadline), by the stop, or at the deadline itself.
-    cv_.wait_until(lock, absl::ToChronoTime(deadline),
-                   [&] { return stopping_ || deadline_ != deadline; });
-    if (stopping_) return;
+    while (!stopping_ && deadline_ == deadline) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    if (stopping_) {
+      mu_.Unlock();
+      return;
+    }
     if (deadline_ == deadline && absl::Now() >= deadline) break;
   }
   const std::string last = last_error_.empty() ? "none answered in time" : last_error_;
   const absl::Time expiry = deadline_ + StopMargin(ttl_);  // the earliest etcd may drop it
-  lock.unlock();
+  mu_.Unlock();
   Lose(absl::UnavailableError(absl::StrCat(
            "etcd lease lost (no member renewed it within its TTL of ", absl::FormatDuration(ttl_),
            "; last error: ", last, "): dropped from the job")),

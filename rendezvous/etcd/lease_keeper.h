@@ -15,15 +15,15 @@
 #define MUSTER_RENDEZVOUS_ETCD_LEASE_KEEPER_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/rendezvous_error.h"
 
@@ -67,11 +67,11 @@ class LeaseKeeper {
   const LostFn on_lost_;
   std::atomic<bool> lost_{false};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;   // guarded by mu_
-  absl::Time deadline_;     // guarded by mu_
-  std::string last_error_;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_);
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::thread keep_alive_;
   std::thread fence_;
 };

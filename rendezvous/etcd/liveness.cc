@@ -4,17 +4,13 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -23,8 +19,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/acceptor.h"
 #include "base/endpoint.h"
 #include "base/errno_status.h"
+#include "base/event_loop.h"
+#include "base/status_macros.h"
 #include "base/unique_fd.h"
 #include "spdlog/spdlog.h"
 
@@ -49,8 +48,8 @@ struct Conn {
   bool bye = false;         // the far end closes on purpose
   std::string node_id;      // incoming: from its hello; outgoing: the coordinator
   int64_t lease = 0;
-  std::string hello;  // incoming, until greeted
-  absl::Time deadline = absl::InfiniteFuture();
+  std::string hello;                // incoming, until greeted
+  EventLoop::TimerId deadline = 0;  // until greeted: the connection is closed then
 };
 
 // "muster-liveness NODE_ID LEASE_HEX" (without the newline) -> node id, lease.
@@ -113,46 +112,44 @@ absl::StatusOr<std::pair<UniqueFd, std::string>> Listen(const std::string& host)
 
 class Liveness::Impl {
  public:
-  Impl(UniqueFd listener, UniqueFd epoll, UniqueFd wake, std::string address, std::string hello,
-       EndedFn on_ended)
-      : listener_(std::move(listener)),
-        epoll_(std::move(epoll)),
-        wake_(std::move(wake)),
+  Impl(std::unique_ptr<EventLoop> loop, std::string address, std::string hello, EndedFn on_ended)
+      : loop_(std::move(loop)),
         address_(std::move(address)),
         hello_(std::move(hello)),
-        on_ended_(std::move(on_ended)) {
-    thread_ = std::thread([this] { Run(); });
+        on_ended_(std::move(on_ended)) {}
+
+  // Out of descriptors, the listener rests a second (base/acceptor.h); then the thread.
+  absl::Status Start(UniqueFd listener) {
+    ASSIGN_OR_RETURN(acceptor_, Acceptor::Start(loop_.get(), std::move(listener),
+                                                {.what = "liveness", .rest = kAcceptPause},
+                                                [this](UniqueFd socket, const sockaddr_storage&) {
+                                                  Accepted(std::move(socket));
+                                                }));
+    thread_ = std::thread([this] {
+      absl::Status ran = loop_->Run();
+      if (!ran.ok()) {
+        spdlog::error("liveness: {}; a dead agent is now seen by its lease only", ran.ToString());
+      }
+    });
+    return absl::OkStatus();
   }
 
   ~Impl() {
-    Post([this] { stopping_ = true; });
-    thread_.join();
+    if (thread_.joinable()) {
+      Post([this] { loop_->Quit(); });  // after the commands posted before
+      thread_.join();
+    }
     for (auto& [fd, conn] : conns_) SayByeAndDrop(conn);
   }
 
   const std::string& address() const { return address_; }
 
   // Runs `command` on the liveness thread.
-  void Post(std::function<void()> command) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      commands_.push_back(std::move(command));
-    }
-    const uint64_t one = 1;
-    // EAGAIN: the counter is full, a wake-up is pending anyway.
-    if (write(wake_.get(), &one, sizeof one) < 0 && errno != EAGAIN) {
-      spdlog::error("liveness: eventfd write: {}", std::strerror(errno));
-    }
-  }
+  void Post(std::function<void()> command) { loop_->Post(std::move(command)); }
 
   void Follow(const std::string& node_id, int64_t lease, const std::string& address) {
     for (auto it = conns_.begin(); it != conns_.end();) {
-      if (it->second.outgoing) {
-        SayByeAndDrop(it->second);
-        it = conns_.erase(it);
-      } else {
-        ++it;
-      }
+      it = it->second.outgoing ? Close(it) : std::next(it);
     }
     if (address.empty()) return;
     absl::Status connected = Connect(node_id, lease, address);
@@ -166,81 +163,55 @@ class Liveness::Impl {
 
   void Forget(const std::string& node_id) {
     for (auto it = conns_.begin(); it != conns_.end();) {
-      if (!it->second.outgoing && it->second.node_id == node_id) {
-        SayByeAndDrop(it->second);
-        it = conns_.erase(it);
-      } else {
-        ++it;
-      }
+      it = !it->second.outgoing && it->second.node_id == node_id ? Close(it) : std::next(it);
     }
   }
 
  private:
-  void Run() {
-    std::vector<epoll_event> events(64);
-    while (!stopping_) {
-      const int n = epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
-                               TimeoutMs(absl::Now()));
-      if (n < 0) {
-        if (errno == EINTR) continue;  // a signal for another thread's handler
-        spdlog::error("liveness: epoll_wait: {}; a dead agent is now seen by its lease only",
-                      std::strerror(errno));
-        return;
-      }
-      for (int i = 0; i < n; ++i) {
-        const int fd = events[i].data.fd;
-        if (fd == wake_.get()) {
-          RunCommands();
-        } else if (fd == listener_.get()) {
-          AcceptAll();
-        } else if (auto it = conns_.find(fd); it != conns_.end()) {
-          if (!Serve(it->second, events[i].events)) conns_.erase(it);
-        }
-      }
-      Expire(absl::Now());
-    }
+  using Conns = std::map<int, Conn>;  // by fd
+
+  void Accepted(UniqueFd socket) {
+    Conn conn;
+    conn.fd = std::move(socket);
+    Watch(std::move(conn), EPOLLIN | EPOLLRDHUP);
   }
 
-  int TimeoutMs(absl::Time now) const {
-    absl::Time due = accept_paused_until_;
-    for (const auto& [fd, conn] : conns_) due = std::min(due, conn.deadline);
-    if (due == absl::InfiniteFuture()) return -1;
-    if (due <= now) return 0;
-    return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(due - now) + 1, 60'000));
+  // Serves `conn` on the loop, which gives it kGreetWithin to greet; false when it could
+  // not be watched (it is closed).
+  bool Watch(Conn conn, uint32_t events) {
+    const int fd = conn.fd.get();
+    absl::Status watched = loop_->Add(fd, events, [this, fd](uint32_t ready) {
+      auto it = conns_.find(fd);
+      if (it != conns_.end() && !Serve(it->second, ready)) Drop(it);
+    });
+    if (!watched.ok()) {
+      spdlog::warn("liveness: {}", watched.ToString());
+      return false;
+    }
+    conn.deadline = loop_->AddTimer(EventLoop::Now() + kGreetWithin, [this, fd] { Expire(fd); });
+    conns_.emplace(fd, std::move(conn));
+    return true;
   }
 
-  void RunCommands() {
-    uint64_t count = 0;
-    if (read(wake_.get(), &count, sizeof count) < 0 && errno != EAGAIN) {
-      spdlog::error("liveness: eventfd read: {}", std::strerror(errno));
-    }
-    std::deque<std::function<void()>> commands;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      commands.swap(commands_);
-    }
-    for (auto& command : commands) command();
+  // Stops watching the connection at `it` and forgets it: its far end closed, or it is
+  // not the protocol.
+  Conns::iterator Drop(Conns::iterator it) {
+    loop_->Remove(it->first);
+    Greeted(it->second);
+    return conns_.erase(it);
   }
 
-  void AcceptAll() {
-    for (;;) {
-      const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd >= 0) {
-        Conn conn;
-        conn.fd = UniqueFd(fd);
-        conn.deadline = absl::Now() + kGreetWithin;
-        if (Watch(conn.fd.get(), EPOLLIN | EPOLLRDHUP)) conns_.emplace(fd, std::move(conn));
-        continue;
-      }
-      if (errno == EINTR || errno == ECONNABORTED) continue;  // that one connection only
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      spdlog::warn("liveness: accept4: {}; not accepting for {}", std::strerror(errno),
-                   absl::FormatDuration(kAcceptPause));
-      if (epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr) == 0) {
-        accept_paused_until_ = absl::Now() + kAcceptPause;
-      }
-      return;
-    }
+  // A close on purpose, with a bye (SayByeAndDrop).
+  Conns::iterator Close(Conns::iterator it) {
+    loop_->Remove(it->first);
+    SayByeAndDrop(it->second);
+    Greeted(it->second);
+    return conns_.erase(it);
+  }
+
+  // No deadline any more: it greeted, or it is closed.
+  void Greeted(Conn& conn) {
+    if (conn.deadline != 0) loop_->CancelTimer(std::exchange(conn.deadline, 0));
   }
 
   // Handles `events` on `conn`; false when it is done with (closed).
@@ -281,7 +252,7 @@ class Liveness::Impl {
         return false;
       }
       conn.greeted = true;
-      conn.deadline = absl::InfiniteFuture();
+      Greeted(conn);
       bytes.remove_prefix(newline + 1);
     }
     if (bytes.find(kBye) != absl::string_view::npos) conn.bye = true;
@@ -310,12 +281,9 @@ class Liveness::Impl {
       return ErrnoStatus("connect", errno);
     }
     conn.connecting = true;
-    conn.deadline = absl::Now() + kGreetWithin;
-    if (!Watch(conn.fd.get(), EPOLLOUT | EPOLLIN | EPOLLRDHUP)) {
+    if (!Watch(std::move(conn), EPOLLOUT | EPOLLIN | EPOLLRDHUP)) {
       return absl::InternalError("epoll_ctl failed");
     }
-    const int fd = conn.fd.get();
-    conns_.emplace(fd, std::move(conn));
     return absl::OkStatus();
   }
 
@@ -337,49 +305,26 @@ class Liveness::Impl {
     }
     conn.connecting = false;
     conn.greeted = true;
-    conn.deadline = absl::InfiniteFuture();
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.fd = conn.fd.get();
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev) != 0) {
-      spdlog::warn("liveness: epoll_ctl: {}", std::strerror(errno));
+    Greeted(conn);
+    if (absl::Status s = loop_->Modify(conn.fd.get(), EPOLLIN | EPOLLRDHUP); !s.ok()) {
+      spdlog::warn("liveness: {}", s.ToString());
       return false;
     }
     return true;
   }
 
-  // Connections that did not greet in time are closed; the listener comes back after a
-  // pause.
-  void Expire(absl::Time now) {
-    if (accept_paused_until_ <= now) {
-      accept_paused_until_ = absl::InfiniteFuture();
-      Watch(listener_.get(), EPOLLIN);
+  // A connection that did not greet in time is closed.
+  void Expire(int fd) {
+    auto it = conns_.find(fd);
+    if (it == conns_.end()) return;
+    it->second.deadline = 0;  // this one fired
+    if (it->second.outgoing) {
+      spdlog::warn(
+          "etcd rendezvous: no answer from coordinator {}'s liveness port within {}: its "
+          "death will be seen when its lease ends",
+          it->second.node_id, absl::FormatDuration(kGreetWithin));
     }
-    for (auto it = conns_.begin(); it != conns_.end();) {
-      if (it->second.deadline <= now) {
-        if (it->second.outgoing) {
-          spdlog::warn(
-              "etcd rendezvous: no answer from coordinator {}'s liveness port within {}: its "
-              "death will be seen when its lease ends",
-              it->second.node_id, absl::FormatDuration(kGreetWithin));
-        }
-        SayByeAndDrop(it->second);
-        it = conns_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  bool Watch(int fd, uint32_t events) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.fd = fd;
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
-      spdlog::warn("liveness: epoll_ctl: {}", std::strerror(errno));
-      return false;
-    }
-    return true;
+    Close(it);
   }
 
   // A close on purpose: what was sent to it is read first (a close with unread data
@@ -396,20 +341,14 @@ class Liveness::Impl {
     conn.fd.reset();
   }
 
-  const UniqueFd listener_;
-  const UniqueFd epoll_;
-  const UniqueFd wake_;
+  const std::unique_ptr<EventLoop> loop_;
   const std::string address_;
   const std::string hello_;
   const EndedFn on_ended_;
 
-  std::mutex mu_;
-  std::deque<std::function<void()>> commands_;  // guarded by mu_
-
   // The liveness thread's own.
-  std::map<int, Conn> conns_;  // by fd
-  absl::Time accept_paused_until_ = absl::InfiniteFuture();
-  bool stopping_ = false;
+  std::unique_ptr<Acceptor> acceptor_;
+  Conns conns_;
   std::thread thread_;
 };
 
@@ -418,20 +357,12 @@ absl::StatusOr<std::unique_ptr<Liveness>> Liveness::Start(const std::string& hos
                                                           int64_t self_lease, EndedFn on_ended) {
   absl::StatusOr<std::pair<UniqueFd, std::string>> listener = Listen(host);
   if (!listener.ok()) return listener.status();
-  UniqueFd epoll(epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll.valid()) return ErrnoStatus("epoll_create1", errno);
-  UniqueFd wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!wake.valid()) return ErrnoStatus("eventfd", errno);
-  for (int fd : {listener->first.get(), wake.get()}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return ErrnoStatus("epoll_ctl", errno);
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<EventLoop> loop, EventLoop::Create());
   std::string hello = absl::StrCat(kTag, " ", self_id, " ", absl::Hex(self_lease), "\n");
-  return std::unique_ptr<Liveness>(new Liveness(
-      std::make_unique<Impl>(std::move(listener->first), std::move(epoll), std::move(wake),
-                             std::move(listener->second), std::move(hello), std::move(on_ended))));
+  auto impl = std::make_unique<Impl>(std::move(loop), std::move(listener->second), std::move(hello),
+                                     std::move(on_ended));
+  RETURN_IF_ERROR(impl->Start(std::move(listener->first)));
+  return std::unique_ptr<Liveness>(new Liveness(std::move(impl)));
 }
 
 Liveness::Liveness(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

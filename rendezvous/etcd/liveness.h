@@ -6,8 +6,9 @@
 //
 // Every agent listens on a TCP port of its own address (ephemeral, published in its node
 // key) and holds one connection to the coordinator's: the coordinator accepts one per
-// node (epoll, this one thread, no thread per node). When a process dies its kernel
-// closes its sockets, before its workers are even signalled: the far end reads EOF. So
+// node (one reactor, base/event_loop.h, on a thread of its own; no thread per node). When
+// a process dies its kernel closes its sockets, before its workers are even signalled: the
+// far end reads EOF. So
 //   - EOF without a bye before it = the process on the other end died;
 //   - a bye ('B') first = it closed on purpose (it left, or follows another coordinator);
 //   - silence (host down, partition), a reset or a failed connect = nothing: the lease

@@ -9,15 +9,15 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
+#include "base/mutex.h"
 #include "gtest/gtest.h"
 
 namespace muster::rdzv::etcd {
@@ -30,22 +30,25 @@ class Ends {
  public:
   Liveness::EndedFn fn() {
     return [this](const std::string& id, int64_t lease) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       ends_.emplace_back(id, lease);
-      cv_.notify_all();
+      cv_.SignalAll();
     };
   }
   // Waits up to `wait` for `n` ends; returns those seen.
   std::vector<std::pair<std::string, int64_t>> Await(size_t n, milliseconds wait) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, wait, [&] { return ends_.size() >= n; });
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + absl::FromChrono(wait);
+    while (ends_.size() < n) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
     return ends_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::pair<std::string, int64_t>> ends_;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::pair<std::string, int64_t>> ends_ ABSL_GUARDED_BY(mu_);
 };
 
 // A plain TCP connection to "127.0.0.1:PORT".

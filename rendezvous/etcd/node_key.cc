@@ -25,7 +25,7 @@ absl::StatusOr<v1::EtcdNode> ParseNodeKey(const KeyValue& kv) {
 
 void GarbageLog::Ignore(const KeyValue& kv, absl::string_view why) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!named_.emplace(kv.key, kv.create_revision).second) return;
   }
   spdlog::warn(

@@ -15,7 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/etcd_client.h"
 
@@ -33,7 +33,7 @@ class GarbageLog {
   void Ignore(const KeyValue& kv, absl::string_view why);
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::set<std::pair<std::string, int64_t>> named_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -6,7 +6,7 @@ namespace muster::rdzv::etcd {
 
 int WatchThreads::Add(std::unique_ptr<EtcdWatch> watch, absl::Duration give_up, Sink sink) {
   std::shared_ptr<EtcdWatch> shared = std::move(watch);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopped_) return -1;
   const int id = next_id_++;
   Entry& entry = entries_[id];
@@ -26,7 +26,7 @@ int WatchThreads::Add(std::unique_ptr<EtcdWatch> watch, absl::Duration give_up, 
 void WatchThreads::Remove(int id) {
   std::vector<Entry> gone;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     gone.push_back(std::move(it->second));
@@ -38,7 +38,7 @@ void WatchThreads::Remove(int id) {
 void WatchThreads::Stop() {
   std::vector<Entry> gone;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopped_ = true;
     for (auto& [id, entry] : entries_) gone.push_back(std::move(entry));
     entries_.clear();

@@ -11,12 +11,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "rendezvous/etcd/etcd_client.h"
 
 namespace muster::rdzv::etcd {
@@ -47,10 +48,10 @@ class WatchThreads {
   };
   static void Finish(std::vector<Entry> entries);
 
-  std::mutex mu_;
-  bool stopped_ = false;          // guarded by mu_
-  int next_id_ = 0;               // guarded by mu_
-  std::map<int, Entry> entries_;  // guarded by mu_
+  Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace muster::rdzv::etcd

@@ -2,20 +2,26 @@
 
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.pb.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
-#include "rendezvous/grpc/traces_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
+#include "rendezvous/wire/traces_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv::grpc_internal {
+
+using wire::FromProto;
+using wire::ToGrpcStatus;
+using wire::ToProto;
+using wire::ToWireCode;
+
 namespace {
 
 class AgentSession : public SessionReactor,
@@ -31,14 +37,14 @@ class AgentSession : public SessionReactor,
   }
 
   void Enqueue(const Event& event) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (finish_requested_) return;
     ToProto(event, &out_.emplace_back());
   }
 
   void RequestStacks(int64_t id, absl::Duration timeout) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (finish_requested_) return;
       v1::StacksRequest* request = out_.emplace_back().mutable_stacks_request();
       request->set_id(id);
@@ -50,7 +56,7 @@ class AgentSession : public SessionReactor,
   void Flush() override {
     const v1::ServerMessage* next = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (writing_ || out_.empty() || finish_called_) return;
       writing_ = true;
       next = &out_.front();
@@ -74,8 +80,9 @@ class AgentSession : public SessionReactor,
     TsanReaction in(this);
     const v1::ServerMessage* next = nullptr;
     bool finish = false;
+    grpc::Status status;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       out_.pop_front();
       writing_ = false;
       if (!ok) out_.clear();  // the stream is broken; the pending read fails too
@@ -84,6 +91,7 @@ class AgentSession : public SessionReactor,
         next = &out_.front();
       } else if (finish_requested_ && !finish_called_) {
         finish = finish_called_ = true;
+        status = finish_status_;
       }
     }
     if (next != nullptr) {
@@ -91,7 +99,6 @@ class AgentSession : public SessionReactor,
       StartWrite(next);
     }
     if (finish) {
-      grpc::Status status = finish_status_;
       TsanCallOut out(this);
       Finish(std::move(status));
     }
@@ -133,7 +140,7 @@ class AgentSession : public SessionReactor,
         Refuse(joined);
         return false;
       }
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       node_id_ = node.node_id;
       return true;
     }
@@ -193,7 +200,7 @@ class AgentSession : public SessionReactor,
   void ReportLost(const std::string& why) {
     std::string node_id;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (lost_reported_ || node_id_.empty()) return;
       lost_reported_ = true;
       node_id = node_id_;
@@ -205,7 +212,7 @@ class AgentSession : public SessionReactor,
 
   void Refuse(const absl::Status& error) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       v1::Error* e = out_.emplace_back().mutable_error();
       e->set_code(ToWireCode(error.code()));
       e->set_message(std::string(error.message()));
@@ -217,15 +224,18 @@ class AgentSession : public SessionReactor,
   // Ends the stream once the queued messages are written.
   void RequestFinish(grpc::Status status) {
     bool finish = false;
+    grpc::Status final_status;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (finish_requested_) return;
       finish_requested_ = true;
       finish_status_ = std::move(status);
-      if (!writing_) finish = finish_called_ = true;
+      if (!writing_) {
+        finish = finish_called_ = true;
+        final_status = finish_status_;
+      }
     }
     if (!finish) return;
-    grpc::Status final_status = finish_status_;
     TsanCallOut out(this);
     Finish(std::move(final_status));
   }
@@ -236,7 +246,7 @@ class AgentSession : public SessionReactor,
   std::shared_ptr<AgentSession> self_;    // keeps the session alive until OnDone
   std::unique_ptr<v1::AgentMessage> in_;  // the read in flight; touched by read reactions only
 
-  std::mutex mu_;
+  Mutex mu_;
   // Set once, under mu_, by the Join reaction; the reactions that follow read it unlocked
   // (gRPC runs one read reaction at a time, each after the previous).
   std::string node_id_;

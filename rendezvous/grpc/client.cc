@@ -2,30 +2,29 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/connect.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
-#include "rendezvous/grpc/traces_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
+#include "rendezvous/wire/traces_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
 namespace {
 
-using grpc_internal::ToAbslCode;
+using wire::ToAbslCode;
 
 // After Leave, the destructor gives the Leave message this long to reach the server
 // before it cancels the stream.
@@ -63,7 +62,7 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   bool Send(v1::AgentMessage msg) {
     const v1::AgentMessage* next = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return false;
       out_.push_back(std::move(msg));
       if (writing_) return true;
@@ -82,13 +81,16 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
 
   // True once OnDone has run (false when `timeout` passed first).
   bool WaitDone(absl::Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    timeout = std::min(timeout, absl::Hours(24));
-    return done_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return done_; });
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!done_) {
+      if (done_cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    return done_;
   }
   void WaitDone() {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return done_; });
+    MutexLock lock(&mu_);
+    while (!done_) done_cv_.Wait(&mu_);
   }
 
   void OnReadDone(bool ok) override {
@@ -105,7 +107,7 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
     TsanReaction in(this);
     const v1::AgentMessage* next = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       out_.pop_front();
       writing_ = false;
       if (!ok) {
@@ -128,9 +130,9 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   void OnDone(const grpc::Status& status) override {
     TsanAcquire(this);  // not a TsanReaction: the owner may delete `this` once done_ is set
     on_done_(status);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     done_ = true;
-    done_cv_.notify_all();
+    done_cv_.SignalAll();
   }
 
  private:
@@ -139,7 +141,7 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   void ReleaseHoldIfClosed(bool only_if_closed) {
     bool release = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (only_if_closed && !closed_) return;
       closed_ = true;
       if (!writing_ && !hold_released_) release = hold_released_ = true;
@@ -163,8 +165,8 @@ class AgentStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerM
   grpc::ClientContext context_;
   std::unique_ptr<v1::ServerMessage> in_;  // the read in flight; touched by read reactions only
 
-  std::mutex mu_;
-  std::condition_variable done_cv_;
+  Mutex mu_;
+  CondVar done_cv_;
   std::deque<v1::AgentMessage> out_ ABSL_GUARDED_BY(mu_);  // front is in flight while writing_
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -184,7 +186,7 @@ struct LoopSide {
 // Where a stacks reply goes: the client while it lives (replies come from other threads,
 // possibly after the client is gone).
 struct ReplyRoute {
-  std::mutex mu;
+  Mutex mu;
   std::function<void(v1::AgentMessage)> send ABSL_GUARDED_BY(mu);
 };
 
@@ -204,21 +206,21 @@ class GrpcRendezvousClient::Impl {
         creds_(std::move(creds)),
         loop_side_(std::make_shared<LoopSide>()),
         reply_route_(std::make_shared<ReplyRoute>()) {
-    std::lock_guard<std::mutex> lock(reply_route_->mu);
+    MutexLock lock(&reply_route_->mu);
     reply_route_->send = [this](v1::AgentMessage msg) { Send(std::move(msg)); };
   }
 
   ~Impl() {
     loop_side_->alive = false;
     {
-      std::lock_guard<std::mutex> lock(reply_route_->mu);
+      MutexLock lock(&reply_route_->mu);
       reply_route_->send = nullptr;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (worker_.joinable()) worker_.join();
     if (stream_ != nullptr) {
       if (!leaving_ && finished_) {
@@ -244,7 +246,7 @@ class GrpcRendezvousClient::Impl {
   void Send(v1::AgentMessage msg) {
     AgentStream* stream = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stream_ == nullptr) {
         pending_.push_back(std::move(msg));
         return;
@@ -259,10 +261,10 @@ class GrpcRendezvousClient::Impl {
     v1::AgentMessage msg;
     msg.mutable_leave()->set_why(why);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stream_ == nullptr) {  // not connected yet: stop trying
         stop_ = true;
-        cv_.notify_all();
+        cv_.SignalAll();
         return;
       }
     }
@@ -272,7 +274,7 @@ class GrpcRendezvousClient::Impl {
   bool WaitStreamEnded(absl::Duration timeout) {
     AgentStream* stream = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stream = stream_.get();
     }
     // OnStreamDone (and its PostError) runs before WaitDone returns true.
@@ -299,14 +301,14 @@ class GrpcRendezvousClient::Impl {
       return;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stop_) return;
       stub_ = v1::Rendezvous::NewStub(*channel);
       stream_ = std::make_unique<AgentStream>(
           [this](const v1::ServerMessage& msg) { OnMessage(msg); },
           [this](const grpc::Status& status) { OnStreamDone(status); });
       std::vector<v1::AgentMessage> first(1);
-      grpc_internal::ToProto(node_, spec_, first[0].mutable_join());
+      wire::ToProto(node_, spec_, first[0].mutable_join());
       for (v1::AgentMessage& msg : pending_) first.push_back(std::move(msg));
       pending_.clear();
       stream_->Begin(stub_.get(), options_.token, std::move(first));
@@ -317,9 +319,12 @@ class GrpcRendezvousClient::Impl {
 
   // False when stopped (at once, or during the sleep).
   bool SleepUnlessStopped(absl::Duration d) {
-    std::unique_lock<std::mutex> lock(mu_);
-    d = std::min(d, absl::Hours(24));  // chrono arithmetic overflows on huge durations
-    return !cv_.wait_for(lock, absl::ToChronoNanoseconds(d), [&] { return stop_; });
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + d;
+    while (!stop_) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    return !stop_;
   }
 
   void OnMessage(const v1::ServerMessage& msg) {
@@ -330,7 +335,7 @@ class GrpcRendezvousClient::Impl {
     }
     if (msg.kind_case() == v1::ServerMessage::kStacksRequest) return OnStacksRequest(msg);
     Event event;
-    if (!grpc_internal::FromProto(msg, node_.node_id, &event)) return;  // unknown: newer server
+    if (!wire::FromProto(msg, node_.node_id, &event)) return;  // unknown: newer server
     if (event.kind == Event::Kind::kFinished) finished_ = true;
     options_.loop->Post([side = loop_side_, event = std::move(event)] {
       if (side->alive && !side->error_sent && side->events) side->events(event);
@@ -347,9 +352,9 @@ class GrpcRendezvousClient::Impl {
       v1::AgentMessage answer;
       answer.mutable_stacks()->set_id(id);
       for (const RankStack& r : ranks) {
-        grpc_internal::ToProto(r, answer.mutable_stacks()->add_ranks());
+        wire::ToProto(r, answer.mutable_stacks()->add_ranks());
       }
-      std::lock_guard<std::mutex> lock(route->mu);
+      MutexLock lock(&route->mu);
       if (route->send) route->send(std::move(answer));
     };
     options_.loop->Post([side = loop_side_, handler = options_.on_stacks_request, timeout,
@@ -360,7 +365,7 @@ class GrpcRendezvousClient::Impl {
 
   void OnStreamDone(const grpc::Status& status) {
     if (leaving_ || finished_ || refused_) return;
-    absl::Status ended = grpc_internal::ToAbslStatus(status);
+    absl::Status ended = wire::ToAbslStatus(status);
     if (IsRefusal(ended.code())) {
       PostError(std::move(ended));
       return;
@@ -389,8 +394,8 @@ class GrpcRendezvousClient::Impl {
   std::atomic<bool> finished_{false};  // Finished received: the stream's end is expected
   std::atomic<bool> refused_{false};   // Error received and reported
 
-  std::mutex mu_;
-  std::condition_variable cv_;  // stop_
+  Mutex mu_;
+  CondVar cv_;  // stop_
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Reports made before the stream existed.
   std::vector<v1::AgentMessage> pending_ ABSL_GUARDED_BY(mu_);
@@ -423,7 +428,7 @@ void GrpcRendezvousClient::Start(const NodeInfo& node, const JobSpec& spec, Even
 void GrpcRendezvousClient::ReportFailure(int round, const Failure& failure) {
   v1::AgentMessage msg;
   msg.mutable_worker_failed()->set_round(round);
-  grpc_internal::ToProto(failure, msg.mutable_worker_failed()->mutable_failure());
+  wire::ToProto(failure, msg.mutable_worker_failed()->mutable_failure());
   impl_->Send(std::move(msg));
 }
 
@@ -436,13 +441,13 @@ void GrpcRendezvousClient::ReportSucceeded(int round) {
 void GrpcRendezvousClient::ReportWorkersStarted(int round,
                                                 const std::vector<StartedWorker>& workers) {
   v1::AgentMessage msg;
-  grpc_internal::ToProto(round, workers, msg.mutable_workers_started());
+  wire::ToProto(round, workers, msg.mutable_workers_started());
   impl_->Send(std::move(msg));
 }
 
 void GrpcRendezvousClient::ReportWorkerEnded(int round, const EndedWorker& worker) {
   v1::AgentMessage msg;
-  grpc_internal::ToProto(round, worker, msg.mutable_worker_ended());
+  wire::ToProto(round, worker, msg.mutable_worker_ended());
   impl_->Send(std::move(msg));
 }
 
@@ -452,7 +457,7 @@ void GrpcRendezvousClient::ReportStalled(int round, const Stall& stall) {
   out->set_round(round);
   out->set_stalled(stall.stalled);
   out->set_restartable(stall.restartable);
-  for (const RankStack& r : stall.ranks) grpc_internal::ToProto(r, out->add_ranks());
+  for (const RankStack& r : stall.ranks) wire::ToProto(r, out->add_ranks());
   impl_->Send(std::move(msg));
 }
 
@@ -472,7 +477,7 @@ void GrpcRendezvousClient::Preempt(const std::string& reason) {
 bool GrpcRendezvousClient::UploadTraces(const std::vector<TraceChunk>& chunks) {
   for (const TraceChunk& chunk : chunks) {
     v1::AgentMessage msg;
-    grpc_internal::ToProto(chunk, msg.mutable_traces());
+    wire::ToProto(chunk, msg.mutable_traces());
     impl_->Send(std::move(msg));
   }
   return true;

@@ -2,9 +2,13 @@
 
 #include "gtest/gtest.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::grpc_internal {
+
+using wire::ToAbslCode;
+using wire::ToAbslStatus;
+using wire::ToGrpcStatus;
 namespace {
 
 TEST(ParseDialTargetTest, HostPortAndBracketedV6) {

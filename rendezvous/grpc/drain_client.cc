@@ -5,7 +5,7 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/connect.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv {
 
@@ -27,7 +27,7 @@ absl::StatusOr<NodeInfo> DrainNode(const JobStatusQuery& query, const std::strin
   request.set_host(host);
   request.set_reason(reason);
   v1::DrainReply reply;
-  absl::Status called = grpc_internal::ToAbslStatus(stub->Preempt(&context, request, &reply));
+  absl::Status called = wire::ToAbslStatus(stub->Preempt(&context, request, &reply));
   if (absl::IsDeadlineExceeded(called) || absl::IsUnavailable(called)) {
     return absl::Status(
         called.code(),

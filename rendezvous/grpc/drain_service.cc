@@ -5,9 +5,11 @@
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::grpc_internal {
+
+using wire::ToGrpcStatus;
 namespace {
 
 class DrainService final : public v1::Drain::CallbackService {

@@ -5,8 +5,8 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/connect.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv {
 
@@ -48,8 +48,7 @@ absl::Status WatchJobStatus(const JobStatusQuery& query,
     v1::GetJobStatusRequest request;
     request.set_run_id(query.run_id);
     v1::JobStatusReply reply;
-    RETURN_IF_ERROR(
-        Explained(query, grpc_internal::ToAbslStatus(stub->Get(&probe, request, &reply))));
+    RETURN_IF_ERROR(Explained(query, wire::ToAbslStatus(stub->Get(&probe, request, &reply))));
   }
   grpc::ClientContext context;
   grpc_internal::AddBearerToken(query.token, &context);
@@ -57,8 +56,8 @@ absl::Status WatchJobStatus(const JobStatusQuery& query,
   request.set_run_id(query.run_id);
   std::unique_ptr<grpc::ClientReader<v1::JobStatusReply>> reader = stub->Watch(&context, request);
   v1::JobStatusReply reply;
-  while (reader->Read(&reply)) on_update(grpc_internal::FromProto(reply));
-  return grpc_internal::ToAbslStatus(reader->Finish());
+  while (reader->Read(&reply)) on_update(wire::FromProto(reply));
+  return wire::ToAbslStatus(reader->Finish());
 }
 
 absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
@@ -68,9 +67,8 @@ absl::StatusOr<JobStatusSnapshot> GetJobStatus(const JobStatusQuery& query) {
   v1::GetJobStatusRequest request;
   request.set_run_id(query.run_id);
   v1::JobStatusReply reply;
-  RETURN_IF_ERROR(
-      Explained(query, grpc_internal::ToAbslStatus(stub->Get(&context, request, &reply))));
-  return grpc_internal::FromProto(reply);
+  RETURN_IF_ERROR(Explained(query, wire::ToAbslStatus(stub->Get(&context, request, &reply))));
+  return wire::FromProto(reply);
 }
 
 absl::StatusOr<std::vector<JobSummary>> ListJobs(const JobStatusQuery& query) {
@@ -78,11 +76,11 @@ absl::StatusOr<std::vector<JobSummary>> ListJobs(const JobStatusQuery& query) {
   grpc::ClientContext context;
   PrepareUnary(query, &context);
   v1::ListJobsReply reply;
-  RETURN_IF_ERROR(Explained(
-      query, grpc_internal::ToAbslStatus(stub->List(&context, v1::ListJobsRequest(), &reply))));
+  RETURN_IF_ERROR(
+      Explained(query, wire::ToAbslStatus(stub->List(&context, v1::ListJobsRequest(), &reply))));
   std::vector<JobSummary> jobs;
   jobs.reserve(reply.jobs_size());
-  for (const v1::JobSummary& j : reply.jobs()) jobs.push_back(grpc_internal::FromProto(j));
+  for (const v1::JobSummary& j : reply.jobs()) jobs.push_back(wire::FromProto(j));
   return jobs;
 }
 

@@ -4,21 +4,23 @@
 #include <grpcpp/support/server_callback.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/status_cache.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::grpc_internal {
+
+using wire::ToGrpcStatus;
+using wire::ToProto;
 namespace {
 
 class WatchReactor;
@@ -33,10 +35,10 @@ class WatchWriter {
   WatchWriter() : thread_([this] { Run(); }) {}
   ~WatchWriter() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
   // Queues `watcher` for a snapshot (once, however often it is poked meanwhile).
@@ -45,8 +47,8 @@ class WatchWriter {
  private:
   void Run();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::weak_ptr<WatchReactor>> queue_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
@@ -133,7 +135,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
 
   // On the WatchWriter's thread.
   void WriteIfChanged() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     scheduled_ = false;
     if (done_ || in_flight_) return;
     WriteIfChangedLocked();
@@ -142,13 +144,13 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   // A watch the token check refused: ends at once, alive until OnDone.
   void Refuse(std::shared_ptr<WatchReactor> self, grpc::Status status) {
     self_ = std::move(self);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     FinishLocked(std::move(status));
   }
 
   void Poke() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (done_) return;
       if (in_flight_) {
         pending_ = true;
@@ -163,7 +165,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   void OnWriteDone(bool ok) override {
     TsanReaction in(this);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       in_flight_ = false;
       if (!ok) return FinishLocked(grpc::Status::OK);  // the client went away
       if (!pending_) {
@@ -179,7 +181,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
 
   void OnCancel() override {
     TsanReaction in(this);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     FinishLocked(grpc::Status::CANCELLED);
   }
 
@@ -220,7 +222,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
   WatchWriter* const writer_;
   const std::string run_id_;
   std::shared_ptr<WatchReactor> self_;
-  std::mutex mu_;
+  Mutex mu_;
   v1::JobStatusReply reply_ ABSL_GUARDED_BY(mu_);  // the write in flight
   std::string last_ ABSL_GUARDED_BY(mu_);
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
@@ -232,25 +234,25 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::JobStatusReply>,
 
 void WatchWriter::Schedule(std::shared_ptr<WatchReactor> watcher) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(std::move(watcher));
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void WatchWriter::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
     // Capped like every wait; nothing is due on a timeout, the loop just looks again.
-    cv_.wait_for(lock, std::chrono::hours(1), [&] { return stopping_ || !queue_.empty(); });
+    if (!stopping_ && queue_.empty()) cv_.WaitWithTimeout(&mu_, absl::Hours(1));
     if (stopping_) return;
     std::vector<std::weak_ptr<WatchReactor>> batch;
     batch.swap(queue_);
-    lock.unlock();
+    mu_.Unlock();
     for (const auto& weak : batch) {
       if (auto watcher = weak.lock()) watcher->WriteIfChanged();
     }
-    lock.lock();
+    mu_.Lock();
   }
 }
 

@@ -1,9 +1,12 @@
 // End to end over real gRPC: one RendezvousServer on port 0 and several
 // GrpcRendezvousClients in this process, each on its own EventLoop thread.
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -329,24 +332,41 @@ TEST_F(RendezvousTest, LeaveIsNotAnError) {
   EXPECT_EQ(agents_[2]->errors_seen(), 0);
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+// A plain TCP listener on a free loopback port: it stands where the server will be.
+int Listen(int* port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 8) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
 }
 
 TEST_F(RendezvousTest, ServerStartingLateIsWaitedFor) {
-  int port = FreePort();
+  // Nothing answers at first: the agent's connection reaching the port, accepted and closed
+  // without a word of HTTP/2, is its failed first attempt. Only then does the server start
+  // there, so the agent must have waited for it (no fixed sleep that a slow start outlasts).
+  int port = 0;
+  int listener = Listen(&port);
+  ASSERT_GE(listener, 0) << strerror(errno);
   endpoint_ = "127.0.0.1:" + std::to_string(port);
   TestAgent& a = AddAgent();
   a.Start(TestNode("n0", 1000), Spec(1, 1));
-  absl::SleepFor(absl::Milliseconds(700));
+  pollfd attempt{.fd = listener, .events = POLLIN, .revents = 0};
+  ASSERT_EQ(poll(&attempt, 1, /*timeout_ms=*/10000), 1) << "the agent never tried to connect";
+  int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(conn, 0) << strerror(errno);
+  close(conn);
+  close(listener);
   RendezvousServer::Options options;
   options.listen_address = endpoint_;
   server_ = RendezvousServer::Start(options).value();

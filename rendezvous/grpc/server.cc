@@ -8,13 +8,13 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "base/status_macros.h"
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
@@ -23,10 +23,10 @@
 #include "rendezvous/grpc/drain_service.h"
 #include "rendezvous/grpc/job_status_service.h"
 #include "rendezvous/grpc/stacks_service.h"
-#include "rendezvous/grpc/status_convert.h"
 #include "rendezvous/grpc/tcp_keepalive.h"
 #include "rendezvous/registry/job_registry.h"
 #include "rendezvous/registry/trace_store.h"
+#include "rendezvous/wire/status_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace muster::rdzv {
@@ -36,7 +36,7 @@ namespace {
 class RejectedSession : public grpc_internal::SessionReactor {
  public:
   explicit RejectedSession(const absl::Status& status) {
-    grpc::Status refusal = grpc_internal::ToGrpcStatus(status);
+    grpc::Status refusal = wire::ToGrpcStatus(status);
     TsanCallOut out(this);
     Finish(std::move(refusal));
   }
@@ -53,17 +53,17 @@ class RejectedSession : public grpc_internal::SessionReactor {
 class AdoptedPeers {
  public:
   void Record(int fd, std::string peer) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     peers_[absl::StrCat("fd:", fd)] = std::move(peer);
   }
   std::string Resolve(const std::string& grpc_peer) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = peers_.find(grpc_peer);
     return it == peers_.end() ? grpc_peer : it->second;
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<std::string, std::string> peers_;
 };
 
@@ -126,7 +126,7 @@ class RendezvousServer::Impl {
     grpc::EnableDefaultHealthCheckService(true);
     // Process-wide too: Debian's abseil is built with debug-mode deadlock detection, which
     // records every absl::Mutex gRPC takes in a lock graph (14 % of the server's CPU while
-    // 4096 agents join). Our own locks are std::mutex and do not use it.
+    // 4096 agents join). Our own locks are Mutex and do not use it.
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
     grpc::ServerBuilder builder;
     // gRPC sets SO_REUSEPORT by default; two servers sharing a port would split a job.
@@ -143,7 +143,7 @@ class RendezvousServer::Impl {
     builder.RegisterService(job_status_.get());
     builder.RegisterService(stacks_.get());
     builder.RegisterService(drain_.get());
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    MutexLock lock(&shutdown_mu_);
     server_ = builder.BuildAndStart();
     if (!listens && server_ != nullptr) return absl::OkStatus();  // the shared port logs
     if (server_ == nullptr || port_ == 0) {
@@ -166,7 +166,7 @@ class RendezvousServer::Impl {
     absl::Status keepalive = grpc_internal::SetTcpKeepalive(fd, keepalive_);
     if (!keepalive.ok()) spdlog::warn("rendezvous: {}", keepalive.ToString());
     adopted_peers_.Record(fd, GrpcPeerName(peer));
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    MutexLock lock(&shutdown_mu_);
     if (server_ == nullptr) {
       ::close(fd);
       return;
@@ -185,7 +185,7 @@ class RendezvousServer::Impl {
   }
 
   void Shutdown() {
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    MutexLock lock(&shutdown_mu_);
     if (server_ == nullptr) return;
     // An immediate deadline cancels the long-lived Session streams instead of waiting.
     server_->Shutdown(std::chrono::system_clock::now());
@@ -203,7 +203,7 @@ class RendezvousServer::Impl {
   std::unique_ptr<grpc::Service> stacks_;
   std::unique_ptr<grpc::Service> drain_;
   int port_ = 0;
-  std::mutex shutdown_mu_;
+  Mutex shutdown_mu_;
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(shutdown_mu_);
 };
 

@@ -5,8 +5,8 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/connect.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv {
 
@@ -27,7 +27,7 @@ absl::StatusOr<std::vector<NodeStacks>> GetStacks(const JobStatusQuery& query,
   request.set_run_id(query.run_id);
   request.set_timeout_ms(absl::ToInt64Milliseconds(collect));
   v1::StacksReply reply;
-  absl::Status called = grpc_internal::ToAbslStatus(stub->Get(&context, request, &reply));
+  absl::Status called = wire::ToAbslStatus(stub->Get(&context, request, &reply));
   if (absl::IsDeadlineExceeded(called) || absl::IsUnavailable(called)) {
     return absl::Status(
         called.code(),
@@ -35,7 +35,7 @@ absl::StatusOr<std::vector<NodeStacks>> GetStacks(const JobStatusQuery& query,
   }
   RETURN_IF_ERROR(called);
   std::vector<NodeStacks> nodes;
-  for (const v1::NodeStacks& n : reply.nodes()) nodes.push_back(grpc_internal::FromProto(n));
+  for (const v1::NodeStacks& n : reply.nodes()) nodes.push_back(wire::FromProto(n));
   return nodes;
 }
 

@@ -10,10 +10,12 @@
 #include "base/tsan.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc/credentials.h"
-#include "rendezvous/grpc/stacks_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::grpc_internal {
+
+using wire::ToGrpcStatus;
 namespace {
 
 constexpr absl::Duration kDefaultTimeout = absl::Milliseconds(1500);
@@ -59,7 +61,7 @@ class StacksService final : public v1::Stacks::CallbackService {
         } else {
           node.ranks = std::move(it->second);
         }
-        grpc_internal::ToProto(node, reply->add_nodes());  // qualified: unity builds
+        wire::ToProto(node, reply->add_nodes());  // qualified: unity builds
       }
       TsanCallOut out(reactor);
       reactor->Finish(grpc::Status::OK);

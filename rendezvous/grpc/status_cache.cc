@@ -2,12 +2,14 @@
 
 #include "base/status_macros.h"
 #include "muster/v1/rendezvous.pb.h"
-#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/wire/proto_convert.h"
 
 namespace muster::rdzv::grpc_internal {
 
+using wire::ToProto;
+
 absl::StatusOr<grpc::Slice> StatusCache::Reply(const std::string& run_id, absl::Time now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   absl::StatusOr<uint64_t> version_or = registry_->StatusVersion(run_id);
   if (!version_or.ok()) {
     entries_.erase(run_id);  // the job is gone: so is its reply
@@ -31,7 +33,7 @@ absl::StatusOr<grpc::Slice> StatusCache::Reply(const std::string& run_id, absl::
 }
 
 int64_t StatusCache::builds() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return builds_;
 }
 

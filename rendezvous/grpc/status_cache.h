@@ -14,12 +14,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "rendezvous/registry/job_registry.h"
 
 namespace muster::rdzv::grpc_internal {
@@ -44,7 +44,7 @@ class StatusCache {
 
   const JobRegistry* const registry_;
   const absl::Duration max_age_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by run id
   int64_t builds_ ABSL_GUARDED_BY(mu_) = 0;
 };

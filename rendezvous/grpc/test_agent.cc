@@ -48,43 +48,43 @@ void TestAgent::DestroyClient() {
 }
 
 void TestAgent::OnEvent(const Event& event) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   events_.push_back(event);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void TestAgent::OnError(const absl::Status& error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   errors_.push_back(error);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::optional<Event> TestAgent::WaitEvent(Event::Kind kind, absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  std::optional<Event> found;
-  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] {
+  MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + timeout;
+  for (bool expired = false;; expired = cv_.WaitWithDeadline(&mu_, deadline)) {
     for (size_t i = taken_[kind]; i < events_.size(); ++i) {
       if (events_[i].kind == kind) {
         taken_[kind] = i + 1;
-        found = events_[i];
-        return true;
+        return events_[i];
       }
     }
-    return false;
-  });
-  return found;
+    if (expired) return std::nullopt;
+  }
 }
 
 std::optional<absl::Status> TestAgent::WaitError(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return !errors_.empty(); })) {
-    return std::nullopt;
+  MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (errors_.empty()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
+  if (errors_.empty()) return std::nullopt;
   return errors_.front();
 }
 
 int TestAgent::errors_seen() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int>(errors_.size());
 }
 

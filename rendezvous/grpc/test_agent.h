@@ -5,11 +5,9 @@
 #define MUSTER_RENDEZVOUS_GRPC_TEST_AGENT_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "base/event_loop.h"
+#include "base/mutex.h"
 #include "rendezvous/grpc/client.h"
 
 namespace muster::rdzv {
@@ -47,8 +46,8 @@ class TestAgent {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   std::vector<Event> events_ ABSL_GUARDED_BY(mu_);
   // Per kind: the index after the last one returned.
   std::map<Event::Kind, size_t> taken_ ABSL_GUARDED_BY(mu_);

@@ -14,8 +14,6 @@
 namespace muster::rdzv {
 namespace {
 
-// After a Tick, never sleep less than this: a deadline Tick did not move must not spin.
-constexpr absl::Duration kMinTimerSleep = absl::Milliseconds(5);
 constexpr absl::Duration kMaxTimerSleep = absl::Hours(1);
 
 bool IsRetryableEnd(const Job& job) {
@@ -35,10 +33,10 @@ JobRegistry::JobRegistry(std::string required_run_id, absl::Duration liveness_in
 
 JobRegistry::~JobRegistry() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   timer_.join();
 }
 
@@ -54,14 +52,14 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
   Streams touched;
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     absl::Time now = absl::Now();
     if (members_.count(node.node_id) != 0) {
       return absl::AlreadyExistsError(
           absl::StrCat("node id ", node.node_id, " is already joined on another stream"));
     }
     auto it = jobs_.find(spec.run_id);
-    if (it != jobs_.end() && IsRetryableEnd(it->second.job)) {
+    if (it != jobs_.end() && IsRetryableEnd(it->second.host.job())) {
       // The job ended on a transient problem (exit 138: Pods are restarted for it); the
       // restarted agents start the job afresh instead of being refused forever.
       spdlog::info("rendezvous: job {} ended with 138 earlier; {} starts it again", spec.run_id,
@@ -69,12 +67,10 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
       jobs_.erase(it);
     }
     bool created = false;
-    std::tie(it, created) = jobs_.try_emplace(spec.run_id, spec, now);
-    std::vector<Event> events;
+    std::tie(it, created) = jobs_.try_emplace(spec.run_id, this, spec, now);
     // Routed before the Job call so that the joiner's own events reach it.
     members_[node.node_id] = Member{.run_id = spec.run_id, .stream = stream};
-    const int round_before = it->second.job.round();
-    absl::Status joined = it->second.job.Join(node, spec, now, &events);
+    absl::Status joined = it->second.host.Join(node, spec, now);
     if (!joined.ok()) {
       members_.erase(node.node_id);
       if (created) jobs_.erase(it);
@@ -83,8 +79,6 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
     ++it->second.connected;
     it->second.unattended_since = absl::InfiniteFuture();
     if (observer_) observer_->OnJoin();
-    ObserveRoundLocked(it->second.job, round_before);
-    it->second.version = ++versions_;
     if (created) {
       spdlog::info("rendezvous: job {} created by {}", spec.run_id, node.host);
       // The server's sockets, not the job, decide when a silent node is lost; an agent that
@@ -103,10 +97,10 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
       }
     }
     spdlog::debug("rendezvous: {} ({}) joined job {}", node.host, node.address, spec.run_id);
-    RouteLocked(events, &touched);
-    wake = TimerMustWakeLocked(it->second.job);
+    touched = std::exchange(touched_, {});
+    wake = TimerMustWakeLocked(it->second.host.job());
   }
-  if (wake) wake_.notify_all();
+  if (wake) wake_.SignalAll();
   FlushAll(touched);
   NotifyWatchers();
   return absl::OkStatus();
@@ -114,60 +108,58 @@ absl::Status JobRegistry::Join(std::shared_ptr<NodeStream> stream, const NodeInf
 
 void JobRegistry::Heartbeat(const std::string& node_id) {
   WithNodeJob(
-      node_id, [&](Job& job, absl::Time now, std::vector<Event>*) { job.Heartbeat(node_id, now); },
+      node_id, [&](JobHost& host, absl::Time now) { host.Heartbeat(node_id, now); },
       /*notify=*/false);
 }
 
 void JobRegistry::WorkersStarted(const std::string& node_id, int round,
                                  const std::vector<StartedWorker>& workers) {
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>*) {
-    job.WorkersStarted(node_id, round, workers, now);
+  WithNodeJob(node_id, [&](JobHost& host, absl::Time now) {
+    host.WorkersStarted(node_id, round, workers, now);
   });
 }
 
 void JobRegistry::WorkerEnded(const std::string& node_id, int round, const EndedWorker& ended) {
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>*) {
-    job.WorkerEnded(node_id, round, ended, now);
-  });
+  WithNodeJob(node_id,
+              [&](JobHost& host, absl::Time now) { host.WorkerEnded(node_id, round, ended, now); });
 }
 
 void JobRegistry::NodeStalled(const std::string& node_id, int round, const Stall& stall) {
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
-    job.NodeStalled(node_id, round, stall, now, out);
-  });
+  WithNodeJob(node_id,
+              [&](JobHost& host, absl::Time now) { host.NodeStalled(node_id, round, stall, now); });
 }
 
 void JobRegistry::WorkerFailed(const std::string& node_id, int round, const Failure& failure) {
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
-    job.WorkerFailed(node_id, round, failure, now, out);
+  WithNodeJob(node_id, [&](JobHost& host, absl::Time now) {
+    host.WorkerFailed(node_id, round, failure, now);
   });
 }
 
 void JobRegistry::WorkersSucceeded(const std::string& node_id, int round) {
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
-    job.WorkersSucceeded(node_id, round, now, out);
-  });
+  WithNodeJob(node_id,
+              [&](JobHost& host, absl::Time now) { host.WorkersSucceeded(node_id, round, now); });
 }
 
 void JobRegistry::WorkersStopped(const std::string& node_id, int round, int store_port) {
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
-    job.WorkersStopped(node_id, round, store_port, now, out);
+  WithNodeJob(node_id, [&](JobHost& host, absl::Time now) {
+    host.WorkersStopped(node_id, round, store_port, now);
   });
 }
 
 void JobRegistry::NodeLost(const std::string& node_id, const std::string& why) {
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
+  WithNodeJob(node_id, [&](JobHost& host, absl::Time now) {
     // After the outcome every agent hangs up: that is the normal end, not news.
+    const Job& job = host.job();
     spdlog::log(job.phase() == Job::Phase::kFinished ? spdlog::level::debug : spdlog::level::info,
                 "rendezvous: node {} of job {} lost: {}", node_id, job.spec().run_id, why);
-    job.NodeLost(node_id, why, now, out);
+    host.NodeLost(node_id, why, now);
   });
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto member = members_.find(node_id);
     if (member != members_.end()) EraseMemberLocked(member, absl::Now());
   }
-  wake_.notify_all();  // also the timer: the job may be unattended now (its retention)
+  wake_.SignalAll();  // also the timer: the job may be unattended now (its retention)
 }
 
 JobRegistry::Members::iterator JobRegistry::EraseMemberLocked(Members::iterator m, absl::Time now) {
@@ -195,23 +187,20 @@ std::optional<absl::Time> JobRegistry::ForgetUnattendedLocked(absl::Time now) {
     spdlog::info(
         "rendezvous: forgetting job {} ({}): no agent of it connected for {} "
         "(--job-retention)",
-        it->first, JobPhaseName(PhaseOf(entry.job)), absl::FormatDuration(job_retention_));
+        it->first, JobPhaseName(PhaseOf(entry.host.job())), absl::FormatDuration(job_retention_));
     it = jobs_.erase(it);
   }
   return next;
 }
 
 bool JobRegistry::WaitForMembersToLeave(const std::string& except_node_id, absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto gone = [&] {
+  MutexLock lock(&mu_);
+  auto gone = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || members_.empty() ||
            (members_.size() == 1 && members_.count(except_node_id) == 1);
   };
   while (!gone()) {
-    if (wake_.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now())) ==
-        std::cv_status::timeout) {
-      return gone();
-    }
+    if (wake_.WaitWithDeadline(&mu_, deadline)) return gone();
   }
   return true;
 }
@@ -220,26 +209,16 @@ void JobRegistry::WithNodeJob(const std::string& node_id, const JobCall& call, b
   Streams touched;
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto member = members_.find(node_id);
     if (member == members_.end()) return;
     auto entry = jobs_.find(member->second.run_id);
     if (entry == jobs_.end()) return;
-    absl::Time now = absl::Now();
-    std::vector<Event> events;
-    const int round_before = entry->second.job.round();
-    const bool held_before = entry->second.job.held_failure().has_value();
-    call(entry->second.job, now, &events);
-    ObserveRoundLocked(entry->second.job, round_before);
-    if (!held_before && entry->second.job.held_failure()) {  // rendezvous/core/job_settle.cc
-      spdlog::info("rendezvous: job {}: {}", entry->first,
-                   HoldNotice(*entry->second.job.held_failure()));
-    }
-    if (notify) entry->second.version = ++versions_;
-    RouteLocked(events, &touched);
-    wake = TimerMustWakeLocked(entry->second.job);
+    call(entry->second.host, absl::Now());
+    touched = std::exchange(touched_, {});
+    wake = TimerMustWakeLocked(entry->second.host.job());
   }
-  if (wake) wake_.notify_all();
+  if (wake) wake_.SignalAll();
   FlushAll(touched);
   if (notify) NotifyWatchers();
 }
@@ -249,8 +228,13 @@ bool JobRegistry::TimerMustWakeLocked(const Job& job) const {
   return due && *due < timer_until_;
 }
 
-void JobRegistry::ObserveRoundLocked(const Job& job, int round_before) {
-  if (observer_ && job.round() != round_before) observer_->OnRoundStarted(job.round_formed_in());
+void JobRegistry::JobEntry::Deliver(std::vector<Event> events, absl::Time /*now*/) {
+  version = ++registry->versions_;
+  registry->RouteLocked(events, &registry->touched_);
+}
+
+void JobRegistry::JobEntry::RoundStarted(absl::Duration formed_in) {
+  if (registry->observer_) registry->observer_->OnRoundStarted(formed_in);
 }
 
 void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched) {
@@ -268,21 +252,23 @@ void JobRegistry::RouteLocked(const std::vector<Event>& events, Streams* touched
 }
 
 void JobRegistry::AddWatcher(std::weak_ptr<StatusWatcher> watcher) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   watchers_.push_back(std::move(watcher));
 }
 
 void JobRegistry::SetObserver(std::shared_ptr<RegistryObserver> observer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   observer_ = std::move(observer);
 }
 
 RegistryCounts JobRegistry::Counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RegistryCounts counts;
   for (const auto& [run_id, entry] : jobs_) {
-    ++counts.jobs_by_phase[PhaseOf(entry.job)];
-    for (const Job::NodeView& node : entry.job.NodeViews()) ++counts.nodes_by_state[node.state];
+    ++counts.jobs_by_phase[PhaseOf(entry.host.job())];
+    for (const Job::NodeView& node : entry.host.job().NodeViews()) {
+      ++counts.nodes_by_state[node.state];
+    }
   }
   return counts;
 }
@@ -290,7 +276,7 @@ RegistryCounts JobRegistry::Counts() const {
 void JobRegistry::NotifyWatchers() {
   std::vector<std::shared_ptr<StatusWatcher>> live;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (watchers_.empty()) return;
     for (auto it = watchers_.begin(); it != watchers_.end();) {
       if (auto w = it->lock()) {
@@ -309,41 +295,34 @@ void JobRegistry::FlushAll(const Streams& streams) {
 }
 
 void JobRegistry::TimerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
     absl::Time now = absl::Now();
-    Streams touched;
     std::optional<absl::Time> next;
     std::vector<std::shared_ptr<NodeStream>> dropped;
     for (auto& [run_id, entry] : jobs_) {
-      std::optional<absl::Time> due = entry.job.NextDeadline();
-      if (due && *due <= now) {
-        std::vector<Event> events;
-        const int round_before = entry.job.round();
-        entry.job.Tick(now, &events);
-        ObserveRoundLocked(entry.job, round_before);
-        entry.version = ++versions_;
-        RouteLocked(events, &touched);
+      std::optional<absl::Time> due;
+      if (entry.host.TickIfDue(now, &due)) {
         // Nodes the job declared lost on a deadline still have a stream (a partition
         // keeps TCP half-open): end it, so the node learns it is out if it comes back.
+        const Job& job = entry.host.job();
         std::set<std::string> live;
-        for (const NodeInfo& n : entry.job.Nodes()) live.insert(n.node_id);
+        for (const NodeInfo& n : job.Nodes()) live.insert(n.node_id);
         for (auto m = members_.begin(); m != members_.end();) {
           if (m->second.run_id == run_id && !live.count(m->first) &&
-              entry.job.phase() != Job::Phase::kFinished) {
+              job.phase() != Job::Phase::kFinished) {
             dropped.push_back(m->second.stream);
             m = EraseMemberLocked(m, now);
           } else {
             ++m;
           }
         }
-        due = entry.job.NextDeadline();
-        if (due) due = std::max(*due, now + kMinTimerSleep);
       }
       if (due && (!next || *due < *next)) next = due;
     }
+    Streams touched = std::exchange(touched_, {});
     if (!touched.empty() || !dropped.empty()) {
-      lock.unlock();
+      mu_.Unlock();
       FlushAll(touched);
       NotifyWatchers();
       for (const auto& stream : dropped) {
@@ -351,22 +330,22 @@ void JobRegistry::TimerLoop() {
             "the rendezvous declared this node lost (its workers did not stop in time); the "
             "job went on without it"));
       }
-      wake_.notify_all();  // WaitForMembersToLeave
-      lock.lock();
+      wake_.SignalAll();  // WaitForMembersToLeave
+      mu_.Lock();
       continue;  // jobs may have changed while unlocked
     }
     std::optional<absl::Time> forget = ForgetUnattendedLocked(now);
     if (forget && (!next || *forget < *next)) next = forget;
-    // Capped: a far deadline converted to a chrono time_point could overflow.
     absl::Time until = std::min(next.value_or(absl::InfiniteFuture()), now + kMaxTimerSleep);
     timer_until_ = until;
-    wake_.wait_until(lock, absl::ToChronoTime(until));
+    wake_.WaitWithDeadline(&mu_, until);
     timer_until_ = absl::InfinitePast();  // awake: the loop looks at every deadline again
   }
+  mu_.Unlock();
 }
 
 absl::StatusOr<uint64_t> JobRegistry::StatusVersion(const std::string& run_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(run_id);
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("no job with run id '", run_id, "' on this server"));
@@ -376,13 +355,13 @@ absl::StatusOr<uint64_t> JobRegistry::StatusVersion(const std::string& run_id) c
 
 absl::StatusOr<JobStatusSnapshot> JobRegistry::Status(const std::string& run_id,
                                                       uint64_t* version) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(run_id);
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("no job with run id '", run_id, "' on this server"));
   }
   if (version != nullptr) *version = it->second.version;
-  return JobStatusOf(it->second.job);
+  return JobStatusOf(it->second.host.job());
 }
 
 absl::StatusOr<std::vector<StacksTarget>> JobRegistry::StacksTargets(
@@ -390,7 +369,7 @@ absl::StatusOr<std::vector<StacksTarget>> JobRegistry::StacksTargets(
   absl::StatusOr<JobStatusSnapshot> status = Status(run_id);
   if (!status.ok()) return status.status();
   std::vector<StacksTarget> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const NodeStatus& n : status->nodes) {
     auto it = members_.find(n.node_id);
     if (it == members_.end() || it->second.run_id != run_id) continue;
@@ -406,10 +385,10 @@ absl::StatusOr<std::vector<StacksTarget>> JobRegistry::StacksTargets(
 }
 
 std::vector<JobSummary> JobRegistry::Summaries() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<JobSummary> out;
   out.reserve(jobs_.size());
-  for (const auto& [run_id, entry] : jobs_) out.push_back(JobSummaryOf(entry.job));
+  for (const auto& [run_id, entry] : jobs_) out.push_back(JobSummaryOf(entry.host.job()));
   std::sort(out.begin(), out.end(),
             [](const JobSummary& a, const JobSummary& b) { return a.run_id < b.run_id; });
   return out;

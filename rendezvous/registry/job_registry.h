@@ -1,7 +1,8 @@
 // JobRegistry: the rendezvous server's state, with no transport in it. Holds every job by
-// run id (created by the first Join of that id, with that joiner's JobSpec), routes the
-// events of each rdzv::Job call to the stream of the node they address, and runs a timer
-// thread that sleeps until the earliest Job::NextDeadline() and then calls Job::Tick. A
+// run id (created by the first Join of that id, with that joiner's JobSpec), each driven by
+// its JobHost (job_host.h), whose events it routes to the stream of the node they address,
+// and runs one timer thread that sleeps until the earliest of the hosts' deadlines and
+// then ticks the hosts due (JobHost::TickIfDue). A
 // transport (rendezvous/grpc's AgentSession) implements NodeStream for each connection
 // and reports what its agent says; the JobStatus service reads Status and StatusVersion.
 //
@@ -13,12 +14,10 @@
 #ifndef MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_
 #define MUSTER_RENDEZVOUS_REGISTRY_JOB_REGISTRY_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -28,8 +27,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "rendezvous/core/job.h"
 #include "rendezvous/core/job_status.h"
+#include "rendezvous/registry/job_host.h"
 
 namespace muster::rdzv {
 
@@ -155,9 +156,18 @@ class JobRegistry {
   bool WaitForMembersToLeave(const std::string& except_node_id, absl::Time deadline);
 
  private:
-  struct JobEntry {
-    explicit JobEntry(const JobSpec& spec, absl::Time now) : job(spec, now) {}
-    Job job;
+  // One job: its host, and the host's transport, which routes the events to the streams
+  // of members_ and counts the job's status versions.
+  struct JobEntry : JobHost::Transport {
+    JobEntry(JobRegistry* registry, const JobSpec& spec, absl::Time now)
+        : registry(registry), host(spec, now, this, {.backend = "rendezvous", .name_job = true}) {}
+    // Within a host call, which the registry makes with its mutex held (the analysis cannot
+    // follow the call through JobHost).
+    ABSL_NO_THREAD_SAFETY_ANALYSIS void Deliver(std::vector<Event> events, absl::Time now) override;
+    ABSL_NO_THREAD_SAFETY_ANALYSIS void RoundStarted(absl::Duration formed_in) override;
+
+    JobRegistry* const registry;
+    JobHost host;
     uint64_t version = 0;  // see StatusVersion
     int connected = 0;     // its nodes in members_
     // When `connected` last fell to 0 (InfiniteFuture while an agent is connected): the
@@ -170,10 +180,11 @@ class JobRegistry {
   };
   using Members = std::map<std::string, Member>;  // by node id
   using Streams = std::vector<std::shared_ptr<NodeStream>>;
-  using JobCall = std::function<void(Job&, absl::Time, std::vector<Event>*)>;
+  using JobCall = std::function<void(JobHost&, absl::Time)>;
 
-  // Runs `call` on the node's job (if the node is known), then delivers its events and,
-  // with `notify`, pokes the status watchers (heartbeats change nothing they show).
+  // Runs `call` on the node's job host (if the node is known), then flushes the streams its
+  // events went to and, with `notify`, pokes the status watchers (heartbeats change nothing
+  // they show).
   void WithNodeJob(const std::string& node_id, const JobCall& call, bool notify = true);
   // Queues `events` on their streams (mutex held); appends the streams touched.
   void RouteLocked(const std::vector<Event>& events, Streams* touched)
@@ -182,8 +193,6 @@ class JobRegistry {
   // Whether `job`'s next deadline comes before the one the timer thread sleeps until (most
   // messages move no deadline earlier: no wake-up per message).
   bool TimerMustWakeLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tells the observer of a round `job` started since it was at `round_before`.
-  void ObserveRoundLocked(const Job& job, int round_before) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
   // Pokes every live watcher (call without mu_).
   void NotifyWatchers();
@@ -199,14 +208,16 @@ class JobRegistry {
   const absl::Duration liveness_interval_;
   const int liveness_misses_;
   const absl::Duration job_retention_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;  // a deadline may have moved, or stopping
+  mutable Mutex mu_;
+  CondVar wake_;  // a deadline may have moved, or stopping
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The timer's wake-up; past while it runs.
   absl::Time timer_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);  // by run id
   uint64_t versions_ ABSL_GUARDED_BY(mu_) = 0;                 // the last version handed out
   Members members_ ABSL_GUARDED_BY(mu_);                       // live streams
+  // The streams the hosts' events of the current call went to, flushed after it.
+  Streams touched_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<StatusWatcher>> watchers_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<RegistryObserver> observer_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<TraceStore> trace_store_ ABSL_GUARDED_BY(mu_);

@@ -1,8 +1,8 @@
 // JobRegistry::Preempt and ::Drain (docs/guides/preemption.md): the notice reaches every stream of
 // the job, and `muster drain` finds its node by id or host, or says why not.
 #include <memory>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "gtest/gtest.h"
 #include "rendezvous/registry/job_registry.h"
 
@@ -13,7 +13,7 @@ class NoticeStream : public NodeStream {
  public:
   void Enqueue(const Event& event) override { queued_.push_back(event); }
   void Flush() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (Event& e : queued_) {
       if (e.kind == Event::Kind::kPreempt) notices_.push_back(std::move(e));
     }
@@ -21,13 +21,13 @@ class NoticeStream : public NodeStream {
   }
   void Close(const absl::Status&) override {}
   std::vector<Event> notices() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return notices_;
   }
 
  private:
   std::vector<Event> queued_;  // under the registry's mutex
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<Event> notices_;
 };
 

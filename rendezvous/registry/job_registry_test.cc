@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "gtest/gtest.h"
 
 namespace muster::rdzv {
@@ -13,27 +13,27 @@ class RecordingStream : public NodeStream {
  public:
   void Enqueue(const Event& event) override { queued_.push_back(event); }
   void Flush() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (Event& e : queued_) flushed_.push_back(std::move(e));
     queued_.clear();
   }
   void Close(const absl::Status& why) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = std::string(why.message());
   }
   std::vector<Event> flushed() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return flushed_;
   }
   std::string closed() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return closed_;
   }
 
  private:
   std::string closed_;
   std::vector<Event> queued_;  // under the registry's mutex
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<Event> flushed_;
 };
 

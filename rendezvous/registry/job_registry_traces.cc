@@ -7,7 +7,7 @@
 namespace muster::rdzv {
 
 void JobRegistry::SetTraceStore(std::shared_ptr<TraceStore> store) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   trace_store_ = std::move(store);
 }
 
@@ -15,7 +15,7 @@ void JobRegistry::StoreTraces(const std::string& node_id, const TraceChunk& chun
   std::shared_ptr<TraceStore> store;
   std::string run_id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto m = members_.find(node_id);
     if (m == members_.end()) return;  // not joined, or lost
     run_id = m->second.run_id;
@@ -30,9 +30,8 @@ void JobRegistry::StoreTraces(const std::string& node_id, const TraceChunk& chun
   } else {
     error = "this rendezvous server keeps no traces (`muster serve` without --log-dir)";
   }
-  WithNodeJob(node_id, [&](Job& job, absl::Time now, std::vector<Event>* out) {
-    job.TracesStored(node_id, chunk.round, stored.location, std::move(stored.node), error, now,
-                     out);
+  WithNodeJob(node_id, [&](JobHost& host, absl::Time now) {
+    host.TracesStored(node_id, chunk.round, stored.location, std::move(stored.node), error, now);
   });
 }
 

@@ -6,10 +6,8 @@
 #ifndef MUSTER_RENDEZVOUS_REGISTRY_STACKS_BROKER_H_
 #define MUSTER_RENDEZVOUS_REGISTRY_STACKS_BROKER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "rendezvous/core/stacks.h"
 
 namespace muster::rdzv {
@@ -37,8 +36,8 @@ class StacksBroker {
     std::set<std::string> waiting;
     std::map<std::string, std::vector<RankStack>> answers;
   };
-  std::mutex mu_;
-  std::condition_variable answered_;
+  Mutex mu_;
+  CondVar answered_;
   int64_t last_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, Request> open_ ABSL_GUARDED_BY(mu_);
 };

@@ -70,7 +70,7 @@ std::string TraceStore::RoundDir(const std::string& run_id, int round) const {
 
 void TraceStore::Write(const std::string& run_id, const std::string& node_id,
                        const TraceChunk& chunk) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Upload& up = uploads_[Key{run_id, node_id, chunk.round}];
   std::string refused = WriteLocked(run_id, node_id, chunk, up);
   if (refused.empty()) return;
@@ -111,7 +111,7 @@ std::string TraceStore::WriteLocked(const std::string& run_id, const std::string
 
 TraceStore::Stored TraceStore::Finish(const std::string& run_id, const std::string& node_id,
                                       int round, const std::string& agent_note) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Stored out{.location = absl::StrCat(host_, ":", RoundDir(run_id, round), "/")};
   auto it = uploads_.find(Key{run_id, node_id, round});
   std::vector<std::string> notes;

@@ -10,12 +10,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "rendezvous/core/traces.h"
 
 namespace muster::rdzv {
@@ -59,7 +59,7 @@ class TraceStore {
   const std::string root_;
   const bool per_job_;
   const std::string host_;
-  std::mutex mu_;
+  Mutex mu_;
   std::map<Key, Upload> uploads_ ABSL_GUARDED_BY(mu_);  // until Finish
   std::map<std::string, int64_t> job_bytes_ ABSL_GUARDED_BY(mu_);
 };

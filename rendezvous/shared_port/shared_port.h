@@ -4,11 +4,11 @@
 // (anything else, or silence until `decide_timeout`: torch 1.13's second store connection
 // never speaks first). See first_bytes.h for the rule.
 //
-// One thread runs one epoll loop; a connection that sends nothing delays no other: each
-// waits on its own deadline. Handlers run on that thread and must not block; they take
-// ownership of the socket (non-blocking, close-on-exec). The caller owns the SharedPort;
-// the destructor stops the thread and closes the listener and every undecided connection.
-// port() is thread-safe.
+// One thread runs one reactor (base/event_loop.h, base/acceptor.h); a connection that
+// sends nothing delays no other: each waits on its own deadline, a timer of the loop. Handlers run
+// on that thread and must not block; they take ownership of the socket (non-blocking,
+// close-on-exec). The caller owns the SharedPort; the destructor stops the thread and closes the
+// listener and every undecided connection. port() is thread-safe.
 #ifndef MUSTER_RENDEZVOUS_SHARED_PORT_SHARED_PORT_H_
 #define MUSTER_RENDEZVOUS_SHARED_PORT_SHARED_PORT_H_
 

@@ -8,11 +8,11 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "gtest/gtest.h"
 #include "rendezvous/c10d/test_client.h"
 #include "rendezvous/shared_port/first_bytes.h"
@@ -48,22 +48,25 @@ class Received {
         ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
         if (n > 0) bytes.assign(buf, n);
       }
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       got_.push_back(kind + ":" + bytes);
-      cv_.notify_all();
+      cv_.SignalAll();
     };
   }
   // The first `n` hand-overs, or fewer after `timeout`.
   std::vector<std::string> Wait(size_t n, absl::Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [&] { return got_.size() >= n; });
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (got_.size() < n) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
     return got_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> got_;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::string> got_ ABSL_GUARDED_BY(mu_);
 };
 
 std::unique_ptr<SharedPort> StartPort(Received& r, absl::Duration decide_timeout) {

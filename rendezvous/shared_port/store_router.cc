@@ -23,18 +23,18 @@ absl::StatusOr<std::unique_ptr<c10d::StoreServer>> StoreRouter::StartStore(
 }
 
 void StoreRouter::Attach(c10d::StoreServer* store) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   current_ = store;
 }
 
 void StoreRouter::Detach(c10d::StoreServer* store) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (current_ == store) current_ = nullptr;
 }
 
 void StoreRouter::Route(UniqueFd socket, std::string peer) {
   // Held while handing over, so that a store that detaches afterwards gets nothing more.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (current_ == nullptr) {
     spdlog::info("c10d store connection from {} between rounds: closed", peer);
     return;

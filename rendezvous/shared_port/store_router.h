@@ -7,11 +7,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "base/unique_fd.h"
 #include "rendezvous/c10d/store_server.h"
 
@@ -34,7 +34,7 @@ class StoreRouter {
   void Attach(c10d::StoreServer* store);
   void Detach(c10d::StoreServer* store);
 
-  std::mutex mu_;
+  Mutex mu_;
   c10d::StoreServer* current_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 

@@ -3,7 +3,7 @@
 //
 //  - data[0] % 4 == 0, "wire": the rest is parsed as each muster.v1 message the server or
 //    an agent decodes (AgentMessage, ServerMessage, JobStatusReply) and converted to plain
-//    data and back (rendezvous/grpc/proto_convert, status_convert); a second round trip
+//    data and back (rendezvous/wire/proto_convert, status_convert); a second round trip
 //    must give the same bytes as the first (WireRoundTrips).
 //  - otherwise, "session": the rest is a script of agent messages (Join with varied specs,
 //    rank hints, run ids and node ids; Heartbeat, WorkersStarted, WorkerEnded, WorkerFailed,
@@ -37,14 +37,14 @@
 #include "base/exit_codes.h"
 #include "muster/v1/rendezvous.pb.h"
 #include "rendezvous/core/job.h"
-#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/wire/proto_convert.h"
 #include "tests/fuzz/rendezvous_fuzz_checks.h"
 
 namespace muster::rdzv::fuzz {
 namespace {
 
-using grpc_internal::FromProto;
-using grpc_internal::ToProto;
+using wire::FromProto;
+using wire::ToProto;
 
 class Decoder {
  public:

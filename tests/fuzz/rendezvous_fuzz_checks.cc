@@ -6,13 +6,13 @@
 #include <map>
 
 #include "muster/v1/rendezvous.pb.h"
-#include "rendezvous/grpc/proto_convert.h"
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/proto_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 namespace muster::rdzv::fuzz {
 
-using grpc_internal::FromProto;
-using grpc_internal::ToProto;
+using wire::FromProto;
+using wire::ToProto;
 
 void Fail(const std::string& what) {
   fprintf(stderr, "rendezvous_fuzz: invariant broken: %s\n", what.c_str());
@@ -68,11 +68,11 @@ void WireRoundTrips(const std::string& bytes) {
       CHECK_OR_FAIL(Bytes(once) == Bytes(twice), "ServerMessage round trip");
     }
     if (server.has_error()) {
-      absl::StatusCode code = grpc_internal::ToAbslCode(server.error().code());
+      absl::StatusCode code = wire::ToAbslCode(server.error().code());
       CHECK_OR_FAIL(static_cast<int>(code) >= 0 && static_cast<int>(code) <= 16,
                     static_cast<int>(code));
       absl::Status status(code, server.error().message());
-      absl::Status back = grpc_internal::ToAbslStatus(grpc_internal::ToGrpcStatus(status));
+      absl::Status back = wire::ToAbslStatus(wire::ToGrpcStatus(status));
       CHECK_OR_FAIL(back == status, absl::StrCat(status.ToString(), " vs ", back.ToString()));
     }
   }

@@ -186,8 +186,34 @@ def test_early_sigkill_of_the_agent_leaks_nothing_in_50_runs(tmp_path, mode):
 
 
 PID_REUSE_DRIVER = r'''
-import os, signal, subprocess, sys, time
+import os, select, signal, subprocess, sys, time
 muster, fake_worker, mode, how, stamps = sys.argv[1:6]
+
+
+def children(pid):
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            out += [int(x) for x in f.read().split()]
+    return out
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def watchdog_of(agent_pid):  # as watchdog_of in the test file
+    kids = children(agent_pid)
+    for c in kids:
+        if comm(c) == "muster":
+            return watchdog_of(c)
+    return next((c for c in kids if comm(c) == "muster-watchdog"), None)
+
+
 agent = subprocess.Popen([muster, "run", "--containment", mode,
                           *(["--allow-cgroup-escape"] if mode == "cgroup" else []), "--nproc-per-node", "2",
                           "--no-python", fake_worker, f"stamp={stamps}", "if-rank=0", "exit=0",
@@ -220,9 +246,18 @@ else:
 if how == "end":
     agent.wait(timeout=20)
 else:
+    # The watchdog's turn: after SIGKILL of the agent it kills what is left of the job and
+    # exits (launch/watchdog.h); its exit, seen through a pidfd, is the end of its turn.
+    watchdog = watchdog_of(agent.pid)
+    if watchdog is None:
+        print("NO WATCHDOG")
+        sys.exit(3)
+    watchdog_fd = os.pidfd_open(watchdog)
     agent.kill()
     agent.wait()
-    time.sleep(1.0)  # the watchdog's turn
+    if not select.select([watchdog_fd], [], [], 10)[0]:
+        print("WATCHDOG STILL RUNNING 10 s after the agent's SIGKILL")
+        sys.exit(3)
 pid, status = os.waitpid(impostor, os.WNOHANG)
 print("IMPOSTOR", "ALIVE" if pid == 0 else f"KILLED status={status}", "agent", agent.returncode)
 '''

@@ -25,7 +25,18 @@ def _two_agents(endpoint, command, timeout=120):
                                "addr", "--nnodes", "2", "--nproc-per-node", "1", *command],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=muster_env()) for _ in range(2)]
-    return [(p.returncode, out, err) for p in procs for out, err in [p.communicate(timeout=timeout)]]
+    try:
+        return [(p.returncode, out, err)
+                for p in procs for out, err in [p.communicate(timeout=timeout)]]
+    except subprocess.TimeoutExpired:
+        # Both agents' words, not only the one waited on: which one hosted, and whether it
+        # was still there (a CI run of e4d8332 timed out once with agent 0 joining a
+        # rendezvous nobody served, agent 1's side unseen).
+        for p in procs:
+            p.kill()
+        told = [f"agent {i}: rc={p.returncode}\n{p.communicate()[1][-3000:]}"
+                for i, p in enumerate(procs)]
+        raise AssertionError("\n".join(told))
 
 
 @needs_torch

@@ -182,7 +182,42 @@ def differential():
         per = [[strip_unordered(programs[seed][c], raw[c][2 * i + k]) for c in range(NUM_CLIENTS)]
                for k in (0, 1)]
         out[seed] = (programs[seed], per[0], per[1])
+    # The reference is torch's own server and client: under CI's load its client has timed
+    # out on an ordinary op (2 fresh-clone runs: "Socket Timeout" on delete_key, on add,
+    # while muster's answer was right). Such a seed's torch side runs again (twice at
+    # most); muster's results are compared with the rerun, never excused.
+    for _ in range(2):
+        flaky = [seed for seed in SEEDS if reference_timed_out(out[seed][1])]
+        if not flaky:
+            break
+        print(f"torch 1.13's own server timed out on an ordinary op for seeds {flaky}: "
+              f"running torch's side of them again")
+        again = torch_side(programs, flaky)
+        for seed in flaky:
+            out[seed] = (programs[seed], again[seed], out[seed][2])
     return out
+
+
+def reference_timed_out(expected):
+    return any(kind != "wait_timeout" and r == ["error", "RuntimeError", "Socket Timeout"]
+               for res in expected for kind, r in res)
+
+
+def torch_side(programs, seeds):
+    """torch 1.13's results of `seeds` on a fresh torch server: {seed: per-client results}."""
+    srv = store_helpers.start_torch_server(len(seeds))
+    try:
+        runs = [[] for _ in range(NUM_CLIENTS)]
+        for i, seed in enumerate(seeds):
+            for c in range(NUM_CLIENTS):
+                prog = [op[:-1] if op[-1] == "unordered" else op for op in programs[seed][c]]
+                runs[c].append({"port": srv.ports[i], "program": prog})
+        raw = store_helpers.run_client_runs(runs)
+        assert srv.alive(), "torch 1.13 server died during the rerun"
+    finally:
+        srv.stop()
+    return {seed: [strip_unordered(programs[seed][c], raw[c][i]) for c in range(NUM_CLIENTS)]
+            for i, seed in enumerate(seeds)}
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -1,8 +1,8 @@
-#include "rendezvous/grpc/stacks_convert.h"
+#include "rendezvous/wire/stacks_convert.h"
 
 #include "muster/v1/rendezvous.pb.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv::wire {
 
 void ToProto(const RankStack& in, v1::RankStack* out) {
   out->set_rank(in.rank);
@@ -50,4 +50,4 @@ Stall FromProto(const v1::Stalled& in) {
   return out;
 }
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv::wire

@@ -1,8 +1,8 @@
-#include "rendezvous/grpc/traces_convert.h"
+#include "rendezvous/wire/traces_convert.h"
 
 #include "muster/v1/rendezvous.pb.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv::wire {
 
 void ToProto(const TraceChunk& in, v1::TraceChunk* out) {
   out->set_round(in.round);
@@ -71,4 +71,4 @@ TraceRound FromProto(const v1::TraceRound& in) {
   return out;
 }
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv::wire

@@ -1,9 +1,9 @@
-#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/wire/proto_convert.h"
 
 #include "muster/v1/rendezvous.pb.h"
-#include "rendezvous/grpc/traces_convert.h"
+#include "rendezvous/wire/traces_convert.h"
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv::wire {
 namespace {
 
 int64_t Ms(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
@@ -64,14 +64,14 @@ Assignment FromProto(const v1::Assignment& in) {
 void ToProto(const Outcome& o, v1::Outcome* out) {
   out->set_exit_code(o.exit_code);
   out->set_reason(o.reason);
-  if (o.root_cause) grpc_internal::ToProto(*o.root_cause, out->mutable_root_cause());
+  if (o.root_cause) wire::ToProto(*o.root_cause, out->mutable_root_cause());
 }
 
 Outcome FromProto(const v1::Outcome& in) {
   Outcome o;
   o.exit_code = in.exit_code();
   o.reason = in.reason();
-  if (in.has_root_cause()) o.root_cause = grpc_internal::FromProto(in.root_cause());
+  if (in.has_root_cause()) o.root_cause = wire::FromProto(in.root_cause());
   return o;
 }
 
@@ -512,4 +512,4 @@ JobSummary FromProto(const v1::JobSummary& in) {
   return s;
 }
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv::wire

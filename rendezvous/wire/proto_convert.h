@@ -1,8 +1,9 @@
 // Conversions between rendezvous plain data (core/types.h, core/job_status.h) and the
-// muster.v1 messages. Internal to rendezvous/grpc: the messages are only forward-declared
-// here so that no generated header leaks past this folder's .cc files.
-#ifndef MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_
-#define MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_
+// muster.v1 messages, for every backend that carries them (rendezvous/grpc's streams,
+// rendezvous/etcd's keys). Internal to rendezvous/: the messages are only forward-declared
+// here so that no generated header leaks past the backends' .cc files.
+#ifndef MUSTER_RENDEZVOUS_WIRE_PROTO_CONVERT_H_
+#define MUSTER_RENDEZVOUS_WIRE_PROTO_CONVERT_H_
 
 #include <string>
 #include <vector>
@@ -20,7 +21,7 @@ class WorkersStarted;
 class WorkerEnded;
 }  // namespace muster::v1
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv::wire {
 
 void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out);
 void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec);
@@ -45,6 +46,6 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in);
 void ToProto(const JobSummary& summary, v1::JobSummary* out);
 JobSummary FromProto(const v1::JobSummary& in);
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv::wire
 
-#endif  // MUSTER_RENDEZVOUS_GRPC_PROTO_CONVERT_H_
+#endif  // MUSTER_RENDEZVOUS_WIRE_PROTO_CONVERT_H_

@@ -1,8 +1,8 @@
-#include "rendezvous/grpc/status_convert.h"
+#include "rendezvous/wire/status_convert.h"
 
 #include <string>
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv::wire {
 
 absl::StatusCode ToAbslCode(int code) {
   if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
@@ -23,4 +23,4 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv::wire

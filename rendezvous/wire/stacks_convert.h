@@ -1,7 +1,7 @@
 // Conversions between the stacks' plain data (core/stacks.h) and the muster.v1 messages.
-// Internal to rendezvous/grpc, like proto_convert.h.
-#ifndef MUSTER_RENDEZVOUS_GRPC_STACKS_CONVERT_H_
-#define MUSTER_RENDEZVOUS_GRPC_STACKS_CONVERT_H_
+// Internal to rendezvous/, like proto_convert.h.
+#ifndef MUSTER_RENDEZVOUS_WIRE_STACKS_CONVERT_H_
+#define MUSTER_RENDEZVOUS_WIRE_STACKS_CONVERT_H_
 
 #include "rendezvous/core/hang.h"
 #include "rendezvous/core/stacks.h"
@@ -12,7 +12,7 @@ class NodeStacks;
 class Stalled;
 }  // namespace muster::v1
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv::wire {
 
 void ToProto(const RankStack& in, v1::RankStack* out);
 RankStack FromProto(const v1::RankStack& in);
@@ -23,6 +23,6 @@ NodeStacks FromProto(const v1::NodeStacks& in);
 void ToProto(int round, const Stall& in, v1::Stalled* out);
 Stall FromProto(const v1::Stalled& in);
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv::wire
 
-#endif  // MUSTER_RENDEZVOUS_GRPC_STACKS_CONVERT_H_
+#endif  // MUSTER_RENDEZVOUS_WIRE_STACKS_CONVERT_H_

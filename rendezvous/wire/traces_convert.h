@@ -1,7 +1,7 @@
 // Conversions between the flight recorder traces' plain data (core/traces.h) and the
-// muster.v1 messages. Internal to rendezvous/grpc, like proto_convert.h.
-#ifndef MUSTER_RENDEZVOUS_GRPC_TRACES_CONVERT_H_
-#define MUSTER_RENDEZVOUS_GRPC_TRACES_CONVERT_H_
+// muster.v1 messages. Internal to rendezvous/, like proto_convert.h.
+#ifndef MUSTER_RENDEZVOUS_WIRE_TRACES_CONVERT_H_
+#define MUSTER_RENDEZVOUS_WIRE_TRACES_CONVERT_H_
 
 #include "rendezvous/core/traces.h"
 
@@ -11,7 +11,7 @@ class TracesStored;
 class TraceRound;
 }  // namespace muster::v1
 
-namespace muster::rdzv::grpc_internal {
+namespace muster::rdzv::wire {
 
 void ToProto(const TraceChunk& in, v1::TraceChunk* out);
 TraceChunk FromProto(const v1::TraceChunk& in);
@@ -20,6 +20,6 @@ TracesSummary FromProto(const v1::TracesStored& in);
 void ToProto(const TraceRound& in, v1::TraceRound* out);
 TraceRound FromProto(const v1::TraceRound& in);
 
-}  // namespace muster::rdzv::grpc_internal
+}  // namespace muster::rdzv::wire
 
-#endif  // MUSTER_RENDEZVOUS_GRPC_TRACES_CONVERT_H_
+#endif  // MUSTER_RENDEZVOUS_WIRE_TRACES_CONVERT_H_

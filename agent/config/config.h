@@ -18,6 +18,7 @@
 
 #include "absl/time/time.h"
 #include "agent/workers/torch_names.h"
+#include "base/endpoint.h"
 #include "launch/containment.h"
 #include "launch/numa_binding.h"
 #include "launch/restart_policy.h"
@@ -129,7 +130,7 @@ struct Config {
   rdzv::Backend rdzv_backend = rdzv::Backend::kGrpc;
   EtcdAccess etcd_access;  // --rdzv-conf protocol, cacert, cert, key, username, password_file
   std::string rdzv_endpoint_text;                 // --rdzv-endpoint as given (several for etcd)
-  std::vector<std::string> rdzv_endpoints;        // etcd members, "host:port"
+  std::vector<Endpoint> rdzv_endpoints;           // etcd members, parsed once
   std::string etcd_prefix = "/muster";            // --rdzv-conf etcd_prefix
   RdzvHosting rdzv_hosting = RdzvHosting::kAuto;  // embed the rendezvous server here
   int node_rank = -1;                             // --node-rank hint; -1: assigned by arrival

@@ -16,7 +16,10 @@ RendezvousPlan PlanRendezvous(const Config& c) {
   if (c.rdzv_host_name.empty() || c.rdzv_backend == rdzv::Backend::kInProcess) return plan;
   plan.endpoint = {.host = c.rdzv_host_name, .port = c.rdzv_port};
   plan.backend = c.rdzv_backend;
-  if (plan.backend != rdzv::Backend::kGrpc) return plan;  // etcd: the endpoint is etcd's
+  if (plan.backend == rdzv::Backend::kEtcd) {  // the endpoint is etcd's: never served here
+    plan.etcd_members = c.rdzv_endpoints;
+    return plan;
+  }
   // gethostname and getifaddrs, once, and only where the answer decides something.
   if (c.rdzv_hosting != RdzvHosting::kAlways) {
     plan.endpoint_is_this_host = IsThisHost(plan.endpoint.host);

@@ -8,6 +8,7 @@
 #define MUSTER_AGENT_CONFIG_RUN_PLAN_H_
 
 #include <string>
+#include <vector>
 
 #include "agent/config/config.h"
 #include "base/endpoint.h"
@@ -21,8 +22,11 @@ namespace muster {
 struct RendezvousPlan {
   rdzv::Backend backend = rdzv::Backend::kInProcess;  // rendezvous/backend.h
   // The endpoint as parsed from the flags (host without brackets); for etcd its first
-  // member; empty host in-process.
+  // member; empty host in-process. Parsed once: nothing turns it into text and back (the
+  // transports get text only where gRPC wants its target).
   Endpoint endpoint;
+  // etcd: every member, parsed (endpoint is the first); empty otherwise.
+  std::vector<Endpoint> etcd_members;
   // gRPC: whether the endpoint's host names this machine. Looked up only where it decides
   // something (--rdzv-host auto or false); false otherwise.
   bool endpoint_is_this_host = false;

@@ -59,8 +59,11 @@ TEST(RunPlanTest, EtcdIsNeverServedHere) {
   c.rdzv_backend = rdzv::Backend::kEtcd;
   c.rdzv_host_name = "127.0.0.1";
   c.rdzv_port = 2379;
+  c.rdzv_endpoints = {{.host = "127.0.0.1", .port = 2379}, {.host = "e2", .port = 2380}};
   RunPlan plan = ResolveRunPlan(c);
   EXPECT_EQ(plan.rendezvous.backend, rdzv::Backend::kEtcd);
+  ASSERT_EQ(plan.rendezvous.etcd_members.size(), 2u);
+  EXPECT_EQ(plan.rendezvous.etcd_members[1].ToString(), "e2:2380");
   EXPECT_FALSE(plan.rendezvous.hosts_here);
   EXPECT_FALSE(plan.rendezvous.endpoint_is_this_host);
   EXPECT_TRUE(plan.rendezvous.opens_store);

@@ -110,9 +110,8 @@ absl::StatusOr<rdzv::JobStatusQuery> JobQueryFromFlags(const FlagValues& values)
     return absl::InvalidArgumentError(
         "--rdzv-endpoint: missing; give HOST[:PORT] of the rendezvous");
   }
-  ASSIGN_OR_RETURN(Endpoint parsed,
+  ASSIGN_OR_RETURN(query.endpoint,
                    ParseEndpoint(endpoint->where, endpoint->text, kDefaultRendezvousPort));
-  query.endpoint = parsed.ToString();
   if (auto id = values.Get("rdzv-id")) {
     ASSIGN_OR_RETURN(query.run_id, ParseRunId(*id));
   }
@@ -129,7 +128,7 @@ class GrpcJobQuery : public JobQuery {
  public:
   explicit GrpcJobQuery(rdzv::JobStatusQuery query) : query_(std::move(query)) {}
   const std::string& run_id() const override { return query_.run_id; }
-  std::string Where() const override { return query_.endpoint; }
+  std::string Where() const override { return query_.endpoint.ToString(); }
   absl::StatusOr<std::vector<rdzv::JobSummary>> ListJobs() override {
     return rdzv::ListJobs(query_);
   }
@@ -157,7 +156,7 @@ class GrpcRendezvousBackend : public RendezvousBackend {
   absl::Status Wire(const RunWiring& run, AgentParts& parts) const override {
     const Config& config = run.plan.config;
     const RendezvousPlan& rendezvous = run.plan.rendezvous;
-    const std::string endpoint = rendezvous.endpoint.ToString();
+    const std::string endpoint = rendezvous.endpoint.ToString();  // for the lines below
     if (rendezvous.hosts_here) {
       absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server = StartHostedServer(run, parts);
       if (server.ok()) {
@@ -182,7 +181,7 @@ class GrpcRendezvousBackend : public RendezvousBackend {
                    config.SourceOf("rdzv-host"));
     }
     ASSIGN_OR_RETURN(parts.rendezvous, rdzv::GrpcRendezvousClient::Create({
-                                           .endpoint = endpoint,
+                                           .endpoint = rendezvous.endpoint,
                                            .token = config.token,
                                            .tls_ca_file = config.tls_ca,
                                            .loop = parts.loop.get(),

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/workers/torch_names.h"
+#include "agent/config/torch_version.h"
 #include "base/endpoint.h"
 #include "launch/containment.h"
 #include "launch/numa_binding.h"
@@ -90,7 +90,7 @@ struct Config {
   bool no_python = false;            // --no-python: exec the command directly
   bool local_rank_arg = false;       // --local-rank-arg: append --local_rank=N (DeepSpeed)
   // `muster launch` without --use-env: append torch.distributed.launch's --local-rank=N,
-  // spelled for the workers' torch (torch_names.h).
+  // spelled for the workers' torch (agent/workers/torch_names.h).
   bool legacy_local_rank_arg = false;
   bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's own GPU
   bool bind_cores_to_rank = false;  // give each local rank its own share of CPUs

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/config/host_info.h"
 #include "base/duration.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
@@ -51,10 +52,6 @@ const nlohmann::json& ArrayField(const nlohmann::json& j, const char* key) {
 }
 
 }  // namespace
-
-bool DriverMayBePresent(const std::map<std::string, std::string>& env) {
-  return access("/dev/nvidiactl", F_OK) == 0 || env.count("MUSTER_LIBCUDA") > 0;
-}
 
 absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::string& mode,
                                      absl::Duration timeout,

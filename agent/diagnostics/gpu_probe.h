@@ -34,10 +34,6 @@ struct ProbeResult {
 // muster-probe next to this executable, else in PATH; empty when absent.
 std::string FindProbeBinary();
 
-// Whether a GPU driver may be here (/dev/nvidiactl, or MUSTER_LIBCUDA pointing at one), so
-// that `--probe auto` does not spend a fork on hosts that obviously have none.
-bool DriverMayBePresent(const std::map<std::string, std::string>& env);
-
 absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::string& mode,
                                      absl::Duration timeout,
                                      const std::map<std::string, std::string>& env);

@@ -18,6 +18,7 @@
 #include "agent/diagnostics/py_spy.h"
 #include "agent/diagnostics/stack_collector.h"
 #include "agent/diagnostics/trace_collection.h"
+#include "agent/health/health_gate.h"
 #include "agent/lifecycle/agent.h"
 #include "agent/lifecycle/lease_fence.h"
 #include "agent/lifecycle/readiness.h"
@@ -283,6 +284,7 @@ int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
   agent.Add(std::make_unique<Preemption>());
   agent.Add(std::make_unique<TraceCollection>(hosted));
   agent.Add(std::make_unique<LeaseFence>());
+  agent.Add(std::make_unique<HealthGate>());
   return agent.Run();
 }
 

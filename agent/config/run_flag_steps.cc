@@ -150,4 +150,13 @@ absl::Status ApplyProbeTimeout(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+absl::Status ApplyHealthCheckTimeout(const FlagValue& v, Config* c) {
+  absl::StatusOr<absl::Duration> d = ParseDuration(v.text);
+  if (!d.ok() || *d <= absl::ZeroDuration()) {
+    return FlagError(v.where, "must be a positive duration");
+  }
+  c->health_check_timeout = *d;
+  return absl::OkStatus();
+}
+
 }  // namespace muster

@@ -86,6 +86,7 @@ absl::Status ApplyMetricsPort(const FlagValue& value, Config* config);
 absl::Status ApplyDebugPort(const FlagValue& value, Config* config);
 // --probe-timeout: a positive duration.
 absl::Status ApplyProbeTimeout(const FlagValue& value, Config* config);
+absl::Status ApplyHealthCheckTimeout(const FlagValue& value, Config* config);
 
 }  // namespace muster
 

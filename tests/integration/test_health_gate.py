@@ -1,0 +1,194 @@
+"""Issue 30 item 1: the health gate before every round (docs/guides/health-gate.md).
+
+A node whose --health-check fails joins the job but counts toward no round: `muster status`
+lists it as Excluded with the reason, its own metrics and event log say so, the other node
+waits (a fixed-size job) or runs without it (an elastic one); once the check passes again
+(the marker file is removed) the node rejoins and the job runs with it. Both rendezvous
+backends; a check that hangs past --health-check-timeout counts as failed and says so."""
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import MUSTER, fake, muster_env, run_muster, wait_for
+from etcd_cluster import ETCD, EtcdCluster
+from multinode import Agents, free_port
+
+
+def sick_while(marker):
+    """A --health-check that fails, saying why, while `marker` exists."""
+    return f'if [ -e {marker} ]; then echo "marker {marker.name} present"; exit 1; fi'
+
+
+def status_json(*backend_args):
+    r = subprocess.run([str(MUSTER), "status", *backend_args, "--rdzv-id", "test", "--json"],
+                       capture_output=True, text=True, timeout=30, env=muster_env())
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def status_text(*backend_args):
+    r = subprocess.run([str(MUSTER), "status", *backend_args, "--rdzv-id", "test"],
+                       capture_output=True, text=True, timeout=30, env=muster_env())
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def excluded_nodes(status):
+    return [n for n in (status or {}).get("nodes", []) if n["state"] == "Excluded"]
+
+
+def events(path, name):
+    if not path.exists():
+        return []
+    out = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in out if e["event"] == name]
+
+
+def metric(port, line_start):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return [line for line in text.splitlines() if line.startswith(line_start)]
+
+
+def assert_sick_node_held_out_then_rejoins(tmp_path, agents, backend_args, marker, ranks,
+                                           event_log, metrics_port):
+    """Agent 1 of 2 (fixed size) is sick while `marker` exists: the job does not run, status
+    names it and why, its metrics and event log say so; without the marker it rejoins."""
+    status = wait_for(lambda: excluded_nodes(status_json(*backend_args)) and
+                      status_json(*backend_args), 30, 0.1, "the sick node listed as Excluded")
+    [sick] = excluded_nodes(status)
+    assert "--health-check exit 1: marker sick present" in sick["excluded"], sick
+    assert status["phase"] == "Pending", status
+    others = [n for n in status["nodes"] if n is not sick]
+    assert [n["state"] for n in others] == ["Waiting"], status["nodes"]
+    text = status_text(*backend_args)
+    assert "excluded: --health-check exit 1: marker sick present" in text, text
+    assert f'muster_agent_phase{{phase="Excluded"}} 1' in metric(metrics_port, "muster_agent_phase"), \
+        metric(metrics_port, "muster_agent_phase")
+    # It checks again on a backoff (1 s, 2 s, ...) and stays out meanwhile.
+    wait_for(lambda: len(events(event_log, "health_check")) >= 2, 10, 0.1, "a re-check")
+    assert not ranks.exists(), ranks.read_text()
+    checks = events(event_log, "health_check")
+    assert not any(e["healthy"] for e in checks), checks
+    assert checks[0]["next_check_s"] == 1 and checks[1]["next_check_s"] == 2, checks
+
+    t0 = time.monotonic()
+    marker.unlink()
+    results = agents.wait(timeout=60)
+    for rc, _, err in results:
+        assert rc == 0, err[-3000:]
+    print(f"marker removed -> job done in {time.monotonic() - t0:.1f}s")
+    # Both nodes' workers ran, in one round of two nodes.
+    lines = sorted(ranks.read_text().splitlines())
+    assert len(lines) == 2 and all(line.split()[3] == "2" for line in lines), lines
+    err_sick = results[1][2]
+    assert "health gate: the node sits out the rounds: --health-check exit 1" in err_sick, \
+        err_sick[-3000:]
+    assert "health gate: the node is healthy again" in err_sick, err_sick[-3000:]
+    assert events(event_log, "health_check")[-1]["healthy"] is True
+
+
+def test_grpc_a_sick_node_sits_out_named_in_status_and_rejoins_when_healthy(tmp_path):
+    marker, ranks, event_log = tmp_path / "sick", tmp_path / "ranks", tmp_path / "events.jsonl"
+    marker.touch()
+    metrics_port = free_port()
+    agents = Agents(
+        2, ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-conf", "join_timeout=60s",
+            *fake(f"ranks={ranks}", "exit=0")],
+        per_agent=lambda i: ["--node-rank", i] if i == 0 else [
+            "--node-rank", i, "--health-check", sick_while(marker), "--event-log", event_log,
+            "--metrics-port", metrics_port])
+    try:
+        assert_sick_node_held_out_then_rejoins(
+            tmp_path, agents, ["--rdzv-endpoint", f"127.0.0.1:{agents.port}"], marker, ranks,
+            event_log, metrics_port)
+    finally:
+        for p in agents.procs:
+            if p.poll() is None:
+                p.kill()
+
+
+@pytest.mark.skipif(not os.path.exists(ETCD),
+                    reason="etcd-server is not installed (scripts/setup.sh)")
+def test_etcd_a_sick_node_sits_out_named_in_status_and_rejoins_when_healthy(tmp_path):
+    marker, ranks, event_log = tmp_path / "sick", tmp_path / "ranks", tmp_path / "events.jsonl"
+    marker.touch()
+    metrics_port = free_port()
+    etcd = EtcdCluster(1)
+    procs = []
+    try:
+        common = ["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints, "--rdzv-id", "test",
+                  "--rdzv-conf", "heartbeat_interval=1s,heartbeat_misses=2,join_timeout=60s",
+                  "--nnodes", "2", "--nproc-per-node", "1"]
+        sick = ["--health-check", sick_while(marker), "--event-log", event_log,
+                "--metrics-port", metrics_port]
+        for extra in ([], sick):
+            procs.append(subprocess.Popen(
+                [str(MUSTER), "run", *common, *map(str, extra), *fake(f"ranks={ranks}", "exit=0")],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=muster_env()))
+            if not extra:  # the healthy one coordinates: its key is the oldest
+                time.sleep(1)
+
+        class EtcdAgents:
+            def wait(self, timeout):
+                outs = [p.communicate(timeout=timeout) for p in procs]
+                return [(p.returncode, *out) for p, out in zip(procs, outs)]
+
+        assert_sick_node_held_out_then_rejoins(
+            tmp_path, EtcdAgents(),
+            ["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints], marker, ranks,
+            event_log, metrics_port)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        etcd.stop()
+
+
+def test_elastic_job_runs_without_the_sick_node_then_reforms_with_it(tmp_path):
+    """nnodes 1:2: the healthy node runs alone; once the other passes its check the job
+    re-forms with both (a membership change: no restart counted) and ends there."""
+    marker, worlds = tmp_path / "sick", tmp_path / "worlds"
+    marker.touch()
+    # Each worker notes its world size; a world of 2 is the end, alone it waits.
+    worker = (f'echo "$WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> {worlds}; '
+              '[ "$WORLD_SIZE" = 2 ] && exit 0; exec sleep 60')
+    agents = Agents(
+        2, ["--nnodes", "1:2", "--nproc-per-node", "1", "--max-restarts", "0",
+            "--rdzv-conf", "last_call_timeout=1s,join_timeout=60s",
+            "--no-python", "/bin/sh", "-c", worker],
+        per_agent=lambda i: ["--node-rank", i] if i == 0 else [
+            "--node-rank", i, "--health-check", sick_while(marker)])
+    try:
+        wait_for(lambda: worlds.exists() and worlds.read_text().split() == ["1", "0"], 30, 0.1,
+                 "the healthy node running alone")
+        status = status_json("--rdzv-endpoint", f"127.0.0.1:{agents.port}")
+        assert status["phase"] == "Running", status
+        assert [n["state"] for n in status["nodes"]] == ["Running", "Excluded"], status["nodes"]
+        marker.unlink()
+        results = agents.wait(timeout=60)
+        for rc, _, err in results:
+            assert rc == 0, err[-3000:]
+        assert sorted(worlds.read_text().splitlines()) == ["1 0", "2 0", "2 0"], \
+            worlds.read_text()
+        assert "passed its health gate; re-forming with 2 nodes" in results[0][2], \
+            results[0][2][-3000:]
+    finally:
+        for p in agents.procs:
+            if p.poll() is None:
+                p.kill()
+
+
+def test_a_check_that_hangs_past_its_deadline_fails_naming_the_flag(tmp_path):
+    t0 = time.monotonic()
+    r = run_muster(["--health-check", "echo checking; exec sleep 30",
+                    "--health-check-timeout", "1s", "--rdzv-conf", "join_timeout=4s",
+                    *fake("exit=0")], timeout=60)
+    took = time.monotonic() - t0
+    assert r.returncode == 138, r.stderr[-3000:]
+    assert "--health-check did not finish within 1s (--health-check-timeout): checking" \
+        in r.stderr, r.stderr[-3000:]
+    assert "excluded: --health-check did not finish within 1s" in r.stderr, r.stderr[-3000:]
+    assert took < 20, took  # each check ended at its deadline, not the command's 30 s

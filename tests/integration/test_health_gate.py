@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import MUSTER, fake, muster_env, run_muster, wait_for
+from conftest import BUILD, MUSTER, fake, muster_env, run_muster, wait_for
 from etcd_cluster import ETCD, EtcdCluster
 from multinode import Agents, free_port
 
@@ -192,3 +192,39 @@ def test_a_check_that_hangs_past_its_deadline_fails_naming_the_flag(tmp_path):
         in r.stderr, r.stderr[-3000:]
     assert "excluded: --health-check did not finish within 1s" in r.stderr, r.stderr[-3000:]
     assert took < 20, took  # each check ended at its deadline, not the command's 30 s
+
+
+def test_a_stale_gpu_process_between_rounds_keeps_the_node_out_until_it_is_gone(tmp_path):
+    """The built-in GPU check (muster-probe's inventory, fake driver libraries): attempt 0's
+    worker leaves a process on GPU 0 and fails; before the next round the gate finds it and
+    the node sits out; once the process is gone the node passes and attempt 1 runs."""
+    procs_file, event_log = tmp_path / "gpu_procs", tmp_path / "events.jsonl"
+    holder = subprocess.Popen(["sleep", "60"])
+    worker = (f'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then '
+              f'echo "0:{holder.pid}:ghost:1024" > {procs_file}; exit 1; fi')
+    fakes = BUILD / "tests" / "fakes"
+    env = muster_env(MUSTER_LIBCUDA=fakes / "libcuda.so.1",
+                     MUSTER_LIBNVML=fakes / "libnvidia-ml.so.1", FAKE_GPU_COUNT=2,
+                     FAKE_PROCS_FILE=procs_file)
+    p = subprocess.Popen([str(MUSTER), "run", "--nproc-per-node", "1", "--max-restarts", "1",
+                          "--event-log", str(event_log), "--no-python", "/bin/sh", "-c", worker],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        stale = f"GPU probe exited 4: GPU 0: in use by live pid {holder.pid} ghost"
+        wait_for(lambda: any(stale in e.get("reason", "")
+                             for e in events(event_log, "health_check")), 30, 0.1,
+                 "the stale GPU process named")
+        time.sleep(1.5)  # a re-check or two: still out while it lives
+        assert p.poll() is None
+        holder.kill()  # and the driver lists it no more
+        holder.wait()
+        procs_file.write_text("")
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err[-3000:]
+        assert f"health gate: the node sits out the rounds: {stale}" in err, err[-3000:]
+        checks = events(event_log, "health_check")
+        assert [e["healthy"] for e in checks][0] is True and checks[-1]["healthy"] is True, checks
+    finally:
+        holder.kill()
+        if p.poll() is None:
+            p.kill()

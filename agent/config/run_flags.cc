@@ -371,7 +371,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "100MiB",
      .help = "the free space the node's log/run directory must keep before a round; 0: not "
              "checked",
-     .apply = SetParsed<&Config::health_min_free_bytes, ParseByteSize>},
+     .apply = ApplyHealthMinFreeSpace},
     {.name = "debug",
      .takes_value = false,
      .group = "Debug",

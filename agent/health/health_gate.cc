@@ -72,9 +72,17 @@ bool HealthGate::Record(const std::string& excluded, absl::Duration took) {
 }
 
 void HealthGate::BeforeJoin(rdzv::NodeInfo& node, bool first) {
+  // A stop reported again for the same round (the agent stopped its workers before the
+  // job's word, which then asks once more) keeps the verdict of the first report.
+  if (!first && checked_round_ == agent_->round()) {
+    node.excluded = excluded_;
+    return;
+  }
+  checked_round_ = agent_->round();
   CancelRecheck();
   const absl::Time start = absl::Now();
-  const bool changed = Record(Check(first), absl::Now() - start);
+  const std::string verdict = Check(first);
+  const bool changed = Record(verdict, absl::Now() - start);
   node.excluded = excluded_;
   if (first) return;  // the join carries it
   if (changed && agent_->rendezvous() != nullptr) agent_->rendezvous()->ReportHealth(excluded_);
@@ -89,7 +97,8 @@ void HealthGate::Recheck() {
     return;
   }
   const absl::Time start = absl::Now();
-  if (Record(Check(/*first=*/false), absl::Now() - start)) {
+  const std::string verdict = Check(/*first=*/false);
+  if (Record(verdict, absl::Now() - start)) {
     agent_->rendezvous()->ReportHealth(excluded_);
   }
   agent_->Publish();

@@ -52,6 +52,7 @@ class HealthGate : public AgentComponent {
   int expected_gpus_ = 0;     // what it found then
   std::string excluded_;      // the last verdict: "" healthy
   int checks_ = 0;
+  int checked_round_ = -1;  // the round whose stop BeforeJoin last checked (0: the join)
   HealthBackoff backoff_;
   EventLoop::TimerId recheck_ = 0;
 };

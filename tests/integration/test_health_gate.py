@@ -228,3 +228,54 @@ def test_a_stale_gpu_process_between_rounds_keeps_the_node_out_until_it_is_gone(
         holder.kill()
         if p.poll() is None:
             p.kill()
+
+
+@pytest.mark.skipif(not os.path.exists(ETCD),
+                    reason="etcd-server is not installed (scripts/setup.sh)")
+def test_etcd_an_excluded_node_stays_excluded_across_a_coordinator_change(tmp_path):
+    """A and B run (nnodes 2:3) while C is sick; A, the coordinator, is killed: the next
+    coordinator (B) continues the job from the node keys, C still Excluded with its reason;
+    healthy, C joins B's round."""
+    marker, worlds, done = tmp_path / "sick", tmp_path / "worlds", tmp_path / "done"
+    marker.touch()
+    worker = (f'echo "$WORLD_SIZE $GROUP_RANK" >> {worlds}; '
+              f'while [ ! -e {done} ]; do sleep 0.1; done')
+    etcd = EtcdCluster(1)
+    backend = ["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints]
+    procs = {}
+    try:
+        for tag in "ABC":
+            extra = ["--health-check", sick_while(marker)] if tag == "C" else []
+            procs[tag] = subprocess.Popen(
+                [str(MUSTER), "run", *backend, "--rdzv-id", "test", "--rdzv-conf",
+                 "heartbeat_interval=1s,heartbeat_misses=2,last_call_timeout=1s,join_timeout=60s",
+                 "--nnodes", "2:3", "--nproc-per-node", "1", "--max-restarts", "0", *extra,
+                 "--no-python", "/bin/sh", "-c", worker],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=muster_env())
+            time.sleep(1)  # key age: A coordinates, B is next
+        wait_for(lambda: worlds.exists() and len(worlds.read_text().split("\n")) > 2, 30, 0.1,
+                 "A and B running")
+        procs["A"].kill()
+        procs["A"].wait()
+
+        def excluded_after_takeover():
+            s = status_json(*backend)
+            return s and any("takes over" in h["reason"] or "coordinator" in h["reason"]
+                             for h in s.get("history", [])) and excluded_nodes(s)
+
+        [sick] = wait_for(excluded_after_takeover, 30, 0.2, "C excluded under B")
+        assert "--health-check exit 1: marker sick present" in sick["excluded"], sick
+        marker.unlink()
+        wait_for(lambda: sorted(l.split()[0] for l in worlds.read_text().splitlines()
+                                if l.strip())[-2:] == ["2", "2"] and
+                 [n["state"] for n in status_json(*backend)["nodes"]] == ["Running", "Running"],
+                 60, 0.2, "B and C running together")
+        done.touch()
+        for tag in "BC":
+            out, err = procs[tag].communicate(timeout=60)
+            assert procs[tag].returncode == 0, (tag, err[-3000:])
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        etcd.stop()

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -48,8 +49,12 @@ def events(path, name):
 
 
 def metric(port, line_start):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return [line for line in text.splitlines() if line.startswith(line_start)]
+    """The lines of /metrics on `port` that start so; none while nothing listens yet."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    except urllib.error.URLError:
+        return []
+    return [line for line in text.decode().splitlines() if line.startswith(line_start)]
 
 
 def assert_sick_node_held_out_then_rejoins(tmp_path, agents, backend_args, marker, ranks,
@@ -93,14 +98,18 @@ def assert_sick_node_held_out_then_rejoins(tmp_path, agents, backend_args, marke
 def test_grpc_a_sick_node_sits_out_named_in_status_and_rejoins_when_healthy(tmp_path):
     marker, ranks, event_log = tmp_path / "sick", tmp_path / "ranks", tmp_path / "events.jsonl"
     marker.touch()
-    metrics_port = free_port()
+    metrics_port, server_metrics_port = free_port(), free_port()
     agents = Agents(
         2, ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-conf", "join_timeout=60s",
             *fake(f"ranks={ranks}", "exit=0")],
-        per_agent=lambda i: ["--node-rank", i] if i == 0 else [
+        per_agent=lambda i: ["--node-rank", i, "--metrics-port", server_metrics_port] if i == 0 else [
             "--node-rank", i, "--health-check", sick_while(marker), "--event-log", event_log,
             "--metrics-port", metrics_port])
     try:
+        # The server (node rank 0's agent hosts it) counts the node as Excluded.
+        wait_for(lambda: 'muster_server_nodes{state="Excluded"} 1' in
+                 metric(server_metrics_port, "muster_server_nodes"), 30, 0.1,
+                 "muster_server_nodes{state=\"Excluded\"} 1")
         assert_sick_node_held_out_then_rejoins(
             tmp_path, agents, ["--rdzv-endpoint", f"127.0.0.1:{agents.port}"], marker, ranks,
             event_log, metrics_port)

@@ -11,18 +11,19 @@ namespace muster {
 
 HealthGate::~HealthGate() { CancelRecheck(); }
 
-absl::Status HealthGate::Start(AgentControl& agent) {
-  agent_ = &agent;
-  const Config& c = agent.config();
+HealthGate::HealthGate(const nlohmann::json& probe_report) {
   // The probe ran at the agent's start (docs/design.md §4.9) and found GPUs: the gate
   // looks again between rounds.
-  if (c.probe != ProbeMode::kOff && c.probe_summary.is_object()) {
-    auto count = c.probe_summary.find("gpu_count");
-    if (count != c.probe_summary.end() && count->is_number_integer() && count->get<int>() > 0) {
-      expected_gpus_ = count->get<int>();
-      probe_binary_ = FindProbeBinary();
-    }
+  if (!probe_report.is_object()) return;
+  auto count = probe_report.find("gpu_count");
+  if (count != probe_report.end() && count->is_number_integer() && count->get<int>() > 0) {
+    expected_gpus_ = count->get<int>();
+    probe_binary_ = FindProbeBinary();
   }
+}
+
+absl::Status HealthGate::Start(AgentControl& agent) {
+  agent_ = &agent;
   return absl::OkStatus();
 }
 

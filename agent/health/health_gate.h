@@ -23,12 +23,15 @@
 #include "agent/health/health_backoff.h"
 #include "agent/lifecycle/agent_component.h"
 #include "base/event_loop.h"
+#include "nlohmann/json.hpp"
 
 namespace muster {
 
 class HealthGate : public AgentComponent {
  public:
-  HealthGate() = default;
+  // `probe_report`: the GPU probe's at the agent's start (RunPlan::probe_report; null when
+  // it did not run). With GPUs found there, the gate probes again between rounds.
+  explicit HealthGate(const nlohmann::json& probe_report);
   ~HealthGate() override;
   HealthGate(const HealthGate&) = delete;
   HealthGate& operator=(const HealthGate&) = delete;

@@ -16,6 +16,8 @@ const char* AgentPhaseName(AgentPhase phase) {
       return "Succeeded";
     case AgentPhase::kFailed:
       return "Failed";
+    case AgentPhase::kExcluded:
+      return "Excluded";
   }
   return "Unknown";
 }

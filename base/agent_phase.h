@@ -17,14 +17,15 @@ enum class AgentPhase {
   kPreempting,  // a preemption notice: checkpoint grace, then the node goes
   kSucceeded,   // the job ended with every worker exiting 0
   kFailed,      // the job ended otherwise
+  kExcluded,    // joined, but its health gate keeps the node out of rounds until it passes
 };
 
 // Every phase, in the order above (metrics export one series per phase).
-inline constexpr std::array<AgentPhase, 6> kAgentPhases = {
-    AgentPhase::kRendezvous, AgentPhase::kRunning,   AgentPhase::kStopping,
-    AgentPhase::kPreempting, AgentPhase::kSucceeded, AgentPhase::kFailed};
+inline constexpr std::array<AgentPhase, 7> kAgentPhases = {
+    AgentPhase::kRendezvous, AgentPhase::kRunning, AgentPhase::kStopping, AgentPhase::kPreempting,
+    AgentPhase::kSucceeded,  AgentPhase::kFailed,  AgentPhase::kExcluded};
 
-// "Rendezvous", "Running", "Stopping", "Preempting", "Succeeded", "Failed".
+// "Rendezvous", "Running", "Stopping", "Preempting", "Succeeded", "Failed", "Excluded".
 const char* AgentPhaseName(AgentPhase phase);
 
 }  // namespace muster

@@ -54,6 +54,11 @@ class RendezvousClient {
   // order, the last one `done`. The job answers every node of the round with kTraces. A
   // backend that keeps no traces ignores it (the agent then waits for no answer).
   virtual bool UploadTraces(const std::vector<TraceChunk>& /*chunks*/) { return false; }
+  // This node's health gate changed its verdict (docs/design.md §3 "Health gate"):
+  // `excluded` says why it stays out of rounds, "" that it may take part again. The first
+  // verdict travels with Start (NodeInfo::excluded); a report sent before ReportStopped
+  // reaches the job before it.
+  virtual void ReportHealth(const std::string& excluded) = 0;
   // The agent is leaving on purpose (a signal): the job treats it as a lost node.
   virtual void Leave(const std::string& why) = 0;
 };

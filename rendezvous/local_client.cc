@@ -56,6 +56,12 @@ void LocalRendezvous::ReportStalled(int round, const Stall& stall) {
   Deliver(std::move(out));
 }
 
+void LocalRendezvous::ReportHealth(const std::string& excluded) {
+  std::vector<Event> out;
+  job_->NodeHealth(node_id_, excluded, EventLoop::Now(), &out);
+  Deliver(std::move(out));
+}
+
 void LocalRendezvous::Preempt(const std::string& reason) {
   std::vector<Event> out;
   (void)job_->Preempt(node_id_, reason, EventLoop::Now(), &out);  // between rounds: nothing to do

@@ -84,6 +84,7 @@ class MeteredRendezvous : public rdzv::RendezvousClient {
   void ReportStalled(int round, const rdzv::Stall& stall) override {
     inner_->ReportStalled(round, stall);
   }
+  void ReportHealth(const std::string& excluded) override { inner_->ReportHealth(excluded); }
   void Preempt(const std::string& reason) override { inner_->Preempt(reason); }
   void Leave(const std::string& why) override { inner_->Leave(why); }
 

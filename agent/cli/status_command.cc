@@ -183,6 +183,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                            {"command", n.command},
                            {"log_dir", n.log_dir},
                            {"containment", n.containment},
+                           {"excluded", n.excluded},
                            {"last_heartbeat", absl::FormatTime(n.last_heartbeat)}};
     if (n.group_rank >= 0) {
       int base = 0;
@@ -291,7 +292,8 @@ void PrintTable(const nlohmann::json& j, bool color) {
   for (const auto& n : j["nodes"]) {
     std::string ranks = n.contains("ranks")
                             ? absl::StrCat(n["ranks"][0].get<int>(), "-", n["ranks"][1].get<int>())
-                            : "waiting";
+                        : n.value("excluded", "").empty() ? "waiting"
+                                                          : "excluded";
     std::string group =
         n["group_rank"].get<int>() >= 0 ? std::to_string(n["group_rank"].get<int>()) : "-";
     std::string node_id = n["node_id"].get<std::string>();
@@ -299,7 +301,8 @@ void PrintTable(const nlohmann::json& j, bool color) {
                 n["host"].get<std::string>().c_str(), n["address"].get<std::string>().c_str(),
                 ranks.c_str(), PaintPadded(n.value("state", ""), 10, color).c_str(),
                 node_id.c_str());
-    const std::pair<const char*, const char*> kExtras[] = {{"probe", "gpu"},
+    const std::pair<const char*, const char*> kExtras[] = {{"excluded", "excluded"},
+                                                           {"probe", "gpu"},
                                                            {"command", "command"},
                                                            {"log_dir", "logs"},
                                                            {"containment", "containment"}};

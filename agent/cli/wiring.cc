@@ -18,6 +18,7 @@
 #include "agent/diagnostics/py_spy.h"
 #include "agent/diagnostics/stack_collector.h"
 #include "agent/diagnostics/trace_collection.h"
+#include "agent/health/health_gate.h"
 #include "agent/lifecycle/agent.h"
 #include "agent/lifecycle/exit_barrier.h"
 #include "agent/lifecycle/lease_fence.h"
@@ -273,12 +274,14 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
     return code;
   }
   HostedRendezvous* hosted = parts->hosted_rendezvous.get();  // the agent keeps it
+  auto health_gate = std::make_unique<HealthGate>(plan.probe_report);
   Agent agent(std::move(plan), *std::move(parts));
   // The features that observe the agent's events (agent/lifecycle/agent_component.h).
   agent.Add(std::make_unique<Preemption>());
   agent.Add(std::make_unique<TraceCollection>(hosted));
   agent.Add(std::make_unique<LeaseFence>());
   agent.Add(std::make_unique<ExitBarrier>());
+  agent.Add(std::move(health_gate));
   return agent.Run();
 }
 

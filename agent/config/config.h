@@ -190,6 +190,13 @@ struct Config {
   // The environment workers inherit (the agent's own), before the torchrun set is added.
   std::map<std::string, std::string> worker_env_base;
 
+  // Health gate before every round (docs/guides/health-gate.md): a shell command whose exit
+  // 0 means healthy ("": none), its deadline, and the free space the run dir must keep
+  // (0: not checked).
+  std::string health_check;
+  absl::Duration health_check_timeout = absl::Seconds(30);
+  uint64_t health_min_free_bytes = uint64_t{100} << 20;
+
   // GPU probe (docs/design.md §4.9).
   ProbeMode probe = ProbeMode::kAuto;
   StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;

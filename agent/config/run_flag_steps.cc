@@ -150,4 +150,24 @@ absl::Status ApplyProbeTimeout(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+absl::Status ApplyHealthCheckTimeout(const FlagValue& v, Config* c) {
+  absl::StatusOr<absl::Duration> d = ParseDuration(v.text);
+  if (!d.ok() || *d <= absl::ZeroDuration()) {
+    return FlagError(v.where, "must be a positive duration");
+  }
+  c->health_check_timeout = *d;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyHealthMinFreeSpace(const FlagValue& v, Config* c) {
+  if (v.text == "0") {
+    c->health_min_free_bytes = 0;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint64_t> bytes = ParseByteSize(v.text);
+  if (!bytes.ok()) return FlagError(v.where, absl::StrCat(bytes.status().message(), ", or 0"));
+  c->health_min_free_bytes = *bytes;
+  return absl::OkStatus();
+}
+
 }  // namespace muster

@@ -366,6 +366,25 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "30s",
      .help = "deadline for muster-probe",
      .apply = ApplyProbeTimeout},
+    {.name = "health-check",
+     .group = "Health",
+     .default_text = "none",
+     .help = "a shell command run before every round (and while the node is kept out): exit 0 "
+             "is healthy; otherwise the node sits out the rounds, named in `muster status`, "
+             "and re-checks on a backoff (docs/guides/health-gate.md)",
+     .apply = SetText<&Config::health_check>},
+    {.name = "health-check-timeout",
+     .group = "Health",
+     .default_text = "30s",
+     .help = "deadline of --health-check; a check still running then is killed and counts as "
+             "failed",
+     .apply = ApplyHealthCheckTimeout},
+    {.name = "health-min-free-space",
+     .group = "Health",
+     .default_text = "100MiB",
+     .help = "the free space the node's log/run directory must keep before a round; 0: not "
+             "checked",
+     .apply = ApplyHealthMinFreeSpace},
     {.name = "debug",
      .takes_value = false,
      .group = "Debug",

@@ -488,6 +488,27 @@ TEST(HangFlagsTest, TimeoutActionAndTheirRdzvConfKeys) {
   }
 }
 
+TEST(FlagsTest, HealthGateFlags) {
+  auto c = Parse({"--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health_check, "");
+  EXPECT_EQ(c->health_check_timeout, absl::Seconds(30));
+  EXPECT_EQ(c->health_min_free_bytes, uint64_t{100} << 20);
+  c = Parse({"--health-check", "nvidia-smi -L", "--health-check-timeout", "5s",
+             "--health-min-free-space", "0", "--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health_check, "nvidia-smi -L");
+  EXPECT_EQ(c->health_check_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->health_min_free_bytes, 0u);
+  c = Parse({"--health-min-free-space", "2GiB", "--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health_min_free_bytes, uint64_t{2} << 30);
+  ExpectError(Parse({"--health-check-timeout", "0s", "--no-python", "/bin/true"}),
+              "--health-check-timeout");
+  ExpectError(Parse({"--health-min-free-space", "lots", "--no-python", "/bin/true"}),
+              "--health-min-free-space");
+}
+
 }  // namespace
 }  // namespace muster
 

@@ -178,7 +178,9 @@ TEST(TorchrunFlagsTest, AmbiguousPrefixesNameTheCandidates) {
                 "--log: is ambiguous: it could be --log-dir, --log-line-prefix-template, "
                 "--log-level or --logs-specs; write more of the name");
   ExpectRefused({"--tls-c=x"}, "it could be --tls-cert or --tls-ca");
-  ExpectRefused({"--he", "x"}, "it could be --health-port or --help");
+  ExpectRefused({"--he", "x"},
+                "it could be --health-port, --health-check, --health-check-timeout, "
+                "--health-min-free-space or --help");
   EXPECT_TRUE(RunHelpRequested({"--nproc", "4", "--help"}));
   EXPECT_TRUE(RunHelpRequested({"--hel"}));
   EXPECT_FALSE(RunHelpRequested({"--he"}));  // the parse names the candidates

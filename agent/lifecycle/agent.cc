@@ -308,6 +308,7 @@ void Agent::ReportStopped() {
                    .is_error = true});
     return;
   }
+  for (const std::unique_ptr<AgentComponent>& c : components_) c->BeforeJoin(node_, false);
   rdzv_->ReportStopped(round_, *port);
 }
 
@@ -542,6 +543,7 @@ int Agent::Run() {
           std::max(config_.shutdown_timeout, config_.RestartGrace()) + absl::Seconds(30),
   };
   phase_ = Phase::kRendezvous;
+  for (const std::unique_ptr<AgentComponent>& c : components_) c->BeforeJoin(node_, true);
   Publish();
   rdzv_->Start(
       node_, spec, [this](const rdzv::Event& e) { OnRendezvousEvent(e); },

@@ -1,7 +1,8 @@
 // AgentComponent: a feature that observes the agent's events through one narrow interface
 // instead of a hook in the agent's core handlers (docs/design.md §3 "Components"):
 // preemption (agent/preempt/preemption.h), trace collection
-// (agent/diagnostics/trace_collection.h) and the lease fence (agent/lifecycle/lease_fence.h).
+// (agent/diagnostics/trace_collection.h), the lease fence (agent/lifecycle/lease_fence.h) and
+// the health gate (agent/health/health_gate.h).
 //
 // The Agent holds a list of components and calls each at a few points of its lifecycle,
 // in the order they were added; a component answers through the return values (take an
@@ -91,6 +92,12 @@ class AgentComponent {
   // Once, in the agent's setup: the run dir exists, the rendezvous has not started. `agent`
   // outlives the component.
   virtual absl::Status Start(AgentControl& agent) = 0;
+  // The agent is about to join the job (`first`: `node` is what the join sends) or to report
+  // a round's workers stopped (the next round forms after that report). A component may mark
+  // `node` excluded (rdzv::NodeInfo::excluded) for the join, or tell the job through
+  // AgentControl::rendezvous() before the report; it returns within a deadline of its own
+  // (the health gate, agent/health/health_gate.h).
+  virtual void BeforeJoin(rdzv::NodeInfo& /*node*/, bool /*first*/) {}
   // A signal the agent handles. The first: true when the component takes the stop in hand
   // (the agent then neither leaves the job nor stops the workers itself). A later one
   // (`first` false): the agent kills the workers right after, whatever the answer.

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "agent/diagnostics/trace_collection.h"
@@ -306,7 +308,21 @@ class RecordingComponent : public AgentComponent {
     return true;
   }
   void Describe(PublishedState& state) const override { phases.push_back(state.phase); }
+  void BeforeJoin(rdzv::NodeInfo& node, bool first) override {
+    joins.push_back({first, agent_->round()});
+    if (!first || exclude_first.empty()) return;
+    // Kept out of the job's rounds until the component says otherwise, 20 ms later.
+    node.excluded = exclude_first;
+    agent_->loop().AddTimer(EventLoop::Now() + absl::Milliseconds(20), [this] {
+      workers_when_healthy = static_cast<int>(launcher_started());
+      agent_->rendezvous()->ReportHealth("");
+    });
+  }
 
+  std::function<size_t()> launcher_started = [] { return size_t{0}; };
+  std::string exclude_first;  // nonempty: the first join is marked excluded, with this reason
+  std::vector<std::pair<bool, int>> joins;  // (first, round) of each BeforeJoin
+  int workers_when_healthy = -1;
   int take_signal = 0;  // nonzero: the first signal is taken; the workers get this one
   std::vector<int> signals;
   std::vector<int> exits;
@@ -355,6 +371,21 @@ TEST_F(AgentTest, AComponentMayTakeTheStopOfTheFirstSignal) {
   EXPECT_EQ(seen->signals, std::vector<int>{SIGTERM});
   // The component's stop, not the agent's own (which forwards SIGTERM).
   EXPECT_EQ(launcher_->stop_signals, std::vector<int>{SIGINT});
+}
+
+TEST_F(AgentTest, AComponentIsAskedBeforeEveryJoinAndMayKeepTheNodeOut) {
+  config_.max_restarts = 1;
+  auto component = std::make_unique<RecordingComponent>();
+  component->exclude_first = "sick";
+  component->launcher_started = [this] { return launcher_->started.size(); };
+  RecordingComponent* seen = component.get();
+  components_.push_back(std::move(component));
+  EXPECT_EQ(RunAgent({{1, kRunsUntilStopped}, {0, 0}}), 0);
+  // The excluded join formed no round: nothing had started when the node turned healthy.
+  EXPECT_EQ(seen->workers_when_healthy, 0);
+  EXPECT_EQ(launcher_->started.size(), 2u);
+  // Before the join, then before the stop report of round 1.
+  EXPECT_EQ(seen->joins, (std::vector<std::pair<bool, int>>{{true, 0}, {false, 1}}));
 }
 
 TEST_F(AgentTest, SpentBudgetEndsTheJobWithTheLastFailure) {

@@ -99,7 +99,9 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
   auto [it, inserted] = nodes_.try_emplace(info.node_id);
   Node& node = it->second;
   if (!inserted) ForgetHint(node.info);
+  if (!inserted && !node.info.excluded.empty()) --excluded_count_;
   node.info = info;
+  if (!info.excluded.empty()) ++excluded_count_;
   if (info.rank_hint >= 0) hinted_[info.rank_hint] = info.node_id;
   if (inserted) {
     node.joined_at = now;
@@ -108,10 +110,19 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
     if (carried != carried_ranks_.end()) node.prev_group_rank = carried->second;
   }
   Touch(node, now);
+  if (!info.excluded.empty()) {
+    out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
+                             absl::StrCat("kept out of rounds until healthy: ", info.excluded)));
+    return absl::OkStatus();
+  }
+  Arrive(info, "NodeJoined", now, out);
+  return absl::OkStatus();
+}
 
+void Job::Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::vector<Event>* out) {
   switch (phase_) {
     case Phase::kGathering:
-      if (LiveCount() >= spec_.min_nodes && !last_call_) {
+      if (EligibleCount() >= spec_.min_nodes && !last_call_) {
         last_call_ = now + spec_.last_call_timeout;
       }
       MaybeCompleteRound(now, out);
@@ -135,10 +146,13 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
                                  "a failure of the running round is being judged; joining the "
                                  "next round, if there is one"));
       } else if (static_cast<int>(participants_.size()) < spec_.max_nodes) {
-        BeginStopping("NodeJoined",
-                      absl::StrCat("node ", info.host, " joined; re-forming with ",
-                                   participants_.size() + 1, " nodes"),
-                      /*counted=*/false, std::nullopt, now, out);
+        BeginStopping(
+            cause,
+            absl::StrCat(
+                "node ", info.host,
+                std::string_view(cause) == "NodeJoined" ? " joined" : " passed its health gate",
+                "; re-forming with ", participants_.size() + 1, " nodes"),
+            /*counted=*/false, std::nullopt, now, out);
       } else {
         out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
                                  absl::StrCat("the job runs with its maximum of ", spec_.max_nodes,
@@ -152,7 +166,6 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
     case Phase::kFinished:
       break;
   }
-  return absl::OkStatus();
 }
 
 void Job::Heartbeat(const std::string& node_id, absl::Time now) {
@@ -177,6 +190,7 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   }
   NodeInfo info = it->second.info;
   ForgetHint(info);
+  if (!info.excluded.empty()) --excluded_count_;
   nodes_.erase(it);
   bool participant = IsParticipant(node_id);
   std::string what = absl::StrCat("node ", info.host, " (", info.address, ") lost: ", why);
@@ -189,7 +203,7 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
 
   switch (phase_) {
     case Phase::kGathering:
-      if (LiveCount() < spec_.min_nodes) last_call_.reset();
+      if (EligibleCount() < spec_.min_nodes) last_call_.reset();
       return;
     case Phase::kFinished:
       return;
@@ -232,9 +246,12 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
 }
 
 std::string Job::ProgressText(absl::Time now) const {
-  int count = LiveCount();
+  int count = EligibleCount();
   std::string text = absl::StrCat("joined ", count, "/", spec_.max_nodes, " nodes");
   if (spec_.min_nodes != spec_.max_nodes) absl::StrAppend(&text, " (min ", spec_.min_nodes, ")");
+  if (excluded_count_ > 0) {
+    absl::StrAppend(&text, "; ", excluded_count_, " more kept out by its health gate");
+  }
   if (count >= spec_.min_nodes && last_call_) {
     absl::StrAppend(&text, "; waiting up to ", Seconds(*last_call_ - now), " for more");
   } else {
@@ -287,15 +304,19 @@ void Job::Tick(absl::Time now, std::vector<Event>* out) {
     }
   }
   if (phase_ == Phase::kGathering) {
-    if (LiveCount() < spec_.min_nodes && now - gathering_since_ >= spec_.join_timeout) {
+    if (EligibleCount() < spec_.min_nodes && now - gathering_since_ >= spec_.join_timeout) {
       std::vector<std::string> hosts;
-      for (const auto& [id, node] : nodes_) hosts.push_back(node.info.host);
+      for (const auto& [id, node] : nodes_) {
+        hosts.push_back(node.info.excluded.empty()
+                            ? node.info.host
+                            : absl::StrCat(node.info.host, " excluded: ", node.info.excluded));
+      }
       Finish(
           "RendezvousTimeout",
           Outcome{.exit_code = exit_code::kTransient,
                   .root_cause = std::nullopt,
                   .reason = absl::StrCat("rendezvous timed out after ", Seconds(spec_.join_timeout),
-                                         ": ", LiveCount(), " of the minimum ", spec_.min_nodes,
+                                         ": ", EligibleCount(), " of the minimum ", spec_.min_nodes,
                                          " nodes joined (", absl::StrJoin(hosts, ", "), ")")},
           now, out);
       return;
@@ -311,7 +332,7 @@ std::optional<absl::Time> Job::NextDeadline() const {
     if (!next || t < *next) next = t;
   };
   if (phase_ == Phase::kGathering) {
-    if (LiveCount() >= spec_.min_nodes && last_call_) {
+    if (EligibleCount() >= spec_.min_nodes && last_call_) {
       consider(*last_call_);
     } else {
       consider(gathering_since_ + spec_.join_timeout);

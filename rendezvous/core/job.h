@@ -111,6 +111,14 @@ class Job {
   // field otherwise.
   absl::Status Join(const NodeInfo& node, const JobSpec& spec, absl::Time now,
                     std::vector<Event>* out);
+  // The node's health gate (agent/health/health_gate.h) changed its verdict: `excluded`
+  // says why it stays out of rounds, "" that it may take part again. An excluded node is
+  // live (listed, state kExcluded) but counts toward no round: a gathering waits for
+  // another node or its recovery, and the running round goes on. A recovered node arrives
+  // as a joiner does (a running round below max_nodes re-forms, uncounted). A participant
+  // that is excluded leaves the next round. Unknown nodes are ignored (job_health.cc).
+  void NodeHealth(const std::string& node_id, const std::string& excluded, absl::Time now,
+                  std::vector<Event>* out);
   // Status only: the node was heard from (its last_seen). Liveness is the transport's
   // (docs/operations/liveness-and-partitions.md "muster's own rendezvous (gRPC)"): the owner calls
   // NodeLost when a node's connection ends.
@@ -254,6 +262,11 @@ class Job {
   // The node's preemption in this round, or null.
   const Preemption* PreemptionOf(const std::string& node_id) const;
   int LiveCount() const { return static_cast<int>(nodes_.size()) - left_count_; }
+  // Live nodes that may take part in a round: LiveCount but the excluded ones.
+  int EligibleCount() const { return LiveCount() - excluded_count_; }
+  // A node that may take part (joined, or recovered) arrives: the gathering counts it, a
+  // running round below max_nodes re-forms (`cause`: the conditions' reason).
+  void Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::vector<Event>* out);
 
   JobSpec spec_;
   Phase phase_ = Phase::kGathering;
@@ -268,6 +281,7 @@ class Job {
   absl::Time stopping_since_;
   std::map<std::string, Node> nodes_;         // every live node (and, once finished, left ones)
   int left_count_ = 0;                        // nodes_ entries with `left` set
+  int excluded_count_ = 0;                    // live nodes_ entries with info.excluded set
   std::map<int, std::string> hinted_;         // rank hint -> node id, for the nodes_ that gave one
   std::map<std::string, int> carried_ranks_;  // ContinueFrom's previous order: id -> group rank
   // Progress that Tick sends at progress_due_ unless a round started before: to every node

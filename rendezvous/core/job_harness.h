@@ -18,7 +18,8 @@ class JobHarness {
  public:
   explicit JobHarness(JobSpec spec) : spec_(spec), job_(spec, now_) {}
 
-  absl::Status Join(const std::string& id, int hint = -1, int local = 2, int port = 0) {
+  absl::Status Join(const std::string& id, int hint = -1, int local = 2, int port = 0,
+                    std::string excluded = "") {
     NodeInfo n{.node_id = id,
                .host = "host-" + id,
                .address = "10.0.0." + id,
@@ -26,7 +27,8 @@ class JobHarness {
                .local_world_size = local,
                .store_port = port ? port : 1000 + Num(id),
                .wants_node_list = wants_node_list_,
-               .probe = ""};
+               .probe = "",
+               .excluded = std::move(excluded)};
     return job_.Join(n, spec_, now_, &events_);
   }
   void Advance(absl::Duration d) {
@@ -46,6 +48,9 @@ class JobHarness {
               .stderr_tail = std::move(stderr_tail),
               .restartable = restartable};
     job_.WorkerFailed(id, job_.round(), f, now_, &events_);
+  }
+  void Health(const std::string& id, const std::string& excluded) {
+    job_.NodeHealth(id, excluded, now_, &events_);
   }
   void StopAll(int port_offset = 100) {
     for (const NodeInfo& p : std::vector<NodeInfo>(job_.participants())) {

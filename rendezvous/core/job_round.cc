@@ -144,7 +144,7 @@ void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).stopped) return;
   }
-  if (LiveCount() >= spec_.min_nodes) {
+  if (EligibleCount() >= spec_.min_nodes) {
     StartRound(now, out);
     return;
   }
@@ -163,7 +163,7 @@ void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
 
 void Job::MaybeCompleteRound(absl::Time now, std::vector<Event>* out) {
   if (phase_ != Phase::kGathering) return;
-  int count = LiveCount();
+  int count = EligibleCount();
   if (count >= spec_.max_nodes || (count >= spec_.min_nodes && last_call_ && now >= *last_call_)) {
     StartRound(now, out);
   }
@@ -218,6 +218,7 @@ std::vector<Job::Node*> Job::RoundOrder() {
   std::vector<Node*> nodes;
   std::vector<RankCandidate> candidates;
   for (auto& [id, node] : nodes_) {
+    if (!node.info.excluded.empty()) continue;  // its health gate keeps it out (job_health.cc)
     nodes.push_back(&node);
     candidates.push_back(RankCandidate{.rank_hint = node.info.rank_hint,
                                        .prev_group_rank = node.prev_group_rank,
@@ -246,7 +247,7 @@ void Job::AnnounceRound(int world_size, std::vector<Event>* out) {
     out->push_back(std::move(e));
   }
   for (const auto& [id, node] : nodes_) {
-    if (node.prev_group_rank < 0) {
+    if (node.prev_group_rank < 0 && node.info.excluded.empty()) {
       out->push_back(MakeEvent(Event::Kind::kProgress, id,
                                absl::StrCat("round ", round_, " runs with the maximum of ",
                                             spec_.max_nodes, " nodes; waiting for a place")));

@@ -70,6 +70,7 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
         .command = std::move(v.info.command),
         .log_dir = std::move(v.info.log_dir),
         .containment = std::move(v.info.containment),
+        .excluded = std::move(v.info.excluded),
     });
   }
   return s;

@@ -40,6 +40,7 @@ struct NodeStatus {
   std::string command;      // the workers' command line
   std::string log_dir;      // per-rank logs, "" when the output goes to the console only
   std::string containment;  // the containment mode in force there (NodeInfo::containment)
+  std::string excluded;     // kExcluded: why its health gate keeps it out (NodeInfo::excluded)
 };
 
 struct JobStatusSnapshot {

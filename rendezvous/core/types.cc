@@ -46,6 +46,8 @@ const char* NodeStateName(NodeState state) {
       return "Stopped";
     case NodeState::kLeft:
       return "Left";
+    case NodeState::kExcluded:
+      return "Excluded";
   }
   return "Unknown";
 }

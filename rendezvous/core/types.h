@@ -51,6 +51,9 @@ struct NodeInfo {
   // How nothing a worker starts outlives the job there (launch/containment.h: "cgroup
   // /sys/fs/cgroup/...", "session (...), under a supervisor"). Sent with Join only.
   std::string containment;
+  // Why this node's health gate keeps it out of rounds ("" when it may take part;
+  // agent/health/health_gate.h). Sent with Join, then changed by Job::NodeHealth.
+  std::string excluded;
 };
 
 // Why a failure ended its round, as the job judges it: the vocabulary that crosses the
@@ -147,14 +150,15 @@ enum class NodeState {
   kStopping,   // the round is stopping; this node has not reported its workers stopped
   kStopped,    // its workers are stopped
   kLeft,       // gone after the outcome
+  kExcluded,   // alive, kept out of rounds by its health gate (NodeInfo::excluded says why)
 };
 
 // Every state, in the order above (metrics export one series per state).
-inline constexpr std::array<NodeState, 7> kNodeStates = {
+inline constexpr std::array<NodeState, 8> kNodeStates = {
     NodeState::kWaiting,  NodeState::kRunning, NodeState::kSucceeded, NodeState::kFailed,
-    NodeState::kStopping, NodeState::kStopped, NodeState::kLeft};
+    NodeState::kStopping, NodeState::kStopped, NodeState::kLeft,      NodeState::kExcluded};
 
-// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left": the names
+// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded": the names
 // `muster status` and the JobStatus service show (the service carries the name).
 const char* NodeStateName(NodeState state);
 // The state NodeStateName(state) names, if any.

@@ -135,6 +135,9 @@ void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, 
     case v1::AgentMessage::kStalled:
       host_.NodeStalled(node_id, m.stalled().round(), FromProto(m.stalled()), now);
       break;
+    case v1::AgentMessage::kHealth:
+      host_.NodeHealth(node_id, m.health().excluded(), now);
+      break;
     case v1::AgentMessage::kTraces:  // no data through etcd: where each file stays (HOST:PATH)
       host_.TracesStored(node_id, m.traces().round(), "",
                          TraceNode{.files = {m.traces().paths().begin(), m.traces().paths().end()},

@@ -64,6 +64,17 @@ class EtcdRendezvousClient::Impl {
     Enqueue([this, m = std::move(message)] { SendReport(m); });
   }
 
+  // The verdict goes in this agent's node key too, so that a coordinator that takes over
+  // reads the latest one from the Join it finds there.
+  void Health(const std::string& excluded) {
+    Enqueue([this, excluded] {
+      node_.excluded = excluded;
+      v1::AgentMessage m;
+      m.mutable_health()->set_excluded(excluded);
+      SendReport(m);
+    });
+  }
+
   void Stopped(int round, int store_port) {
     Enqueue([this, round, store_port] {
       node_.store_port = store_port;
@@ -570,6 +581,8 @@ void EtcdRendezvousClient::ReportStalled(int round, const Stall& stall) {
   wire::ToProto(round, stall, m.mutable_stalled());
   impl_->Report(std::move(m));
 }
+
+void EtcdRendezvousClient::ReportHealth(const std::string& excluded) { impl_->Health(excluded); }
 
 void EtcdRendezvousClient::Preempt(const std::string& reason) {
   v1::AgentMessage m;

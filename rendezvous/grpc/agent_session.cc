@@ -181,6 +181,9 @@ class AgentSession : public SessionReactor,
       case v1::AgentMessage::kPreempt:
         registry_->Preempt(node_id_, msg.preempt().reason());
         break;
+      case v1::AgentMessage::kHealth:
+        registry_->NodeHealth(node_id_, msg.health().excluded());
+        break;
       case v1::AgentMessage::kTraces:
         registry_->StoreTraces(node_id_, FromProto(msg.traces()));
         break;

@@ -461,6 +461,12 @@ void GrpcRendezvousClient::ReportStalled(int round, const Stall& stall) {
   impl_->Send(std::move(msg));
 }
 
+void GrpcRendezvousClient::ReportHealth(const std::string& excluded) {
+  v1::AgentMessage msg;
+  msg.mutable_health()->set_excluded(excluded);
+  impl_->Send(std::move(msg));
+}
+
 void GrpcRendezvousClient::ReportStopped(int round, int store_port) {
   v1::AgentMessage msg;
   msg.mutable_workers_stopped()->set_round(round);

@@ -89,6 +89,10 @@ void JobHost::NodeStalled(const std::string& node_id, int round, const Stall& st
   Apply(now, [&](std::vector<Event>* out) { job_.NodeStalled(node_id, round, stall, now, out); });
 }
 
+void JobHost::NodeHealth(const std::string& node_id, const std::string& excluded, absl::Time now) {
+  Apply(now, [&](std::vector<Event>* out) { job_.NodeHealth(node_id, excluded, now, out); });
+}
+
 void JobHost::TracesStored(const std::string& node_id, int round, const std::string& location,
                            TraceNode node, const std::string& error, absl::Time now) {
   Apply(now, [&](std::vector<Event>* out) {

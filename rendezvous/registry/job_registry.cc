@@ -129,6 +129,11 @@ void JobRegistry::NodeStalled(const std::string& node_id, int round, const Stall
               [&](JobHost& host, absl::Time now) { host.NodeStalled(node_id, round, stall, now); });
 }
 
+void JobRegistry::NodeHealth(const std::string& node_id, const std::string& excluded) {
+  WithNodeJob(node_id,
+              [&](JobHost& host, absl::Time now) { host.NodeHealth(node_id, excluded, now); });
+}
+
 void JobRegistry::WorkerFailed(const std::string& node_id, int round, const Failure& failure) {
   WithNodeJob(node_id, [&](JobHost& host, absl::Time now) {
     host.WorkerFailed(node_id, round, failure, now);

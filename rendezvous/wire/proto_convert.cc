@@ -198,6 +198,7 @@ void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
   out->set_command(node.command);
   out->set_log_dir(node.log_dir);
   out->set_containment(node.containment);
+  out->set_excluded(node.excluded);
 }
 
 void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
@@ -206,6 +207,7 @@ void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
   node->command = in.command();
   node->log_dir = in.log_dir();
   node->containment = in.containment();
+  node->excluded = in.excluded();
   const v1::JobSpec& s = in.spec();
   spec->run_id = in.run_id();
   spec->min_nodes = s.min_nodes();
@@ -367,6 +369,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_command(n.command);
     p->set_log_dir(n.log_dir);
     p->set_containment(n.containment);
+    p->set_excluded(n.excluded);
   }
   for (const NodeInfo& n : s.participants) ToProto(n, out->add_participants());
   for (const RestartRecord& r : s.history) {
@@ -446,6 +449,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
     n.command = p.command();
     n.log_dir = p.log_dir();
     n.containment = p.containment();
+    n.excluded = p.excluded();
     s.nodes.push_back(std::move(n));
   }
   for (const v1::NodeInfo& p : in.participants()) s.participants.push_back(FromProto(p));

@@ -3,6 +3,9 @@
  *   FAKE_ECC="gpu:corrected:uncorrected,..."   volatile ECC counters
  *   FAKE_ECC_UNSUPPORTED=1                     ECC queries return NOT_SUPPORTED
  *   FAKE_PROCS="gpu:pid:name:MiB,..."          compute processes per GPU
+ *   FAKE_PROCS_FILE=PATH                       the same list read from PATH at each call,
+ *                                              when it exists (a test changes it between
+ *                                              two probes of one agent)
  *   FAKE_NVMLINIT_FAIL=<nvmlReturn_t>          nvmlInit_v2 returns it
  * Built twice: with -DFAKE_OMIT_PROCESSES the library lacks
  * nvmlDeviceGetComputeRunningProcesses_v3 (the "missing symbol" case). */
@@ -32,9 +35,18 @@ static unsigned long long kGiB = 1ULL << 30;
 static unsigned fake_procs(int gpu, unsigned pid_filter, nvmlProcessInfo_t* out, unsigned cap,
                            char* name_out, unsigned name_len) {
   const char* spec = getenv("FAKE_PROCS");
-  if (!spec) return 0;
   char buf[4096];
-  snprintf(buf, sizeof(buf), "%s", spec);
+  const char* file = getenv("FAKE_PROCS_FILE");
+  FILE* f = file ? fopen(file, "r") : NULL;
+  if (f) {
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+  } else if (spec) {
+    snprintf(buf, sizeof(buf), "%s", spec);
+  } else {
+    return 0;
+  }
   unsigned n = 0;
   char* save = NULL;
   for (char* item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {

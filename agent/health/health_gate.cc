@@ -1,0 +1,125 @@
+#include "agent/health/health_gate.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "agent/diagnostics/gpu_probe.h"
+#include "agent/health/health_checks.h"
+#include "base/duration.h"
+#include "spdlog/spdlog.h"
+
+namespace muster {
+
+HealthGate::~HealthGate() { CancelRecheck(); }
+
+HealthGate::HealthGate(const nlohmann::json& probe_report) {
+  // The probe ran at the agent's start (docs/design.md §4.9) and found GPUs: the gate
+  // looks again between rounds.
+  if (!probe_report.is_object()) return;
+  auto count = probe_report.find("gpu_count");
+  if (count != probe_report.end() && count->is_number_integer() && count->get<int>() > 0) {
+    expected_gpus_ = count->get<int>();
+    probe_binary_ = FindProbeBinary();
+  }
+}
+
+absl::Status HealthGate::Start(AgentControl& agent) {
+  agent_ = &agent;
+  return absl::OkStatus();
+}
+
+std::string HealthGate::Check(bool first) {
+  const Config& c = agent_->config();
+  const std::string& dir = agent_->run_dir().empty() ? c.log_dir : agent_->run_dir();
+  std::string why = CheckFreeSpace(dir, c.health_min_free_bytes);
+  if (why.empty() && !first) {
+    why = CheckGpus(probe_binary_, expected_gpus_, c.probe_timeout, c.worker_env_base);
+  }
+  if (why.empty() && !c.health_check.empty()) {
+    CommandVerdict v = RunHealthCommand(c.health_check, c.health_check_timeout, c.worker_env_base);
+    why = std::move(v.excluded);
+    if (!why.empty() && !v.output.empty()) {
+      absl::StripTrailingAsciiWhitespace(&v.output);
+      spdlog::warn("--health-check output:\n{}", v.output);
+    }
+  }
+  return why;
+}
+
+bool HealthGate::Record(const std::string& excluded, absl::Duration took) {
+  ++checks_;
+  const bool changed = excluded != excluded_;
+  excluded_ = excluded;
+  nlohmann::json fields = {{"healthy", excluded.empty()},
+                           {"round", agent_->round()},
+                           {"took_s", absl::ToDoubleSeconds(took)}};
+  if (excluded.empty()) {
+    if (changed) spdlog::info("health gate: the node is healthy again; it rejoins the rounds");
+    backoff_.Reset();
+  } else {
+    const absl::Duration next = backoff_.Next();
+    if (changed) {
+      spdlog::warn("health gate: the node sits out the rounds: {}; checking again in {}", excluded,
+                   HumanDuration(next));
+    } else {
+      spdlog::info("health gate: still unhealthy ({} checks): {}; next in {}", backoff_.failures(),
+                   excluded, HumanDuration(next));
+    }
+    fields["reason"] = excluded;
+    fields["next_check_s"] = absl::ToDoubleSeconds(next);
+    recheck_ = agent_->loop().AddTimer(EventLoop::Now() + next, [this] { Recheck(); });
+  }
+  agent_->events().Write("health_check", std::move(fields));
+  return changed;
+}
+
+void HealthGate::BeforeJoin(rdzv::NodeInfo& node, bool first) {
+  // A stop reported again for the same round (the agent stopped its workers before the
+  // job's word, which then asks once more) keeps the verdict of the first report.
+  if (!first && checked_round_ == agent_->round()) {
+    node.excluded = excluded_;
+    return;
+  }
+  checked_round_ = agent_->round();
+  CancelRecheck();
+  const absl::Time start = absl::Now();
+  const std::string verdict = Check(first);
+  const bool changed = Record(verdict, absl::Now() - start);
+  node.excluded = excluded_;
+  if (first) return;  // the join carries it
+  if (changed && agent_->rendezvous() != nullptr) agent_->rendezvous()->ReportHealth(excluded_);
+  agent_->Publish();
+}
+
+void HealthGate::Recheck() {
+  recheck_ = 0;
+  // Only a node that waits out of rounds checks again: the job may have ended meanwhile.
+  if (agent_->phase() != LifecyclePhase::kRendezvous || agent_->outcome() != nullptr ||
+      agent_->rendezvous() == nullptr) {
+    return;
+  }
+  const absl::Time start = absl::Now();
+  const std::string verdict = Check(/*first=*/false);
+  if (Record(verdict, absl::Now() - start)) {
+    agent_->rendezvous()->ReportHealth(excluded_);
+  }
+  agent_->Publish();
+}
+
+void HealthGate::CancelRecheck() {
+  if (recheck_ == 0) return;
+  agent_->loop().CancelTimer(recheck_);
+  recheck_ = 0;
+}
+
+void HealthGate::Describe(PublishedState& state) const {
+  if (checks_ == 0) return;
+  if (!excluded_.empty() && agent_->phase() == LifecyclePhase::kRendezvous) {
+    state.phase = AgentPhase::kExcluded;
+  }
+  if (state.status != nullptr) {
+    (*state.status)["health"] = {{"healthy", excluded_.empty()}, {"checks", checks_}};
+    if (!excluded_.empty()) (*state.status)["health"]["excluded"] = excluded_;
+  }
+}
+
+}  // namespace muster

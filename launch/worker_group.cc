@@ -91,6 +91,7 @@ WorkerGroup::WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
       [this](const std::vector<pid_t>& abandoned) { OnProcessesStopped(abandoned); },
       cgroup_.get());
   source_ = std::move(source);
+  processes_->SetOwnHelpers([s = source_.get()](pid_t pid) { return s->IsOwnHelper(pid); });
 }
 
 WorkerGroup::~WorkerGroup() {

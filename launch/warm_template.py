@@ -28,6 +28,7 @@ import types
 _IMPORT_TIME_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH")
 _IMPORT_TIME_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "PYTHON")
 _PR_SET_PDEATHSIG = 1
+__file_of_template__ = sys._getframe().f_code.co_filename  # "<string>" under -c
 _SIGKILL = 9
 
 
@@ -205,6 +206,21 @@ def _start():
     return sock
 
 
+def _run_rank(request):
+    """_run_main, with an uncaught exception printed as the interpreter prints it for an
+    exec'd rank: from the script's frame on (this file's frames are the template's)."""
+    try:
+        _run_main(request)
+    except (SystemExit, KeyboardInterrupt):
+        raise  # the interpreter's own handling: the code, or death by SIGINT
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file_of_template__:
+            tb = tb.tb_next
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        sys.exit(1)
+
+
 _request, _fds = _serve(_start())
 _become_rank(_request, _fds)
-_run_main(_request)
+_run_rank(_request)

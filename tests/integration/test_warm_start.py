@@ -57,3 +57,120 @@ def test_a_warm_rank_sees_what_an_execd_rank_sees(tmp_path, module):
         for rank in range(2):
             assert f"[default{rank}]:probe rank {rank} says hello" in run.stdout
             assert f"[default{rank}]:probe rank {rank} on stderr" in run.stdout + run.stderr
+
+
+@needs_torch
+@pytest.mark.parametrize("how", ["code7", "raise", "sigkill"])
+def test_exit_status_is_relayed_as_from_an_execd_rank(tmp_path, how):
+    warm_run, _ = probe(tmp_path, "warm", [f"exit:{how}"], warm=True, nproc=1)
+    exec_run, _ = probe(tmp_path, "exec", [f"exit:{how}"], warm=False, nproc=1)
+    assert warm_run.returncode == exec_run.returncode == {"code7": 7, "raise": 1,
+                                                          "sigkill": 137}[how]
+    assert FALLBACK not in warm_run.stderr
+
+    def report(run):
+        # muster's account of the failure and the rank's stderr tail (the traceback too),
+        # without timestamps, ports and pids
+        keep = [re.sub(r"^\[muster [^\]]*\] ", "", line) for line in run.stderr.splitlines()
+                if "job failed" in line or line.startswith("  ")]
+        return [re.sub(r"pid \d+", "pid N", line) for line in keep]
+
+    assert report(warm_run) == report(exec_run)
+    assert report(warm_run), warm_run.stderr[-2000:]
+
+
+def restart_seconds(warm):
+    """Kill of rank 1 in attempt 0 to the last first line of attempt 1, and the lines."""
+    flags = ["--warm-start"] if warm else []
+    r = run_muster([*flags, "--nproc-per-node", 2, "--max-restarts", 1,
+                    SCRIPTS / "warm_restart.py"], timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    killed = float(re.search(r"killing at ([\d.]+)", r.stdout).group(1))
+    firsts = re.findall(r"first line: restart 1 rank \d at ([\d.]+) preloaded (\w+)", r.stdout)
+    assert len(firsts) == 2, r.stdout
+    return max(float(t) for t, _ in firsts) - killed, {p for _, p in firsts}, r
+
+
+@needs_torch
+def test_a_restart_after_a_sigkilled_rank_does_not_import_torch_again():
+    warm, warm_preloaded, run = restart_seconds(warm=True)
+    execd, exec_preloaded, _ = restart_seconds(warm=False)
+    print(f"kill -> last rank's first line of the next attempt: warm {warm:.3f} s, "
+          f"exec {execd:.3f} s")
+    assert FALLBACK not in run.stderr, run.stderr[-2000:]
+    assert warm_preloaded == {"True"} and exec_preloaded == {"False"}
+    assert warm < execd, (warm, execd)
+
+
+@needs_torch
+def test_gloo_all_reduce_through_the_warm_path():
+    r = run_muster(["--warm-start", "--standalone", "--nproc-per-node", 2, ALLREDUCE],
+                   timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert FALLBACK not in r.stderr
+    for rank in range(2):
+        assert f"[default{rank}]:rank {rank}/2" in r.stdout and "all_reduce = 3 OK" in r.stdout
+
+
+@needs_torch
+def test_a_template_that_cannot_import_falls_back_to_exec_and_says_why_once(tmp_path):
+    r, ranks = probe(tmp_path, "warm", [], warm=True)
+    assert r.returncode == 0
+    out = tmp_path / "broken"
+    out.mkdir()
+    r = run_muster(["--warm-start", "--preload", "torch,no_such_module_muster", "--nproc-per-node",
+                    2, PROBE], timeout=180, env=muster_env(PROBE_DIR=out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stderr.count(FALLBACK) == 1, r.stderr[-3000:]
+    assert "No module named 'no_such_module_muster'" in r.stderr
+    for rank in range(2):
+        assert not json.loads((out / f"{rank}.json").read_text())["preloaded"]
+
+
+def agent_of(pid):
+    """The agent: the muster child of the process the test started when that is its
+    supervisor (session containment), else that process itself."""
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        for kid in map(int, f.read().split()):
+            with open(f"/proc/{kid}/comm") as c:
+                if c.read().strip() == "muster":
+                    return kid
+    return pid
+
+
+@needs_torch
+def test_sigkill_of_the_agent_leaves_no_rank_and_no_template_in_20_runs(tmp_path):
+    """Even runs kill the agent while the template imports, odd ones once ranks run."""
+    leaks = []
+    for run in range(20):
+        out = tmp_path / f"run{run}"
+        out.mkdir()
+        log = open(tmp_path / f"run{run}.log", "w+")
+        proc = subprocess.Popen([str(MUSTER), "run", "--warm-start", "--nproc-per-node", "2",
+                                 str(PROBE), "exit:sleep"], stdout=log, stderr=subprocess.STDOUT,
+                                env=muster_env(PROBE_DIR=out))
+        try:
+            template = int(wait_for(lambda: re.search(r"template pid (\d+)",
+                                                      open(log.name).read()), 30,
+                                    what="the template's pid").group(1))
+            agent = agent_of(proc.pid)  # it has logged: it exists
+            ranks = []
+            if run % 2:
+                wait_for(lambda: all((out / f"{i}.json").exists() for i in range(2)), 60,
+                         what="both ranks")
+                # The file is written before the rank's first line; read it whole.
+                ranks = wait_for(lambda: [json.loads((out / f"{i}.json").read_text() or "{}")
+                                          .get("pid") for i in range(2)], 10, what="pids")
+            os.kill(agent, signal.SIGKILL)
+            proc.wait(timeout=30)
+            try:
+                wait_for(lambda: not any(pid_alive(p) for p in [template, *ranks]), 10,
+                         what="the template and ranks to die")
+            except AssertionError:
+                leaks.append((run, [p for p in [template, *ranks] if pid_alive(p)]))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+    assert not leaks, leaks

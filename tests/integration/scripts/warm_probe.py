@@ -2,12 +2,14 @@
 
 Writes $PROBE_DIR/<LOCAL_RANK>.json: its environment, sys.argv, __main__'s names, the head of
 sys.path, whether torch was imported before this script ran, its session and its parent.
-With an argument `exit:HOW` it then ends that way: code7 (os._exit(7)), raise, sigkill.
+With an argument `exit:HOW` it then ends that way: code7 (os._exit(7)), raise, sigkill, or
+sleep (until it is stopped).
 """
 import json
 import os
 import signal
 import sys
+import time
 
 preloaded = "torch" in sys.modules
 main = sys.modules["__main__"]
@@ -28,3 +30,5 @@ if how == "raise":
     raise RuntimeError("the probe raised")
 if how == "sigkill":
     os.kill(os.getpid(), signal.SIGKILL)
+if how == "sleep":
+    time.sleep(600)

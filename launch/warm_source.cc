@@ -23,6 +23,9 @@
 namespace muster {
 namespace {
 
+constexpr char kWarmTemplateLoader[] =
+    "import sys; exec(compile(sys.argv.pop(1), '<muster warm template>', 'exec'))";
+
 // Sends `data` with `fds` (SCM_RIGHTS) as one datagram.
 absl::Status SendWithFds(int socket, const std::string& data, const int* fds, size_t nfds) {
   iovec iov{const_cast<char*>(data.data()), data.size()};
@@ -79,9 +82,12 @@ absl::StatusOr<std::unique_ptr<WarmSource>> WarmSource::Create(Options options) 
     return ErrnoStatus("socketpair", errno);
   }
   UniqueFd ours(pair[0]), theirs(pair[1]);
-  SpawnSpec spec{.argv = {options.python_exec, "-u", "-c", kWarmTemplateSource, "3"},
-                 .env = options.env,
-                 .fds = {{theirs.get(), 3}}};
+  // Compiled under a name of its own, so that its frames below a rank's script (in a
+  // traceback of `muster stacks`) say where they come from.
+  SpawnSpec spec{
+      .argv = {options.python_exec, "-u", "-c", kWarmTemplateLoader, kWarmTemplateSource, "3"},
+      .env = options.env,
+      .fds = {{theirs.get(), 3}}};
   spec.argv.insert(spec.argv.end(), options.preload.begin(), options.preload.end());
   ASSIGN_OR_RETURN(pid_t pid, Spawn(spec));
   spdlog::info("warm start: template pid {} imports {}", pid,

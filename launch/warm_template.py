@@ -1,6 +1,7 @@
 # The warm template: a Python that has imported the job's modules once and makes ranks from
-# itself (docs/design.md "4.5a Warm start"). Compiled into muster (launch/CMakeLists.txt
-# embeds this file) and run as `python -u -c SOURCE SOCKET_FD MODULE...`.
+# itself (docs/design.md §4.5a). Compiled into muster (launch/CMakeLists.txt embeds this
+# file) and run as `python -u -c LOADER SOURCE SOCKET_FD MODULE...`, LOADER compiling SOURCE
+# as "<muster warm template>" (launch/warm_source.cc).
 #
 # Protocol on SOCKET_FD (SOCK_SEQPACKET, one datagram each way per rank):
 #   agent -> template: a JSON request {argv, env, cwd, new_session, cpus, agent_pid} with
@@ -28,7 +29,7 @@ import types
 _IMPORT_TIME_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH")
 _IMPORT_TIME_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "PYTHON")
 _PR_SET_PDEATHSIG = 1
-__file_of_template__ = sys._getframe().f_code.co_filename  # "<string>" under -c
+__file_of_template__ = sys._getframe().f_code.co_filename  # "<muster warm template>"
 _SIGKILL = 9
 
 

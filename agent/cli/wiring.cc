@@ -211,6 +211,9 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
 // environment is what every worker's starts from, with the variables the worker environment
 // adds for all ranks alike and a module may read at import (agent/workers/worker_env.cc).
 absl::StatusOr<std::unique_ptr<WorkerSource>> WorkerSourceFor(const Config& config) {
+  if (config.warm_start && config.no_python) {
+    spdlog::info("warm start: --no-python workers are exec'd");
+  }
   if (!config.warm_start || config.no_python) return std::make_unique<ExecSource>();
   std::map<std::string, std::string> env = config.worker_env_base;
   if (!env.count("OMP_NUM_THREADS") && config.nproc_per_node > 1) env["OMP_NUM_THREADS"] = "1";

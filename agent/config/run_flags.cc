@@ -163,7 +163,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "off",
      .help = "fork each rank from a Python that imported --preload once, so that no start or "
              "restart waits for `import torch`; exec'd where a fork is unsafe "
-             "(docs/guides/warm_start.md)",
+             "(docs/guides/warm-start.md)",
      .apply = SetSwitch<&Config::warm_start>},
     {.name = "preload",
      .group = "Command",
@@ -542,10 +542,6 @@ absl::Status CheckStandalone(const Config& c) {
 absl::Status CheckAcrossFlags(const std::map<std::string, std::string>& env, const Config& c) {
   if (c.module && c.no_python) {
     return FlagError("--module", "cannot be combined with --no-python (a module needs Python)");
-  }
-  if (c.warm_start && c.no_python) {
-    return FlagError("--warm-start",
-                     "cannot be combined with --no-python (ranks fork from a Python template)");
   }
   if (c.legacy_local_rank_arg && c.no_python) {
     return FlagError(c.SourceOf("no-python"),

@@ -139,15 +139,34 @@ def agent_of(pid):
 
 
 @needs_torch
-def test_sigkill_of_the_agent_leaves_no_rank_and_no_template_in_20_runs(tmp_path):
-    """Even runs kill the agent while the template imports, odd ones once ranks run."""
+@pytest.mark.parametrize("module", [False, True], ids=["script", "module"])
+def test_a_warm_rank_starts_processes_of_its_own(module):
+    """DataLoader workers (fork and spawn: spawn re-imports __main__ from its file or
+    module), a multiprocessing pool, a subprocess."""
+    command = ["-m", "warm_children"] if module else [SCRIPTS / "warm_children.py"]
+    r = run_muster(["--warm-start", "--nproc-per-node", 2, *command], timeout=180,
+                   cwd=SCRIPTS)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert FALLBACK not in r.stderr
+    for rank in range(2):
+        for line in ("dataloader fork: 28", "dataloader spawn: 28", "pool: 14",
+                     "subprocess: child python"):
+            assert f"[default{rank}]:{line}" in r.stdout, r.stdout
+
+
+@needs_torch
+@pytest.mark.parametrize("mode", ["auto", "session"])
+def test_sigkill_of_the_agent_leaves_no_rank_and_no_template_in_20_runs(tmp_path, mode):
+    """Even runs kill the agent while the template imports, odd ones once ranks run. auto:
+    the default containment (cgroup where the machine has one, as on CI), session: the
+    watchdog's (the template is the agent's child there, not the job's)."""
     leaks = []
     for run in range(20):
         out = tmp_path / f"run{run}"
         out.mkdir()
         log = open(tmp_path / f"run{run}.log", "w+")
-        proc = subprocess.Popen([str(MUSTER), "run", "--warm-start", "--nproc-per-node", "2",
-                                 str(PROBE), "exit:sleep"], stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([str(MUSTER), "run", "--warm-start", *([] if mode == "auto" else ["--containment", mode]),
+                                 "--nproc-per-node", "2", str(PROBE), "exit:sleep"], stdout=log, stderr=subprocess.STDOUT,
                                 env=muster_env(PROBE_DIR=out))
         try:
             template = int(wait_for(lambda: re.search(r"template pid (\d+)",

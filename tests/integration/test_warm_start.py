@@ -1,5 +1,5 @@
 """Issue 29, first slice: `muster run --warm-start` forks ranks from a template that imported
-torch once (docs/guides/warm_start.md, docs/design.md §4.5a). Real torch 1.13 workers; each
+torch once (docs/guides/warm-start.md, docs/design.md §4.5a). Real torch 1.13 workers; each
 warm result is held against the exec path's on the same job."""
 import json
 import os

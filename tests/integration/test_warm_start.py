@@ -47,7 +47,7 @@ def test_a_warm_rank_sees_what_an_execd_rank_sees(tmp_path, module):
         differing = {k for k in a["env"] if a["env"][k] != b["env"][k]} - PER_RUN
         assert not differing, {k: (a["env"][k], b["env"][k]) for k in differing}
         assert a["env"]["MUSTER_STACKS_OWNER"] == str(a["pid"])  # the stack hook ran
-        for key in ("argv", "name", "file", "spec", "path0", "cwd", "unbuffered", "cpus"):
+        for key in ("argv", "name", "file", "spec", "path0", "cwd", "unbuffered", "cpus", "fds"):
             assert a[key] == b[key], (key, a[key], b[key])
         # Its own session, as the exec path's spawn child makes; a child of the agent (not
         # of the template), as the exec'd one is.

@@ -82,10 +82,13 @@ std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank) {
     if (config.module) argv.push_back("-m");
   }
   argv.insert(argv.end(), config.command.begin(), config.command.end());
-  if (config.legacy_local_rank_arg) {
+  // --local-rank-arg names the spelling; `muster launch` alone passes torch's own (one
+  // argument either way: a script that knows only --local_rank rejects --local-rank).
+  if (config.local_rank_arg) {
+    argv.push_back(absl::StrCat("--local_rank=", local_rank));
+  } else if (config.legacy_local_rank_arg) {
     argv.push_back(LegacyLocalRankArgument(config.worker_torch, local_rank));
   }
-  if (config.local_rank_arg) argv.push_back(absl::StrCat("--local_rank=", local_rank));
   return argv;
 }
 

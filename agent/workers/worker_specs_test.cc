@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "agent/lifecycle/test_helpers.h"
+#include "agent/workers/worker_env.h"
 #include "gtest/gtest.h"
 
 namespace muster {
@@ -162,6 +164,22 @@ TEST(WorkerSpecsTest, VirtualLocalRankGivesEachWorkerItsOwnDevice) {
   }
   EXPECT_EQ(specs[1].output_prefix, "[default1]:");
   EXPECT_EQ(specs[1].dir, "/r/attempt_1/1");
+}
+
+// `muster launch --local-rank-arg` with torch 2: one argument, the spelling asked for (it
+// passed torch's --local-rank=N and --local_rank=N both).
+TEST(WorkerSpecsTest, LaunchWithLocalRankArgPassesOneArgument) {
+  Config c = TwoWorkers();
+  c.legacy_local_rank_arg = true;
+  c.worker_torch = TorchVersion{.major = 2, .minor = 1};
+  std::vector<std::string> argv = BuildWorkerArgv(c, 1);
+  EXPECT_EQ(argv.back(), "--local-rank=1");
+  c.local_rank_arg = true;
+  argv = BuildWorkerArgv(c, 1);
+  EXPECT_EQ(argv.back(), "--local_rank=1");
+  EXPECT_EQ(std::count_if(argv.begin(), argv.end(),
+                          [](const std::string& a) { return absl::StrContains(a, "local"); }),
+            1);
 }
 
 TEST(WorkerSpecsTest, StreamsFollowRedirectsTeeAndFilter) {

@@ -172,8 +172,9 @@ absl::StatusOr<WarmSource::Forked> WarmSource::Fork(const SpawnSpec& contained, 
   }
   // The middle process has exited before the answer: the rank is our child now, unreaped
   // (reaping happens on this thread), so the pid is still its own.
-  Forked forked{.started = {.pid = pid, .pidfd = UniqueFd(PidfdOpen(pid))},
-                .go = std::move(go_ours)};
+  Forked forked{
+      .started = {.pid = pid, .pidfd = UniqueFd(PidfdOpen(pid)), .how = WorkerStart::kWarm},
+      .go = std::move(go_ours)};
   if (!forked.started.pidfd.valid()) spdlog::warn("pidfd_open({}): {}", pid, strerror(errno));
   return forked;
 }

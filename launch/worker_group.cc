@@ -168,6 +168,7 @@ absl::StatusOr<bool> WorkerGroup::StartWorker(Worker& w, WorkerSource& source,
                delay);
     return false;
   }
+  w.start = started->how;
   RETURN_IF_ERROR(Adopt(w, AdoptedWorker{.pid = started->pid,
                                          .pidfd = std::move(started->pidfd),
                                          .stdout_fd = std::move(pipes.stdout_read),
@@ -254,7 +255,8 @@ void WorkerGroup::OnProcessesStopped(const std::vector<pid_t>& abandoned) {
 std::vector<WorkerView> WorkerGroup::Workers() const {
   std::vector<WorkerView> out;
   out.reserve(workers_.size());
-  for (const Worker& w : workers_) out.push_back(WorkerView{w.placement, w.pid, w.status, w.dir});
+  for (const Worker& w : workers_)
+    out.push_back(WorkerView{w.placement, w.pid, w.status, w.dir, w.start});
   return out;
 }
 

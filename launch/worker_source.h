@@ -35,6 +35,14 @@
 
 namespace muster {
 
+// Which way a worker was started: shown in the status file and the event log.
+enum class WorkerStart {
+  kExec,  // clone + exec
+  kWarm,  // forked from the warm template (launch/warm_source.h)
+};
+// "exec", "warm".
+const char* WorkerStartName(WorkerStart start);
+
 // A worker handed to supervision.
 struct AdoptedWorker {
   pid_t pid = 0;
@@ -63,6 +71,7 @@ class WorkerSource {
   struct Started {
     pid_t pid = 0;
     UniqueFd pidfd;
+    WorkerStart how = WorkerStart::kExec;
   };
 
   virtual ~WorkerSource() = default;

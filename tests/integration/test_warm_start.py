@@ -103,11 +103,18 @@ def test_a_restart_after_a_sigkilled_rank_does_not_import_torch_again():
 
 
 @needs_torch
-def test_gloo_all_reduce_through_the_warm_path():
-    r = run_muster(["--warm-start", "--standalone", "--nproc-per-node", 2, ALLREDUCE],
-                   timeout=180)
+def test_gloo_all_reduce_through_the_warm_path(tmp_path):
+    """And the status file and the event log say how each rank was started."""
+    status, events = tmp_path / "status.json", tmp_path / "events.jsonl"
+    r = run_muster(["--warm-start", "--standalone", "--nproc-per-node", 2, "--status-file",
+                    status, "--event-log", events, ALLREDUCE], timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     assert FALLBACK not in r.stderr
+    assert [w["start"] for w in json.loads(status.read_text())["workers"]] == ["warm", "warm"]
+    started = [json.loads(line) for line in events.read_text().splitlines()
+               if '"worker_started"' in line]
+    assert len(started) == 2, events.read_text()
+    assert all(json.dumps(e).count('"start": "warm"') == 1 for e in started), started
     for rank in range(2):
         assert f"[default{rank}]:rank {rank}/2" in r.stdout and "all_reduce = 3 OK" in r.stdout
 
@@ -193,3 +200,21 @@ def test_sigkill_of_the_agent_leaves_no_rank_and_no_template_in_20_runs(tmp_path
                 proc.wait()
             log.close()
     assert not leaks, leaks
+
+
+@needs_torch
+@pytest.mark.parametrize("module,why", [
+    ("warm_starts_a_thread", "the template runs 2 Python threads"),
+    ("warm_runs_openmp", "threads (an OpenMP or intra-op pool?)"),
+])
+def test_a_template_that_is_unsafe_to_fork_execs_the_ranks_and_says_why_once(tmp_path, module,
+                                                                             why):
+    out = tmp_path / "out"
+    out.mkdir()
+    env = muster_env(PROBE_DIR=out, PYTHONPATH=SCRIPTS / "preload")
+    r = run_muster(["--warm-start", "--preload", f"torch,{module}", "--nproc-per-node", 2,
+                    PROBE], timeout=180, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stderr.count(FALLBACK) == 1 and why in r.stderr, r.stderr[-3000:]
+    for rank in range(2):
+        assert not json.loads((out / f"{rank}.json").read_text())["preloaded"]

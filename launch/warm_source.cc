@@ -84,10 +84,10 @@ absl::StatusOr<std::unique_ptr<WarmSource>> WarmSource::Create(Options options) 
   UniqueFd ours(pair[0]), theirs(pair[1]);
   // Compiled under a name of its own, so that its frames below a rank's script (in a
   // traceback of `muster stacks`) say where they come from.
-  SpawnSpec spec{
-      .argv = {options.python_exec, "-u", "-c", kWarmTemplateLoader, kWarmTemplateSource, "3"},
-      .env = options.env,
-      .fds = {{theirs.get(), 3}}};
+  SpawnSpec spec{.argv = {options.python_exec, "-u", "-c", kWarmTemplateLoader, kWarmTemplateSource,
+                          "3", nlohmann::json(options.env).dump()},
+                 .env = options.env,
+                 .fds = {{theirs.get(), 3}}};
   spec.argv.insert(spec.argv.end(), options.preload.begin(), options.preload.end());
   ASSIGN_OR_RETURN(pid_t pid, Spawn(spec));
   spdlog::info("warm start: template pid {} imports {}", pid,

@@ -3,6 +3,10 @@
 # file) and run as `python -u -c LOADER SOURCE SOCKET_FD MODULE...`, LOADER compiling SOURCE
 # as "<muster warm template>" (launch/warm_source.cc).
 #
+# LAUNCH_ENV (JSON, after SOCKET_FD) is the environment muster started the interpreter with:
+# where PYTHON_EXEC is a wrapper that changes it (a venv's script that sets LD_LIBRARY_PATH),
+# the template's os.environ differs from it, and an exec'd rank's would differ the same way.
+#
 # Protocol on SOCKET_FD (SOCK_SEQPACKET, one datagram each way per rank):
 #   agent -> template: a JSON request {argv, env, cwd, new_session, cpus, agent_pid} with
 #                      three fds (SCM_RIGHTS): the rank's stdout, its stderr, and the rank's
@@ -57,6 +61,27 @@ def _stack_hook_dir(env):
             return head if f.readline().startswith("# Written by muster") else None
     except OSError:
         return None
+
+
+_launch_env = {}  # what the interpreter was started with (LAUNCH_ENV)
+
+
+def _as_interpreter_sees(request):
+    """The rank's environment as its interpreter would see it once started through
+    PYTHON_EXEC: the variables a wrapper changed for the template changed the same way
+    (request["env"] rewritten in place). A wrapper's change from a different value cannot be
+    known: the reason, or None."""
+    entries = request["env"]
+    env = dict(entry.partition("=")[::2] for entry in entries)
+    wrapped = {k for k in set(_launch_env) | set(os.environ)
+               if _launch_env.get(k) != os.environ.get(k)}
+    for name in sorted(wrapped):
+        if env.get(name) != _launch_env.get(name):
+            return "the interpreter's wrapper sets %s, which differs for the rank" % name
+    kept = [e for e in entries if e.partition("=")[0] not in wrapped]
+    request["env"] = kept + ["%s=%s" % (k, os.environ[k]) for k in sorted(wrapped)
+                             if k in os.environ]
+    return None
 
 
 def _import_time_difference(entries):
@@ -115,7 +140,8 @@ def _serve(sock):
         if not msg:
             os._exit(0)  # the agent is done (or gone)
         request = json.loads(msg)
-        why = _unsafe_to_fork() or _import_time_difference(request["env"])
+        why = (_unsafe_to_fork() or _as_interpreter_sees(request) or
+               _import_time_difference(request["env"]))
         pid = None
         if why is None:
             try:
@@ -201,8 +227,10 @@ def _run_main(request):
 
 def _start():
     """The socket to the agent, once the job's modules are imported."""
+    global _launch_env
     sock = socket.socket(fileno=int(sys.argv[1]))
-    for module in sys.argv[2:]:
+    _launch_env = dict(entry.partition("=")[::2] for entry in json.loads(sys.argv[2]))
+    for module in sys.argv[3:]:
         importlib.import_module(module)
     return sock
 

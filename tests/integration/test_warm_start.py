@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from conftest import MUSTER, REPO, muster_env, needs_torch, pid_alive, run_muster, wait_for
+from conftest import (MUSTER, REPO, TORCH_PYTHON, muster_env, needs_torch, pid_alive, run_muster,
+                      wait_for)
 
 SCRIPTS = REPO / "tests" / "integration" / "scripts"
 PROBE = SCRIPTS / "warm_probe.py"
@@ -19,25 +20,30 @@ FALLBACK = "warm start: exec'd a worker instead"
 # Values that differ between any two runs, warm or not: paths in each run's own directory,
 # the store's port, and the pid the stack hook records.
 PER_RUN = {"MASTER_PORT", "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+           "TORCH_FR_DUMP_TEMP_FILE",
            "MUSTER_PREEMPTED", "PYTHONPATH", "MUSTER_STACKS_DIR", "MUSTER_STACKS_OWNER",
            "PROBE_DIR"}
 
 
-def probe(tmp_path, name, args, warm, module=False, nproc=2):
+def probe(tmp_path, name, args, warm, module=False, nproc=2, python=TORCH_PYTHON):
     out = tmp_path / name
     out.mkdir()
     flags = ["--warm-start"] if warm else []
     command = ["-m", "warm_probe"] if module else [PROBE]
     r = run_muster([*flags, "--nproc-per-node", nproc, *command, *args], timeout=180,
-                   env=muster_env(PROBE_DIR=out), cwd=SCRIPTS if module else None)
+                   env=muster_env(PROBE_DIR=out, PYTHON_EXEC=python),
+                   cwd=SCRIPTS if module else None)
     return r, [json.loads((out / f"{i}.json").read_text()) for i in range(nproc)]
 
 
-@needs_torch
 @pytest.mark.parametrize("module", [False, True], ids=["script", "module"])
-def test_a_warm_rank_sees_what_an_execd_rank_sees(tmp_path, module):
-    warm_run, warm = probe(tmp_path, "warm", ["--foo", "1"], warm=True, module=module)
-    exec_run, execd = probe(tmp_path, "exec", ["--foo", "1"], warm=False, module=module)
+def test_a_warm_rank_sees_what_an_execd_rank_sees(tmp_path, module, any_torch):
+    """torch 2.x's PYTHON_EXEC is a wrapper script that sets LD_LIBRARY_PATH: the warm rank
+    gets it as the exec'd one does."""
+    warm_run, warm = probe(tmp_path, "warm", ["--foo", "1"], warm=True, module=module,
+                           python=any_torch)
+    exec_run, execd = probe(tmp_path, "exec", ["--foo", "1"], warm=False, module=module,
+                            python=any_torch)
     assert warm_run.returncode == 0 and exec_run.returncode == 0, warm_run.stderr[-3000:]
     assert FALLBACK not in warm_run.stderr, warm_run.stderr[-3000:]
     for rank in range(2):
@@ -79,11 +85,12 @@ def test_exit_status_is_relayed_as_from_an_execd_rank(tmp_path, how):
     assert report(warm_run), warm_run.stderr[-2000:]
 
 
-def restart_seconds(warm):
+def restart_seconds(warm, python):
     """Kill of rank 1 in attempt 0 to the last first line of attempt 1, and the lines."""
     flags = ["--warm-start"] if warm else []
     r = run_muster([*flags, "--nproc-per-node", 2, "--max-restarts", 1,
-                    SCRIPTS / "warm_restart.py"], timeout=180)
+                    SCRIPTS / "warm_restart.py"], timeout=180,
+                   env=muster_env(PYTHON_EXEC=python))
     assert r.returncode == 0, r.stderr[-3000:]
     killed = float(re.search(r"killing at ([\d.]+)", r.stdout).group(1))
     firsts = re.findall(r"first line: restart 1 rank \d at ([\d.]+) preloaded (\w+)", r.stdout)
@@ -91,10 +98,9 @@ def restart_seconds(warm):
     return max(float(t) for t, _ in firsts) - killed, {p for _, p in firsts}, r
 
 
-@needs_torch
-def test_a_restart_after_a_sigkilled_rank_does_not_import_torch_again():
-    warm, warm_preloaded, run = restart_seconds(warm=True)
-    execd, exec_preloaded, _ = restart_seconds(warm=False)
+def test_a_restart_after_a_sigkilled_rank_does_not_import_torch_again(any_torch):
+    warm, warm_preloaded, run = restart_seconds(True, any_torch)
+    execd, exec_preloaded, _ = restart_seconds(False, any_torch)
     print(f"kill -> last rank's first line of the next attempt: warm {warm:.3f} s, "
           f"exec {execd:.3f} s")
     assert FALLBACK not in run.stderr, run.stderr[-2000:]
@@ -102,12 +108,12 @@ def test_a_restart_after_a_sigkilled_rank_does_not_import_torch_again():
     assert warm < execd, (warm, execd)
 
 
-@needs_torch
-def test_gloo_all_reduce_through_the_warm_path(tmp_path):
+def test_gloo_all_reduce_through_the_warm_path(tmp_path, any_torch):
     """And the status file and the event log say how each rank was started."""
     status, events = tmp_path / "status.json", tmp_path / "events.jsonl"
     r = run_muster(["--warm-start", "--standalone", "--nproc-per-node", 2, "--status-file",
-                    status, "--event-log", events, ALLREDUCE], timeout=180)
+                    status, "--event-log", events, ALLREDUCE], timeout=180,
+                   env=muster_env(PYTHON_EXEC=any_torch))
     assert r.returncode == 0, r.stderr[-3000:]
     assert FALLBACK not in r.stderr
     assert [w["start"] for w in json.loads(status.read_text())["workers"]] == ["warm", "warm"]

@@ -185,6 +185,11 @@ def _become_rank(request, fds):
     for entry in request["env"]:
         name, _, value = entry.partition("=")
         os.environ[name] = value
+    # What an import seeds from the OS's entropy, each exec'd rank has its own of: Python's
+    # `random` reseeds itself after a fork, NumPy's global generator does not.
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
 
 
 _stacks_hook = None  # the hook's globals: its open stacks file must stay open

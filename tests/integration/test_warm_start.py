@@ -59,6 +59,9 @@ def test_a_warm_rank_sees_what_an_execd_rank_sees(tmp_path, module, any_torch):
         # of the template), as the exec'd one is.
         assert a["sid"] == a["pid"] == a["pgid"]
         assert a["parent"] == b["parent"] == "muster"
+    # Seeded from the OS in each rank, as in exec'd ones, not copied from the template.
+    for key in ("random", "numpy_random"):
+        assert warm[0][key] != warm[1][key], key
     for run in (warm_run, exec_run):
         for rank in range(2):
             assert f"[default{rank}]:probe rank {rank} says hello" in run.stdout

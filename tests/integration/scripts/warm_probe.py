@@ -27,6 +27,8 @@ def open_fds():
 
 
 fds = open_fds()
+import random  # noqa: E402
+import numpy  # noqa: E402  (torch preloads it in a warm rank)
 main = sys.modules["__main__"]
 path = os.path.join(os.environ["PROBE_DIR"], os.environ["LOCAL_RANK"] + ".json")
 with open(path, "w") as f:
@@ -36,7 +38,7 @@ with open(path, "w") as f:
                "parent": open(f"/proc/{os.getppid()}/comm").read().strip(), "sid": os.getsid(0), "pgid": os.getpgid(0),
                "cwd": os.getcwd(), "unbuffered": not sys.stdout.line_buffering and
                sys.stdout.write_through, "cpus": sorted(os.sched_getaffinity(0)),
-               "fds": fds}, f)
+               "fds": fds, "random": random.random(), "numpy_random": numpy.random.random()}, f)
 print(f"probe rank {os.environ['RANK']} says hello")
 print(f"probe rank {os.environ['RANK']} on stderr", file=sys.stderr)
 how = next((a.split(":", 1)[1] for a in sys.argv[1:] if a.startswith("exit:")), None)

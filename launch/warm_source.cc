@@ -77,6 +77,11 @@ absl::StatusOr<std::string> ReceiveAnswer(int socket, absl::Duration timeout) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WarmSource>> WarmSource::Create(Options options) {
+  ASSIGN_OR_RETURN(Template first, SpawnTemplate(options));
+  return std::unique_ptr<WarmSource>(new WarmSource(std::move(options), std::move(first)));
+}
+
+absl::StatusOr<WarmSource::Template> WarmSource::SpawnTemplate(const Options& options) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     return ErrnoStatus("socketpair", errno);
@@ -92,17 +97,37 @@ absl::StatusOr<std::unique_ptr<WarmSource>> WarmSource::Create(Options options) 
   ASSIGN_OR_RETURN(pid_t pid, Spawn(spec));
   spdlog::info("warm start: template pid {} imports {}", pid,
                options.preload.empty() ? "nothing" : absl::StrJoin(options.preload, ", "));
-  return std::unique_ptr<WarmSource>(new WarmSource(std::move(options), pid, std::move(ours)));
+  // Our child, not reaped yet (reaping happens on this thread): the pid is its own.
+  return Template{.pid = pid, .pidfd = UniqueFd(PidfdOpen(pid)), .socket = std::move(ours)};
 }
 
-WarmSource::WarmSource(Options options, pid_t template_pid, UniqueFd socket)
-    : options_(std::move(options)), template_pid_(template_pid), socket_(std::move(socket)) {}
+WarmSource::WarmSource(Options options, Template first)
+    : options_(std::move(options)), template_(std::move(first)) {}
+
+void WarmSource::Retire(std::string_view why) {
+  // Stuck or gone: it is never asked again. ESRCH: it has exited already.
+  if (template_.pidfd.valid()) PidfdSignal(template_.pidfd.get(), SIGKILL);
+  spdlog::warn("warm start: template pid {} retired: {}", template_.pid, why);
+  // One that has made ranks before is replaced (it imports while this attempt's workers are
+  // exec'd); one that never answered would fail the same way again.
+  bool replace = answered_once_ && replacements_ < kMaxReplacements;
+  template_ = Template{};
+  answered_once_ = false;
+  if (!replace) return;
+  absl::StatusOr<Template> next = SpawnTemplate(options_);
+  if (!next.ok()) {
+    spdlog::warn("warm start: no new template: {}", next.status().ToString());
+    return;
+  }
+  ++replacements_;
+  template_ = *std::move(next);
+}
 
 // EOF on its socket ends the template; the agent reaps it (it is an orphan to the reaper).
 WarmSource::~WarmSource() = default;
 
 std::string WarmSource::WhyNotWarm(const SpawnSpec& spec) const {
-  if (!socket_.valid()) return "the template has exited";
+  if (!template_.socket.valid()) return "no template (it exited)";
   if (spec.argv.size() < 3 || spec.argv[0] != options_.python_exec || spec.argv[1] != "-u") {
     return "the worker's command is not `python -u ...`";
   }
@@ -118,6 +143,7 @@ absl::StatusOr<WorkerSource::Started> WarmSource::Start(const SpawnSpec& spec,
                                                         int stdout_fd, int stderr_fd) {
   SpawnSpec contained = ContainedSpawnSpec(spec, containment);
   std::string why = WhyNotWarm(contained);
+  if (why.empty()) why = AwaitReady();
   if (why.empty()) {
     absl::StatusOr<Forked> forked = Fork(contained, stdout_fd, stderr_fd);
     if (forked.ok()) {
@@ -158,8 +184,9 @@ absl::StatusOr<WarmSource::Forked> WarmSource::Fork(const SpawnSpec& contained, 
   absl::StatusOr<std::string> answer = Ask(request.dump(), fds);
   go_rank.reset();  // the rank holds its own: EOF for it if the agent dies before the byte
   if (!answer.ok()) {
-    socket_.reset();  // a template that does not answer is not asked again
-    return absl::FailedPreconditionError(absl::StrCat(answer.status().message()));
+    std::string why(answer.status().message());
+    Retire(why);
+    return absl::FailedPreconditionError(why);
   }
   if (absl::StartsWith(*answer, "fallback ")) {
     return absl::FailedPreconditionError(answer->substr(strlen("fallback ")));
@@ -167,8 +194,9 @@ absl::StatusOr<WarmSource::Forked> WarmSource::Fork(const SpawnSpec& contained, 
   pid_t pid = 0;
   if (!absl::StartsWith(*answer, "pid ") || !absl::SimpleAtoi(answer->substr(4), &pid) ||
       pid <= 0) {
-    socket_.reset();
-    return absl::FailedPreconditionError(absl::StrCat("the template answered '", *answer, "'"));
+    std::string why = absl::StrCat("the template answered '", *answer, "'");
+    Retire(why);
+    return absl::FailedPreconditionError(why);
   }
   // The middle process has exited before the answer: the rank is our child now, unreaped
   // (reaping happens on this thread), so the pid is still its own.
@@ -180,11 +208,30 @@ absl::StatusOr<WarmSource::Forked> WarmSource::Fork(const SpawnSpec& contained, 
 }
 
 absl::StatusOr<std::string> WarmSource::Ask(const std::string& request, const int fds[3]) {
-  RETURN_IF_ERROR(SendWithFds(socket_.get(), request, fds, 3));
-  absl::Duration timeout = answered_once_ ? options_.reply : options_.first_reply;
-  ASSIGN_OR_RETURN(std::string answer, ReceiveAnswer(socket_.get(), timeout));
+  RETURN_IF_ERROR(SendWithFds(template_.socket.get(), request, fds, 3));
+  ASSIGN_OR_RETURN(std::string answer, ReceiveAnswer(template_.socket.get(), options_.reply));
   answered_once_ = true;
   return answer;
+}
+
+std::string WarmSource::AwaitReady() {
+  if (template_.ready) return "";
+  // The first template imports while the rendezvous forms: the first attempt waits for it,
+  // as exec'd workers would wait for their own imports. A replacement is not waited for:
+  // the attempt that found its predecessor gone is exec'd meanwhile.
+  absl::Duration wait = replacements_ == 0 ? options_.first_reply : absl::ZeroDuration();
+  absl::StatusOr<std::string> answer = ReceiveAnswer(template_.socket.get(), wait);
+  if (absl::IsDeadlineExceeded(answer.status()) && replacements_ > 0) {
+    return "the new template is still importing";
+  }
+  if (!answer.ok() || *answer != "ready") {
+    std::string why = answer.ok() ? absl::StrCat("the template said '", *answer, "'")
+                                  : answer.status().ToString();
+    Retire(why);
+    return why;
+  }
+  template_.ready = true;
+  return "";
 }
 
 absl::Status WarmSource::Contain(pid_t pid, int pidfd, const WorkerContainment& containment) {

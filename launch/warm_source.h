@@ -14,7 +14,9 @@
 // worker is exec'd through ExecSource, and the first such fallback is logged with its reason.
 //
 // The template is the agent's child in a session of its own with PDEATHSIG SIGKILL; it exits
-// when the source is destroyed (EOF on its socket). Start() blocks the calling thread until
+// when the source is destroyed (EOF on its socket). One that dies or stops answering after
+// it has made ranks is killed and replaced (at most kMaxReplacements times): the workers
+// of that attempt are exec'd while the new one imports. Start() blocks the calling thread until
 // the template answers (at most the import on the first call, `Options::first_reply`).
 // Not thread-safe: the loop thread only (the thread that reaps).
 #ifndef MUSTER_LAUNCH_WARM_SOURCE_H_
@@ -24,6 +26,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,8 +45,8 @@ class WarmSource : public WorkerSource {
     std::string python_exec;           // the workers' interpreter (argv[0] of their specs)
     std::vector<std::string> preload;  // modules the template imports
     std::vector<std::string> env;      // the template's environment
-    // How long a rank request may wait for the template's answer: the first waits for the
-    // imports, the others for one fork.
+    // How long the first attempt may wait for the first template's imports, and any rank
+    // request for the template's answer (one fork).
     absl::Duration first_reply = absl::Minutes(10);
     absl::Duration reply = absl::Seconds(30);
   };
@@ -54,12 +57,23 @@ class WarmSource : public WorkerSource {
 
   absl::StatusOr<Started> Start(const SpawnSpec& spec, const WorkerContainment& containment,
                                 int stdout_fd, int stderr_fd) override;
-  bool IsOwnHelper(pid_t pid) const override { return pid == template_pid_; }
-
-  pid_t template_pid() const { return template_pid_; }
+  bool IsOwnHelper(pid_t pid) const override { return pid > 0 && pid == template_.pid; }
 
  private:
-  WarmSource(Options options, pid_t template_pid, UniqueFd socket);
+  // A template that died after it had made ranks is replaced at most this often.
+  static constexpr int kMaxReplacements = 3;
+
+  struct Template {
+    pid_t pid = 0;
+    UniqueFd pidfd;
+    UniqueFd socket;     // ours; -1: none
+    bool ready = false;  // it said "ready": its imports are done
+  };
+  static absl::StatusOr<Template> SpawnTemplate(const Options& options);
+  WarmSource(Options options, Template first);
+  // The template did not answer as it should: SIGKILL (through its pidfd), and a new one
+  // where it had worked before.
+  void Retire(std::string_view why);
 
   // Why `spec` (contained) cannot be forked warm, or empty.
   std::string WhyNotWarm(const SpawnSpec& spec) const;
@@ -71,6 +85,9 @@ class WarmSource : public WorkerSource {
   // The warm path. FailedPrecondition: fall back to exec (the message says why); other
   // errors: the rank could not be started.
   absl::StatusOr<Forked> Fork(const SpawnSpec& contained, int stdout_fd, int stderr_fd);
+  // Waits for the current template's "ready" (see AwaitReady's comment for how long): empty,
+  // or why the worker must be exec'd.
+  std::string AwaitReady();
   // Sends the request; the template's answer ("pid N" / "fallback WHY").
   absl::StatusOr<std::string> Ask(const std::string& request, const int fds[3]);
   // Puts rank `pid` where `containment` says, as the exec child would itself.
@@ -78,9 +95,9 @@ class WarmSource : public WorkerSource {
   void NoteFallback(const std::string& why);
 
   Options options_;
-  pid_t template_pid_;
-  UniqueFd socket_;  // -1 once the template is known to be gone
-  bool answered_once_ = false;
+  Template template_;
+  bool answered_once_ = false;  // by the current template
+  int replacements_ = 0;
   bool fallback_logged_ = false;
   ExecSource exec_;
 };

@@ -11,7 +11,8 @@
 #   agent -> template: a JSON request {argv, env, cwd, new_session, cpus, agent_pid} with
 #                      three fds (SCM_RIGHTS): the rank's stdout, its stderr, and the rank's
 #                      end of the go socket.
-#   template -> agent: "pid N" (the rank exists, is the agent's child and waits for the go
+#   template -> agent: once, "ready" when the modules are imported; then per request
+#                      "pid N" (the rank exists, is the agent's child and waits for the go
 #                      byte) or "fallback WHY" (not safe to fork now: the agent execs it).
 # The rank is made by a double fork: the template forks a middle process that forks the rank
 # and exits, so that the rank is re-parented to the agent (a child subreaper) and the agent
@@ -26,6 +27,7 @@ import runpy
 import socket
 import sys
 import threading
+import time
 import types
 
 # What a module may read from the environment while it is imported: the rank's value must be
@@ -235,8 +237,13 @@ def _start():
     global _launch_env
     sock = socket.socket(fileno=int(sys.argv[1]))
     _launch_env = dict(entry.partition("=")[::2] for entry in json.loads(sys.argv[2]))
+    started = time.monotonic()
     for module in sys.argv[3:]:
         importlib.import_module(module)
+    # On the agent's stderr, one line (a single write): how long the imports took.
+    sys.stderr.write("[muster warm template pid %d] ready: imported %s in %.2f s\n" % (
+        os.getpid(), ", ".join(sys.argv[3:]) or "nothing", time.monotonic() - started))
+    sock.send(b"ready")
     return sock
 
 

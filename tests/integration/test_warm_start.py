@@ -143,15 +143,9 @@ def test_a_template_that_cannot_import_falls_back_to_exec_and_says_why_once(tmp_
         assert not json.loads((out / f"{rank}.json").read_text())["preloaded"]
 
 
-def agent_of(pid):
-    """The agent: the muster child of the process the test started when that is its
-    supervisor (session containment), else that process itself."""
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        for kid in map(int, f.read().split()):
-            with open(f"/proc/{kid}/comm") as c:
-                if c.read().strip() == "muster":
-                    return kid
-    return pid
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 @needs_torch
@@ -188,7 +182,8 @@ def test_sigkill_of_the_agent_leaves_no_rank_and_no_template_in_20_runs(tmp_path
             template = int(wait_for(lambda: re.search(r"template pid (\d+)",
                                                       open(log.name).read()), 30,
                                     what="the template's pid").group(1))
-            agent = agent_of(proc.pid)  # it has logged: it exists
+            agent = parent_of(template)  # under its supervisor in session mode
+            assert agent == proc.pid or parent_of(agent) == proc.pid
             ranks = []
             if run % 2:
                 wait_for(lambda: all((out / f"{i}.json").exists() for i in range(2)), 60,
@@ -227,3 +222,36 @@ def test_a_template_that_is_unsafe_to_fork_execs_the_ranks_and_says_why_once(tmp
     assert r.stderr.count(FALLBACK) == 1 and why in r.stderr, r.stderr[-3000:]
     for rank in range(2):
         assert not json.loads((out / f"{rank}.json").read_text())["preloaded"]
+
+
+@needs_torch
+def test_a_sigkilled_template_is_replaced_and_the_attempt_meanwhile_is_execd(tmp_path):
+    go = tmp_path / "go"
+    log = open(tmp_path / "muster.log", "w+")
+    proc = subprocess.Popen([str(MUSTER), "run", "--warm-start", "--nproc-per-node", "2",
+                             "--max-restarts", "2", str(SCRIPTS / "warm_template_dies.py")],
+                            stdout=log, stderr=subprocess.STDOUT, env=muster_env(GO_FILE=go))
+    try:
+        text = lambda: open(log.name).read()  # noqa: E731
+        wait_for(lambda: text().count("attempt 0 rank") == 2, 60, what="attempt 0's ranks")
+        template = int(re.search(r"template pid (\d+)", text()).group(1))
+        os.kill(template, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(template), 10, what="the template to die")
+        go.touch()
+        wait_for(lambda: text().count("attempt 1 rank") == 2, 60, what="attempt 1's ranks")
+        wait_for(lambda: text().count("] ready: imported torch") == 2, 120,
+                 what="the new template's imports")
+        (tmp_path / "go.2").touch()
+        assert proc.wait(timeout=120) == 0, text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    out = open(log.name).read()
+    for attempt, preloaded in ((0, True), (1, False), (2, True)):
+        for rank in range(2):
+            assert f"attempt {attempt} rank {rank} preloaded {preloaded}" in out, out[-3000:]
+    assert f"template pid {template} retired" in out
+    assert len(set(re.findall(r"template pid (\d+) imports", out))) == 2
+    assert out.count(FALLBACK) == 1, out[-3000:]

@@ -23,8 +23,11 @@
 namespace muster {
 namespace {
 
-constexpr char kWarmTemplateLoader[] =
-    "import sys; exec(compile(sys.argv.pop(1), '<muster warm template>', 'exec'))";
+// `python -c` this: compiles the source (argv[1]) under kWarmTemplateFileName.
+std::string WarmTemplateLoader() {
+  return absl::StrCat("import sys; exec(compile(sys.argv.pop(1), '", kWarmTemplateFileName,
+                      "', 'exec'))");
+}
 
 // Sends `data` with `fds` (SCM_RIGHTS) as one datagram.
 absl::Status SendWithFds(int socket, const std::string& data, const int* fds, size_t nfds) {
@@ -89,8 +92,8 @@ absl::StatusOr<WarmSource::Template> WarmSource::SpawnTemplate(const Options& op
   UniqueFd ours(pair[0]), theirs(pair[1]);
   // Compiled under a name of its own, so that its frames below a rank's script (in a
   // traceback of `muster stacks`) say where they come from.
-  SpawnSpec spec{.argv = {options.python_exec, "-u", "-c", kWarmTemplateLoader, kWarmTemplateSource,
-                          "3", nlohmann::json(options.env).dump()},
+  SpawnSpec spec{.argv = {options.python_exec, "-u", "-c", WarmTemplateLoader(),
+                          kWarmTemplateSource, "3", nlohmann::json(options.env).dump()},
                  .env = options.env,
                  .fds = {{theirs.get(), 3}}};
   spec.argv.insert(spec.argv.end(), options.preload.begin(), options.preload.end());

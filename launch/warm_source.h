@@ -38,6 +38,8 @@ namespace muster {
 
 // launch/warm_template.py, compiled in.
 extern const char kWarmTemplateSource[];
+// The file name its frames carry, below a warm rank's script in a stack.
+inline constexpr char kWarmTemplateFileName[] = "<muster warm template>";
 
 class WarmSource : public WorkerSource {
  public:

@@ -255,3 +255,20 @@ def test_a_sigkilled_template_is_replaced_and_the_attempt_meanwhile_is_execd(tmp
     assert f"template pid {template} retired" in out
     assert len(set(re.findall(r"template pid (\d+) imports", out))) == 2
     assert out.count(FALLBACK) == 1, out[-3000:]
+
+
+@needs_torch
+def test_hang_detection_names_a_warm_rank_by_its_own_frames(tmp_path):
+    """tests/integration/test_hang.py's one-node case from the warm path: the culprit's stack
+    (faulthandler through the stack hook) is the script's, without the template's frames."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = muster_env(MARKS=marks, MODE="sleep", STALL_RANK=1, SPIN_SECONDS=0)
+    r = run_muster(["--warm-start", "--nproc-per-node", "2", "--hang-timeout", "3s",
+                    "--hang-action", "fail", "--log-dir", tmp_path / "logs",
+                    SCRIPTS / "hang_worker.py"], env=env, timeout=90)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert FALLBACK not in r.stderr
+    assert re.search(r"hang: rank 1 is not in the collective the others wait in: "
+                     r"sleep_before_all_reduce <- hang_worker.py:\d+ main <- hang_worker.py:\d+ "
+                     r"<module>; ", r.stderr), r.stderr[-3000:]

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "agent/cli/backends/rendezvous_backend.h"
 #include "agent/cli/job_query.h"
-#include "agent/cli/subcommand.h"
 #include "agent/cli/subcommands.h"
+#include "agent/config/subcommand.h"
 #include "base/exit_codes.h"
 #include "rendezvous/core/types.h"
 

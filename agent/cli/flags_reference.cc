@@ -1,9 +1,9 @@
 #include "agent/cli/flags_reference.h"
 
 #include "absl/strings/str_cat.h"
-#include "agent/cli/subcommand.h"
 #include "agent/cli/subcommands.h"
 #include "agent/config/run_flags.h"
+#include "agent/config/subcommand.h"
 #include "agent/workers/debug_mode.h"
 
 namespace muster {

@@ -11,15 +11,17 @@
 
 #include "agent/cli/dry_run.h"
 #include "agent/cli/flags_reference.h"
-#include "agent/cli/subcommand.h"
 #include "agent/cli/subcommands.h"
 #include "agent/cli/wiring.h"
 #include "agent/config/config_check.h"
 #include "agent/config/host_info.h"
 #include "agent/config/run_flags.h"
+#include "agent/config/run_plan.h"
+#include "agent/config/subcommand.h"
 #include "agent/diagnostics/gpu_probe.h"
 #include "agent/workers/debug_mode.h"
 #include "agent/workers/numa_setup.h"
+#include "agent/workers/worker_torch.h"
 #include "base/exit_codes.h"
 #include "base/logging.h"
 #include "rendezvous/grpc/grpc_log.h"
@@ -43,6 +45,10 @@ std::map<std::string, std::string> ReadEnvironment() {
 
 void PrintUsage(FILE* out) { std::fputs(CommandsUsage(), out); }
 
+// A Python that takes longer than this to start is looked at no further (the spellings
+// then suit every torch version).
+constexpr absl::Duration kWorkerTorchTimeout = absl::Seconds(10);
+
 int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRun) {
   std::map<std::string, std::string> env = ReadEnvironment();
   const Subcommand& run = RunSubcommand(form);
@@ -63,13 +69,19 @@ int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRu
     return exit_code::kSuccess;
   }
   InitLogging(config->log_level);
-  if (int stop = ApplyProbe(env, &*config); stop != 0) return stop;
-  if (absl::Status numa = ResolveNumaBinding(env, &*config); !numa.ok()) {
+  // The resolve step (agent/config/run_plan.h): what only this host can say, then the plan,
+  // which nothing changes afterwards.
+  nlohmann::json probe_report;
+  if (int stop = ApplyProbe(env, &*config, &probe_report); stop != 0) return stop;
+  if (absl::Status numa = ResolveNumaBinding(env, probe_report, &*config); !numa.ok()) {
     spdlog::error("{}", std::string(numa.message()));
     return exit_code::kUsage;
   }
   config->worker_env_base = std::move(env);
-  return RunAgent(*std::move(config));
+  // Before any child of the agent's loop exists: the look at the workers' Python reaps its
+  // own child (agent/workers/worker_torch.h).
+  config->worker_torch = FindWorkerTorch(*config, WorkerInterpreter(*config), kWorkerTorchTimeout);
+  return RunAgent(ResolveRunPlan(*std::move(config), std::move(probe_report)));
 }
 
 // Whether this process was started by the name `torchrun` (argv[0]'s last path component):

@@ -10,9 +10,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "agent/cli/subcommand.h"
 #include "agent/cli/subcommands.h"
 #include "agent/config/rendezvous_flags.h"
+#include "agent/config/subcommand.h"
 #include "base/duration.h"
 #include "base/endpoint.h"
 #include "base/errno_status.h"

@@ -23,11 +23,9 @@
 #include "agent/lifecycle/readiness.h"
 #include "agent/lifecycle/status_file.h"
 #include "agent/preempt/preemption.h"
-#include "agent/workers/worker_torch.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
-#include "base/random_id.h"
 #include "base/status_macros.h"
 #include "launch/console_log_sink.h"
 #include "launch/containment.h"
@@ -115,12 +113,12 @@ void AnswerStacksRequests(const Config& config, AgentParts& parts, RunWiring& ru
 
 // `muster stacks` without --rdzv-endpoint, in every mode (agent/diagnostics/local_stacks.h).
 // Without it (a name already taken) the job runs on: a warning says what is lost.
-void ServeLocalStacks(const Config& config, AgentParts& parts) {
-  std::shared_ptr<StackCollector> collector = StackCollectorFor(config, parts);
+void ServeLocalStacks(const RunPlan& plan, AgentParts& parts) {
+  std::shared_ptr<StackCollector> collector = StackCollectorFor(plan.config, parts);
   char host[256] = "";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;  // the answer names no host
   absl::StatusOr<std::unique_ptr<LocalStacksServer>> local =
-      LocalStacksServer::Start(parts.loop.get(), config.run_id, host,
+      LocalStacksServer::Start(parts.loop.get(), plan.run_id, host,
                                [collector](absl::Duration timeout, LocalStacksServer::Reply reply) {
                                  collector->Collect(timeout, std::move(reply));
                                });
@@ -158,18 +156,19 @@ bool SleepUnlessSignalled(int signal_fd, absl::Duration d, int* stop_signal) {
 
 // The store's address, where one is needed: on an agent that may serve the store (or the
 // rendezvous, which shares its port).
-absl::Status WireListenAddresses(const Config& config, const ListenWaitFn& wait,
+absl::Status WireListenAddresses(const RunPlan& plan, const ListenWaitFn& wait,
                                  std::shared_ptr<std::atomic<int64_t>> store_connections,
                                  AgentParts& parts) {
-  const bool opens_store = config.store == StoreOwner::kAgent && !NeverServesStore(config);
+  const Config& config = plan.config;
+  const bool opens_store = plan.rendezvous.opens_store;
+  const bool hosts_here = plan.rendezvous.hosts_here;
   if (!config.local_addr.empty()) {  // checked even where nothing listens on it
     RETURN_IF_ERROR(LocalAddressOf(config.SourceOf("local-addr"), config.local_addr).status());
   }
-  const bool hosts_rendezvous = BackendFor(config.rdzv_backend).HostsHere(config);
-  if (opens_store || hosts_rendezvous) {
+  if (opens_store || hosts_here) {
     ASSIGN_OR_RETURN(parts.store_address, ListenAddressFor(config, ListenPurpose::kStore, wait));
   }
-  if (hosts_rendezvous) {
+  if (hosts_here) {
     RETURN_IF_ERROR(CheckServedEndpoint(config, parts.store_address));
   }
   if (opens_store) {
@@ -224,8 +223,9 @@ absl::StatusOr<std::unique_ptr<WorkerSource>> WorkerSourceFor(const Config& conf
   return warm;
 }
 
-absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<ContainmentChoice> containment,
+absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentChoice> containment,
                                 Supervisor supervisor, int* stop_signal) {
+  const Config& config = plan.config;
   AgentParts parts;
   // Order matters: signals are blocked before the watchdog forks and before any thread
   // starts (the console writer's, gRPC's), so none of them ever receives the job's signals.
@@ -250,16 +250,16 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   };
   // Before the rendezvous: a hosted server counts into it from its first join.
   ASSIGN_OR_RETURN(AgentMetricsWiring metered, StartMetrics(config, wait));
-  RETURN_IF_ERROR(WireListenAddresses(config, wait, metered.store_connections(), parts));
+  RETURN_IF_ERROR(WireListenAddresses(plan, wait, metered.store_connections(), parts));
   // The rendezvous: whatever carries it (agent/cli/backends/rendezvous_backend.h).
-  RunWiring run{.config = config,
+  RunWiring run{.plan = plan,
                 .store_address = parts.store_address,
                 .metrics_server = metered.exposer.get(),
                 .store_connections = metered.store_connections(),
                 .store_limits = StoreLimits(config)};
   AnswerStacksRequests(config, parts, run);
-  RETURN_IF_ERROR(BackendFor(config.rdzv_backend).Wire(run, parts));
-  ServeLocalStacks(config, parts);
+  RETURN_IF_ERROR(BackendFor(plan.rendezvous.backend).Wire(run, parts));
+  ServeLocalStacks(plan, parts);
   if (config.health_port >= 0) {
     ASSIGN_OR_RETURN(std::string address, ListenAddressFor(config, ListenPurpose::kNode, wait));
     ASSIGN_OR_RETURN(std::unique_ptr<rdzv::HealthServer> health,
@@ -276,16 +276,10 @@ absl::StatusOr<AgentParts> Wire(const Config& config, absl::StatusOr<Containment
   return parts;
 }
 
-// A Python that takes longer than this to start is looked at no further (the spellings
-// then suit every torch version).
-constexpr absl::Duration kWorkerTorchTimeout = absl::Seconds(10);
-
-int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
-               Supervisor supervisor) {
-  if (config.standalone && config.run_id == "none") config.run_id = Uuid4();  // like torchrun
+int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supervisor supervisor) {
   int stop_signal = 0;
   absl::StatusOr<AgentParts> parts =
-      Wire(config, std::move(containment), std::move(supervisor), &stop_signal);
+      Wire(plan, std::move(containment), std::move(supervisor), &stop_signal);
   if (!parts.ok()) {
     int code =
         stop_signal != 0 ? exit_code::ForSignal(stop_signal) : exit_code::ForStatus(parts.status());
@@ -293,12 +287,12 @@ int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
         stop_signal != 0
             ? absl::StrCat("stopped by ", SignalName(stop_signal), " during setup; exiting ", code)
             : absl::StrCat("agent setup failed: ", parts.status().message(), "; exiting ", code);
-    WriteTerminationLog(config.termination_log, summary);
+    WriteTerminationLog(plan.config.termination_log, summary);
     spdlog::error("{}", summary);
     return code;
   }
   HostedRendezvous* hosted = parts->hosted_rendezvous.get();  // the agent keeps it
-  Agent agent(std::move(config), *std::move(parts));
+  Agent agent(std::move(plan), *std::move(parts));
   // The features that observe the agent's events (agent/lifecycle/agent_component.h).
   agent.Add(std::make_unique<Preemption>());
   agent.Add(std::make_unique<TraceCollection>(hosted));
@@ -308,10 +302,8 @@ int WireAndRun(Config config, absl::StatusOr<ContainmentChoice> containment,
 
 }  // namespace
 
-int RunAgent(Config config) {
-  // Before any child of the agent's loop exists: the look at the workers' Python reaps its
-  // own child (agent/workers/worker_torch.h).
-  config.worker_torch = FindWorkerTorch(config, WorkerInterpreter(config), kWorkerTorchTimeout);
+int RunAgent(RunPlan plan) {
+  const Config& config = plan.config;
   // Chosen before anything else: in mode session (not PID 1) this process stays as the
   // supervisor and the agent is its child (launch/supervisor.h).
   absl::StatusOr<ContainmentChoice> containment =
@@ -325,7 +317,7 @@ int RunAgent(Config config) {
       containment = s.status();  // reported as any set-up failure
     }
   }
-  int code = WireAndRun(std::move(config), std::move(containment), std::move(supervisor));
+  int code = WireAndRun(std::move(plan), std::move(containment), std::move(supervisor));
   // The agent's last lines (its summary) are queued: out within 1 s, or lost on a stuck
   // console, which must not keep the agent from exiting.
   FlushConsoleLog(absl::Seconds(1));

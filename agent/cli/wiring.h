@@ -5,14 +5,14 @@
 #ifndef MUSTER_AGENT_WIRING_H_
 #define MUSTER_AGENT_WIRING_H_
 
-#include "agent/config/config.h"
+#include "agent/config/run_plan.h"
 
 namespace muster {
 
-// Runs `muster run` for a parsed, probed config; returns the agent's exit code
-// (docs/design.md §4.4). Call from main before any thread starts: it blocks the agent's signals
-// and forks the watchdog first.
-int RunAgent(Config config);
+// Runs `muster run` as `plan` says (agent/config/run_plan.h: resolved, never changed after);
+// returns the agent's exit code (docs/design.md §4.4). Call from main before any thread
+// starts: it blocks the agent's signals and forks the watchdog first.
+int RunAgent(RunPlan plan);
 
 }  // namespace muster
 

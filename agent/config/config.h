@@ -1,6 +1,8 @@
 // Config: everything `muster run` resolved from flags, MUSTER_* / PET_*
 // variables and defaults (docs/design.md §1 precedence). Plain data; built once by
-// ParseRunFlags (agent/config/run_flags.h), checked against the host by CheckRunConfig.
+// ParseRunFlags (agent/config/run_flags.h), checked against the host by CheckRunConfig,
+// completed by main's resolve step and then frozen into a RunPlan (agent/config/run_plan.h),
+// which nothing changes (docs/design.md "From flags to a plan").
 #ifndef MUSTER_AGENT_CONFIG_H_
 #define MUSTER_AGENT_CONFIG_H_
 
@@ -15,7 +17,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/workers/torch_names.h"
+#include "agent/config/torch_version.h"
+#include "base/endpoint.h"
 #include "launch/containment.h"
 #include "launch/numa_binding.h"
 #include "launch/restart_policy.h"
@@ -91,7 +94,7 @@ struct Config {
   std::vector<std::string> preload = {"torch"};
   bool local_rank_arg = false;  // --local-rank-arg: append --local_rank=N (DeepSpeed)
   // `muster launch` without --use-env: append torch.distributed.launch's --local-rank=N,
-  // spelled for the workers' torch (torch_names.h).
+  // spelled for the workers' torch (agent/workers/torch_names.h).
   bool legacy_local_rank_arg = false;
   bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's own GPU
   bool bind_cores_to_rank = false;  // give each local rank its own share of CPUs
@@ -110,7 +113,7 @@ struct Config {
   int nproc_per_node = 1;        // resolved
   std::string role = "default";
   bool standalone = false;
-  std::string run_id = "none";
+  std::string run_id = "none";  // --rdzv-id as given; the run's own is RunPlan::run_id
   StoreOwner store = StoreOwner::kAgent;
   // --store-max-bytes: what the agent's store may hold; unset: c10d::Limits' default.
   std::optional<uint64_t> store_max_bytes;
@@ -131,7 +134,7 @@ struct Config {
   rdzv::Backend rdzv_backend = rdzv::Backend::kGrpc;
   EtcdAccess etcd_access;  // --rdzv-conf protocol, cacert, cert, key, username, password_file
   std::string rdzv_endpoint_text;                 // --rdzv-endpoint as given (several for etcd)
-  std::vector<std::string> rdzv_endpoints;        // etcd members, "host:port"
+  std::vector<Endpoint> rdzv_endpoints;           // etcd members, parsed once
   std::string etcd_prefix = "/muster";            // --rdzv-conf etcd_prefix
   RdzvHosting rdzv_hosting = RdzvHosting::kAuto;  // embed the rendezvous server here
   int node_rank = -1;                             // --node-rank hint; -1: assigned by arrival
@@ -187,7 +190,6 @@ struct Config {
   ProbeMode probe = ProbeMode::kAuto;
   StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;
   absl::Duration probe_timeout = absl::Seconds(30);
-  nlohmann::json probe_summary;  // the last probe report, for the status file
   // --numa-binding resolved after the probe (agent/workers/numa_setup.h): local rank N's CPUs and
   // node; empty without the flag. numa_memory: whether workers may be given a memory policy.
   std::vector<NumaPlacement> numa_placements;

@@ -1,5 +1,8 @@
 #include "agent/config/flag_parsers.h"
 
+#include <signal.h>
+
+#include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -8,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "base/wire_values.h"
+#include "launch/exit_status.h"
 
 namespace muster {
 absl::Status FlagError(absl::string_view where, absl::string_view what) {
@@ -105,6 +109,21 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
         "needs a size in bytes > 0 (1073741824, 512MiB, 2GiB), got '", std::string(text), "'"));
   }
   return n << shift;
+}
+
+absl::StatusOr<int> ParsePreemptSignal(std::string_view text) {
+  std::string t(absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size())));
+  if (absl::AsciiStrToLower(t) == "none") return 0;
+  absl::StatusOr<int> sig = ParseSignal(t);
+  if (!sig.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", t, "' is not a signal; give a name or number such as SIGUSR1, or none"));
+  }
+  if (*sig == SIGKILL || *sig == SIGSTOP || *sig == SIGCHLD) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", t, "' cannot be caught by a worker; give one it can handle, such as SIGUSR1"));
+  }
+  return *sig;
 }
 
 }  // namespace muster

@@ -41,6 +41,10 @@ absl::StatusOr<StreamSelection> ParseStreams(absl::string_view where, absl::stri
 // (torchrun passes LOGLEVEL to logging), any case. Returns spdlog's name.
 absl::StatusOr<std::string> ParseLogLevel(absl::string_view where, absl::string_view text);
 
+// --preempt-signal: a signal name or number (SIGUSR1, USR1, 10), or "none" (0: the file
+// only). InvalidArgument naming the flag otherwise.
+absl::StatusOr<int> ParsePreemptSignal(std::string_view text);
+
 // One of a Config mode's spellings (config.h), else "'<text>' must be a, b or c".
 template <typename Mode>
 absl::StatusOr<Mode> ParseModeFlag(const FlagValue& value) {

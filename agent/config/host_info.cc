@@ -7,7 +7,6 @@
 #include <string_view>
 
 #include "absl/strings/str_split.h"
-#include "agent/diagnostics/gpu_probe.h"
 
 namespace muster {
 
@@ -31,6 +30,10 @@ int CountNvidiaDevices() {
   }
   closedir(dir);
   return count;
+}
+
+bool DriverMayBePresent(const std::map<std::string, std::string>& env) {
+  return access("/dev/nvidiactl", F_OK) == 0 || env.count("MUSTER_LIBCUDA") > 0;
 }
 
 HostInfo HostInfo::Detect(const std::map<std::string, std::string>& env) {

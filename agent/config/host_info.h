@@ -28,6 +28,10 @@ int CountAffinityCpus();
 // The /dev/nvidiaN device nodes: the GPUs a container was given.
 int CountNvidiaDevices();
 
+// Whether a GPU driver may be here (/dev/nvidiactl, or MUSTER_LIBCUDA pointing at one), so
+// that `--probe auto` does not spend a fork on hosts that obviously have none.
+bool DriverMayBePresent(const std::map<std::string, std::string>& env);
+
 }  // namespace muster
 
 #endif  // MUSTER_AGENT_HOST_INFO_H_

@@ -281,8 +281,8 @@ absl::Status FinishEtcdEndpoints(Config* c) {
   c->rdzv_endpoints.clear();
   for (const std::string& item : items) {
     ASSIGN_OR_RETURN(Endpoint e, ParseEndpoint(where, item, 2379));
-    c->rdzv_endpoints.push_back(JoinHostPort(e.host, e.port));
-    if (c->rdzv_endpoints.size() == 1) c->rdzv_port = e.port;
+    if (c->rdzv_endpoints.empty()) c->rdzv_port = e.port;
+    c->rdzv_endpoints.push_back(std::move(e));
   }
   return absl::OkStatus();
 }

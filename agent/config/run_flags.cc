@@ -16,7 +16,6 @@
 #include "agent/config/rendezvous_flags.h"
 #include "agent/config/run_flag_steps.h"
 #include "agent/config/torchrun_compat.h"
-#include "agent/preempt/preempt_notice.h"
 #include "base/closest_name.h"
 #include "base/duration.h"
 #include "base/plural.h"

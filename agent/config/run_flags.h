@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/cli/subcommand.h"
 #include "agent/config/config.h"
 #include "agent/config/flag_table.h"
 #include "agent/config/host_info.h"
+#include "agent/config/subcommand.h"
 
 namespace muster {
 

@@ -108,7 +108,9 @@ TEST(TorchrunFlagsTest, RdzvBackendStaticC10dAndEtcd) {
     auto c = ParseTorchrun({"--rdzv-backend", backend, "--rdzv-endpoint", "e1,e2:2380"});
     ASSERT_TRUE(c.ok()) << backend << ": " << c.status();
     EXPECT_EQ(c->rdzv_backend, rdzv::Backend::kEtcd);
-    EXPECT_EQ(c->rdzv_endpoints, (std::vector<std::string>{"e1:2379", "e2:2380"}));
+    std::vector<std::string> members;
+    for (const Endpoint& e : c->rdzv_endpoints) members.push_back(e.ToString());
+    EXPECT_EQ(members, (std::vector<std::string>{"e1:2379", "e2:2380"}));
   }
   ExpectRefused({"--rdzv-backend", "etcd"}, "etcd needs --rdzv-endpoint HOST:2379");
   ExpectRefused({"--rdzv-endpoint", "e1:1,e2:2"}, "several endpoints are for --rdzv-backend etcd");

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/config/host_info.h"
 #include "base/duration.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
@@ -51,10 +52,6 @@ const nlohmann::json& ArrayField(const nlohmann::json& j, const char* key) {
 }
 
 }  // namespace
-
-bool DriverMayBePresent(const std::map<std::string, std::string>& env) {
-  return access("/dev/nvidiactl", F_OK) == 0 || env.count("MUSTER_LIBCUDA") > 0;
-}
 
 absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::string& mode,
                                      absl::Duration timeout,
@@ -106,7 +103,7 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
   return result;
 }
 
-int ApplyProbe(const std::map<std::string, std::string>& env, Config* c) {
+int ApplyProbe(const std::map<std::string, std::string>& env, Config* c, nlohmann::json* report) {
   auto unresolved_gpu = [&] {
     if (c->nproc_per_node != 0) return 0;
     spdlog::error(
@@ -130,7 +127,7 @@ int ApplyProbe(const std::map<std::string, std::string>& env, Config* c) {
       spdlog::error("GPU probe failed: {}; this node is not usable", r.status().message());
       return exit_code::kTransient;
     }
-    c->probe_summary = r->report;
+    *report = r->report;
     if (r->exit_code == 3) {  // no driver
       if (c->probe != ProbeMode::kAuto) {
         spdlog::warn("--probe {}: no NVIDIA driver found", ModeName(c->probe));

@@ -34,21 +34,18 @@ struct ProbeResult {
 // muster-probe next to this executable, else in PATH; empty when absent.
 std::string FindProbeBinary();
 
-// Whether a GPU driver may be here (/dev/nvidiactl, or MUSTER_LIBCUDA pointing at one), so
-// that `--probe auto` does not spend a fork on hosts that obviously have none.
-bool DriverMayBePresent(const std::map<std::string, std::string>& env);
-
 absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::string& mode,
                                      absl::Duration timeout,
                                      const std::map<std::string, std::string>& env);
 
 // Runs the probe per config (mode, timeout), applies the GPU count to gpu/auto nproc and
 // the stale-GPU policy. Returns the exit code the agent should stop with (2 for bad
-// configuration, 138 for an unhealthy node) or 0 to go on; logs why. Fills
-// config->probe_summary.
-int ApplyProbe(const std::map<std::string, std::string>& env, Config* config);
+// configuration, 138 for an unhealthy node) or 0 to go on; logs why. Fills *report with
+// the probe's report (left null when the probe does not run).
+int ApplyProbe(const std::map<std::string, std::string>& env, Config* config,
+               nlohmann::json* report);
 
-// The probe report (config->probe_summary) in one line for the job status:
+// The probe report (RunPlan::probe_report) in one line for the job status:
 // "2 x NVIDIA H100 80GB HBM3, driver 580.65.06", "..., unhealthy GPU 3: <why>",
 // "no NVIDIA driver", or "" when the probe did not run.
 std::string ProbeLine(const nlohmann::json& report);

@@ -65,8 +65,8 @@ void WarnIfMasterPortUnused(const Config& c) {
 
 }  // namespace
 
-Agent::Agent(Config config, AgentParts parts)
-    : config_(std::move(config)),
+Agent::Agent(RunPlan plan, AgentParts parts)
+    : plan_(std::move(plan)),
       parts_(std::move(parts)),
       loop_(parts_.loop.get()),
       launcher_(parts_.launcher.get()),
@@ -115,7 +115,7 @@ absl::Status Agent::Setup() {
   // serves the round, so this agent takes that place unless a node rank was given.
   if (node_.rank_hint < 0 && parts_.store_shares_rendezvous_port) node_.rank_hint = 0;
   node_.wants_node_list = !config_.hostfile.empty() || config_.debug;  // writes a hostfile
-  node_.probe = ProbeLine(config_.probe_summary);
+  node_.probe = ProbeLine(plan_.probe_report);
   // Status text travels in proto3 strings (UTF-8 only): a path that is not is shown escaped.
   auto utf8 = [](const std::string& s) { return IsValidUtf8(s) ? s : EscapeForMessage(s); };
   node_.command = utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_)));
@@ -135,7 +135,7 @@ absl::Status Agent::Setup() {
 }
 
 absl::Status Agent::PrepareRunDir() {
-  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(config_));
+  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(config_, plan_.run_id));
   return absl::OkStatus();
 }
 
@@ -381,7 +381,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     cpus.available = config_.bind_core_list.empty() ? AffinityCpus() : config_.bind_core_list;
     cpus.numa_of = NumaNodeOfCpu();
   }
-  NodeRound round = PlanNodeRound(config_, a, config_.run_id, free_port);
+  NodeRound round = PlanNodeRound(config_, a, plan_.run_id, free_port);
   std::vector<WorkerSpec> specs = BuildWorkerSpecs(config_, round, run_dir_.path, hostname_, cpus);
   if (config_.debug) return StartDebugCommand(a, specs);
   StartWorkers(round, std::move(specs));
@@ -499,7 +499,7 @@ int Agent::Run() {
     return exit_plan_->code;
   }
   rdzv::JobSpec spec{
-      .run_id = config_.run_id,
+      .run_id = plan_.run_id,
       .min_nodes = config_.min_nodes,
       .max_nodes = config_.max_nodes,
       .max_restarts = config_.max_restarts,

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/config/config.h"
+#include "agent/config/run_plan.h"
 #include "agent/lifecycle/agent_component.h"
 #include "agent/lifecycle/agent_parts.h"
 #include "agent/lifecycle/event_log.h"
@@ -42,7 +42,7 @@ class Agent final : private AgentControl {
  public:
   using Phase = LifecyclePhase;
 
-  Agent(Config config, AgentParts parts);
+  Agent(RunPlan plan, AgentParts parts);
   ~Agent();
 
   // A feature that observes the agent's events (agent/lifecycle/agent_component.h); before
@@ -115,7 +115,8 @@ class Agent final : private AgentControl {
   void Deliver(const rdzv::Event& event) override { OnRendezvousEvent(event); }
   void AddToSummary(const std::string& line) override;
 
-  Config config_;
+  const RunPlan plan_;
+  const Config& config_ = plan_.config;  // shorthand: the plan's flags
   AgentParts parts_;
   // Shorthands for parts_ members.
   EventLoop* loop_;

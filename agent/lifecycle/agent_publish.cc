@@ -86,7 +86,7 @@ void Agent::Publish() {
 }
 
 void Agent::FillStatus(nlohmann::json& doc) const {
-  doc = {{"run_id", config_.run_id},
+  doc = {{"run_id", plan_.run_id},
          {"node_id", node_.node_id},
          {"host", hostname_},
          {"round", round_},
@@ -110,7 +110,7 @@ void Agent::FillStatus(nlohmann::json& doc) const {
     if (w.status) worker["code"] = w.status->code();
     doc["workers"].push_back(worker);
   }
-  if (!config_.probe_summary.is_null()) doc["probe"] = config_.probe_summary;
+  if (!plan_.probe_report.is_null()) doc["probe"] = plan_.probe_report;
   if (const rdzv::Failure* hang = HangShown()) {  // as `muster status`' conditions say
     doc["hung"] = {{"reason", "Hung"}, {"message", hang->message}, {"rank", hang->rank}};
   }

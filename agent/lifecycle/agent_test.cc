@@ -147,7 +147,7 @@ class AgentTest : public ::testing::Test {
       return c10d::StoreServer::Start(
           {.bind_address = "127.0.0.1", .port = static_cast<uint16_t>(port)});
     };
-    agent_ = std::make_unique<Agent>(config_, std::move(parts));
+    agent_ = std::make_unique<Agent>(ResolveRunPlan(config_), std::move(parts));
     // The features that need no real process (the preemption notice writes into each
     // worker's directory and signals its pid: tests/integration/test_preempt.py).
     agent_->Add(std::make_unique<TraceCollection>(nullptr));

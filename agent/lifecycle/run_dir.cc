@@ -47,7 +47,7 @@ absl::StatusOr<std::string> MakeTemporaryRoot(const Config& config) {
 
 }  // namespace
 
-absl::StatusOr<RunDir> MakeRunDir(const Config& config) {
+absl::StatusOr<RunDir> MakeRunDir(const Config& config, const std::string& run_id) {
   for (const std::string& stale : RemoveStaleRunDirs(TemporaryParents())) {
     spdlog::info("removed {}: the run directory of an agent killed before it could clean up",
                  stale);
@@ -67,7 +67,7 @@ absl::StatusOr<RunDir> MakeRunDir(const Config& config) {
   } else {
     dir.root = config.log_dir;
   }
-  std::string run = absl::StrCat(dir.root, "/", config.run_id, "_XXXXXX");
+  std::string run = absl::StrCat(dir.root, "/", run_id, "_XXXXXX");
   if (mkdtemp(run.data()) == nullptr) {
     absl::Status st = ErrnoStatus("mkdtemp " + run, errno);
     if (dir.remove_root) rmdir(dir.root.c_str());  // empty: made just above

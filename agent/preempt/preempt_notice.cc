@@ -19,21 +19,6 @@
 
 namespace muster {
 
-absl::StatusOr<int> ParsePreemptSignal(std::string_view text) {
-  std::string t(absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size())));
-  if (absl::AsciiStrToLower(t) == "none") return 0;
-  absl::StatusOr<int> sig = ParseSignal(t);
-  if (!sig.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", t, "' is not a signal; give a name or number such as SIGUSR1, or none"));
-  }
-  if (*sig == SIGKILL || *sig == SIGSTOP || *sig == SIGCHLD) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", t, "' cannot be caught by a worker; give one it can handle, such as SIGUSR1"));
-  }
-  return *sig;
-}
-
 std::string PreemptedFile(const std::string& worker_dir) { return worker_dir + "/preempted"; }
 
 void AddPreemptEnv(const std::string& worker_dir, std::vector<std::string>* env) {

@@ -17,10 +17,6 @@
 
 namespace muster {
 
-// --preempt-signal: a signal name or number (SIGUSR1, USR1, 10), or "none" (0: the file
-// only). InvalidArgument naming the flag otherwise.
-absl::StatusOr<int> ParsePreemptSignal(std::string_view text);
-
 // Where the worker whose directory is `worker_dir` finds the notice.
 std::string PreemptedFile(const std::string& worker_dir);
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/config/flag_parsers.h"
 #include "agent/config/run_flags.h"
 #include "agent/lifecycle/test_helpers.h"
 #include "agent/preempt/preempt_notice.h"

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "agent/cli/subcommand.h"
+#include "agent/config/subcommand.h"
 #include "agent/lifecycle/debug_dir_owner.h"
 #include "agent/lifecycle/status_file.h"
 #include "base/errno_status.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/cli/subcommand.h"
 #include "agent/config/config.h"
+#include "agent/config/subcommand.h"
 #include "launch/worker_spec.h"
 #include "rendezvous/core/types.h"
 

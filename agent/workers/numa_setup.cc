@@ -82,9 +82,10 @@ std::optional<std::vector<std::string>> CudaPciAddresses(const nlohmann::json& r
   return out;
 }
 
-absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env, Config* c) {
+absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env,
+                                const nlohmann::json& probe_report, Config* c) {
   if (!c->numa_binding) return absl::OkStatus();
-  std::optional<std::vector<std::string>> gpus = CudaPciAddresses(c->probe_summary);
+  std::optional<std::vector<std::string>> gpus = CudaPciAddresses(probe_report);
   if (!gpus) {
     std::string why = c->probe == ProbeMode::kOff
                           ? "--probe off leaves muster no list of GPUs"

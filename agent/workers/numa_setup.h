@@ -26,9 +26,11 @@ inline constexpr char kSysfsRootVariable[] = "MUSTER_TEST_SYSFS_ROOT";
 std::optional<std::vector<std::string>> CudaPciAddresses(const nlohmann::json& probe_report);
 
 // Fills config->numa_placements (one per local rank) and config->numa_memory when
-// --numa-binding is set; logs each rank's placement. FailedPrecondition, naming the flag and
-// the fix, where a rank has no GPU or the topology leaves it no CPU.
-absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env, Config* config);
+// --numa-binding is set, from the GPU probe's `probe_report`; logs each rank's placement.
+// FailedPrecondition, naming the flag and the fix, where a rank has no GPU or the topology
+// leaves it no CPU.
+absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env,
+                                const nlohmann::json& probe_report, Config* config);
 
 }  // namespace muster
 

@@ -12,16 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/config/torch_version.h"
+
 namespace muster {
-
-struct TorchVersion {
-  int major = 0;
-  int minor = 0;
-
-  bool AtLeast(int want_major, int want_minor) const {
-    return major > want_major || (major == want_major && minor >= want_minor);
-  }
-};
 
 // "2.15.0+cu132", "1.13.0a0", "2.6" -> {2, 15}, {1, 13}, {2, 6}; nullopt for anything else.
 std::optional<TorchVersion> ParseTorchVersion(std::string_view text);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "agent/lifecycle/test_helpers.h"
+#include "agent/workers/torch_names.h"
 #include "gtest/gtest.h"
 
 namespace muster {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/endpoint.h"
 #include "base/event_loop.h"
 #include "bench/helpers/agent_bench_args.h"
 #include "rendezvous/client.h"
@@ -90,8 +91,11 @@ std::unique_ptr<RendezvousClient> MakeClient(const Args& a, EventLoop* loop) {
     return *std::move(c);
   }
   if (a.backend == "grpc") {
+    absl::StatusOr<muster::Endpoint> endpoint =
+        muster::ParseEndpoint("--endpoints", a.endpoints, 0);
+    if (!endpoint.ok()) Usage(endpoint.status().ToString());
     auto c = muster::rdzv::GrpcRendezvousClient::Create(
-        {.endpoint = a.endpoints, .loop = loop, .join_timeout = absl::Seconds(a.timeout_s)});
+        {.endpoint = *endpoint, .loop = loop, .join_timeout = absl::Seconds(a.timeout_s)});
     if (!c.ok()) Usage(c.status().ToString());
     return *std::move(c);
   }

@@ -313,8 +313,8 @@ class GrpcRendezvousClient::Impl {
       pending_.clear();
       stream_->Begin(stub_.get(), options_.token, std::move(first));
     }
-    spdlog::info("rendezvous: joining job {} at {} as {} ({})", spec_.run_id, options_.endpoint,
-                 node_.host, node_.node_id);
+    spdlog::info("rendezvous: joining job {} at {} as {} ({})", spec_.run_id,
+                 options_.endpoint.ToString(), node_.host, node_.node_id);
   }
 
   // False when stopped (at once, or during the sleep).
@@ -372,7 +372,7 @@ class GrpcRendezvousClient::Impl {
     }
     std::string why = ended.ok() ? "the server closed it" : std::string(ended.message());
     PostError(absl::UnavailableError(
-        absl::StrCat("lost the rendezvous stream to ", options_.endpoint, ": ", why)));
+        absl::StrCat("lost the rendezvous stream to ", options_.endpoint.ToString(), ": ", why)));
   }
 
   void PostError(absl::Status error) {
@@ -409,7 +409,7 @@ class GrpcRendezvousClient::Impl {
 absl::StatusOr<std::unique_ptr<GrpcRendezvousClient>> GrpcRendezvousClient::Create(
     const Options& options) {
   if (options.loop == nullptr) return absl::InvalidArgumentError("rendezvous client needs a loop");
-  RETURN_IF_ERROR(grpc_internal::ParseDialTarget(options.endpoint).status());
+  RETURN_IF_ERROR(grpc_internal::CheckDialTarget(options.endpoint));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    grpc_internal::MakeChannelCredentials(options.tls_ca_file, options.tls_cert_file,
                                                          options.tls_key_file));

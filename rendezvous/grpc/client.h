@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/endpoint.h"
 #include "base/event_loop.h"
 #include "rendezvous/client.h"
 #include "rendezvous/core/stacks.h"
@@ -36,7 +37,7 @@ class GrpcRendezvousClient : public RendezvousClient {
   using StacksHandler = std::function<void(absl::Duration timeout, StacksReply reply)>;
 
   struct Options {
-    std::string endpoint;       // "host:port" or "[v6addr]:port" of the rendezvous server
+    Endpoint endpoint;          // the rendezvous server, parsed once (base/endpoint.h)
     std::string token;          // non-empty: sent as "authorization: Bearer <token>"
     std::string tls_ca_file;    // PEM; set: TLS, verifying the server against it
     std::string tls_cert_file;  // PEM client certificate + key, for servers that require one
@@ -47,7 +48,7 @@ class GrpcRendezvousClient : public RendezvousClient {
     StacksHandler on_stacks_request;  // unset: requests go unanswered
   };
 
-  // InvalidArgument for a malformed endpoint, a missing loop or unreadable TLS files.
+  // InvalidArgument for an endpoint without a host or port, a missing loop or unreadable TLS files.
   // Nothing is contacted before Start.
   static absl::StatusOr<std::unique_ptr<GrpcRendezvousClient>> Create(const Options& options);
 

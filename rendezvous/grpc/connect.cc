@@ -115,22 +115,33 @@ absl::StatusOr<Endpoint> ParseDialTarget(const std::string& endpoint) {
   return parsed;
 }
 
-std::string ExplainNoAnswer(const std::string& endpoint) {
-  absl::StatusOr<Endpoint> parsed = ParseDialTarget(endpoint);
-  if (!parsed.ok()) return std::string(parsed.status().message());
-  if (std::string problem = ResolveProblem(parsed->host); !problem.empty()) return problem;
-  if (TcpReachable(*parsed, absl::Seconds(1))) {
-    return HandshakeProblem(*parsed);
+absl::Status CheckDialTarget(const Endpoint& endpoint) {
+  if (endpoint.host.empty()) return absl::InvalidArgumentError("rendezvous endpoint: no host");
+  if (endpoint.port <= 0 || endpoint.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous endpoint '", endpoint.ToString(),
+                     "' has no port; write HOST:PORT or [ADDR]:PORT"));
   }
-  return absl::StrCat("nothing accepts connections on port ", parsed->port, " of ", parsed->host);
+  return absl::OkStatus();
+}
+
+std::string ExplainNoAnswer(const Endpoint& endpoint) {
+  if (absl::Status dialable = CheckDialTarget(endpoint); !dialable.ok()) {
+    return std::string(dialable.message());
+  }
+  if (std::string problem = ResolveProblem(endpoint.host); !problem.empty()) return problem;
+  if (TcpReachable(endpoint, absl::Seconds(1))) {
+    return HandshakeProblem(endpoint);
+  }
+  return absl::StrCat("nothing accepts connections on port ", endpoint.port, " of ", endpoint.host);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
-    const std::string& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+    const Endpoint& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
     absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep,
     absl::Duration keepalive_time, absl::Duration keepalive_timeout) {
-  absl::StatusOr<Endpoint> parsed = ParseDialTarget(endpoint);
-  if (!parsed.ok()) return parsed.status();
+  RETURN_IF_ERROR(CheckDialTarget(endpoint));
+  const std::string target = endpoint.ToString();  // gRPC's words for it
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
   absl::Duration backoff = kInitialBackoff;
@@ -138,36 +149,35 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
   int attempts = 0;
   while (true) {
     ++attempts;
-    std::string reason = ResolveProblem(parsed->host);
+    std::string reason = ResolveProblem(endpoint.host);
     if (reason.empty()) {
       std::shared_ptr<grpc::Channel> channel =
-          MakeChannel(endpoint, creds, keepalive_time, keepalive_timeout);
+          MakeChannel(target, creds, keepalive_time, keepalive_timeout);
       bool stopped = false;
       reason = WaitConnected(*channel, std::min(deadline, absl::Now() + kAttemptTimeout), sleep,
                              &stopped);
       if (stopped) return absl::CancelledError("stopped while connecting to the rendezvous");
-      if (!reason.empty() && TcpReachable(*parsed, absl::Seconds(1))) {
-        reason = HandshakeProblem(*parsed);
+      if (!reason.empty() && TcpReachable(endpoint, absl::Seconds(1))) {
+        reason = HandshakeProblem(endpoint);
       }
       if (reason.empty()) {
         if (attempts > 1) {
-          spdlog::info("rendezvous at {} reached after {}", endpoint, Secs(absl::Now() - started));
+          spdlog::info("rendezvous at {} reached after {}", target, Secs(absl::Now() - started));
         }
         return channel;
       }
     }
     absl::Time now = absl::Now();
     if (now >= deadline) {
-      return absl::UnavailableError(absl::StrCat("rendezvous at ", endpoint,
-                                                 " not reachable within ", Secs(deadline - started),
-                                                 ": ", reason));
+      return absl::UnavailableError(absl::StrCat("rendezvous at ", target, " not reachable within ",
+                                                 Secs(deadline - started), ": ", reason));
     }
     if (now - last_log >= kLogEvery) {
-      spdlog::info("waiting for rendezvous at {} ({}), {} of {}", endpoint, reason,
+      spdlog::info("waiting for rendezvous at {} ({}), {} of {}", target, reason,
                    Secs(now - started), Secs(deadline - started));
       last_log = now;
     } else {
-      spdlog::debug("rendezvous at {}: attempt {} failed: {}", endpoint, attempts, reason);
+      spdlog::debug("rendezvous at {}: attempt {} failed: {}", target, attempts, reason);
     }
     absl::Duration pause = std::min(backoff * jitter(rng), deadline - now);
     if (!sleep(pause)) return absl::CancelledError("stopped while connecting to the rendezvous");

@@ -19,12 +19,16 @@
 namespace muster::rdzv::grpc_internal {
 
 // A gRPC dial target as base/endpoint.h parses it, with its port written out ("host:port",
-// "[v6addr]:port"); InvalidArgument otherwise.
+// "[v6addr]:port"); InvalidArgument otherwise. For text from outside muster's flags (a
+// benchmark's); the clients take an Endpoint parsed once, by the flags.
 absl::StatusOr<Endpoint> ParseDialTarget(const std::string& endpoint);
+
+// Whether a client may dial `endpoint`: a host and a port; InvalidArgument otherwise.
+absl::Status CheckDialTarget(const Endpoint& endpoint);
 
 // Why a gRPC call to `endpoint` got no answer, for error messages: a TLS mismatch when the
 // port accepts TCP connections (checked within 1 s), else that nothing listens there.
-std::string ExplainNoAnswer(const std::string& endpoint);
+std::string ExplainNoAnswer(const Endpoint& endpoint);
 
 // Sleeps up to `d`; returns false (at once) when the caller is being stopped.
 using InterruptibleSleep = std::function<bool(absl::Duration d)>;
@@ -35,7 +39,7 @@ using InterruptibleSleep = std::function<bool(absl::Duration d)>;
 // (for the "12 s of 600 s" progress line).
 // `keepalive_time`/`keepalive_timeout`: see MakeChannel.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectWithBackoff(
-    const std::string& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+    const Endpoint& endpoint, const std::shared_ptr<grpc::ChannelCredentials>& creds,
     absl::Time started, absl::Time deadline, const InterruptibleSleep& sleep,
     absl::Duration keepalive_time = absl::ZeroDuration(),
     absl::Duration keepalive_timeout = absl::ZeroDuration());

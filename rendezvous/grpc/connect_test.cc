@@ -31,9 +31,9 @@ TEST(ParseDialTargetTest, RejectsMalformed) {
 
 TEST(ConnectTest, StopRequestCancelsAtOnce) {
   absl::Time start = absl::Now();
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      ConnectWithBackoff("no-such-host.invalid:1", grpc::InsecureChannelCredentials(), start,
-                         start + absl::Seconds(30), [](absl::Duration) { return false; });
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = ConnectWithBackoff(
+      {.host = "no-such-host.invalid", .port = 1}, grpc::InsecureChannelCredentials(), start,
+      start + absl::Seconds(30), [](absl::Duration) { return false; });
   EXPECT_TRUE(absl::IsCancelled(channel.status())) << channel.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }

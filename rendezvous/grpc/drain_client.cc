@@ -11,12 +11,12 @@ namespace muster::rdzv {
 
 absl::StatusOr<NodeInfo> DrainNode(const JobStatusQuery& query, const std::string& node_id,
                                    const std::string& host, const std::string& reason) {
-  RETURN_IF_ERROR(grpc_internal::ParseDialTarget(query.endpoint).status());
+  RETURN_IF_ERROR(grpc_internal::CheckDialTarget(query.endpoint));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    grpc_internal::MakeChannelCredentials(query.tls_ca_file, query.tls_cert_file,
                                                          query.tls_key_file));
   std::unique_ptr<v1::Drain::Stub> stub =
-      v1::Drain::NewStub(grpc_internal::MakeChannel(query.endpoint, std::move(creds)));
+      v1::Drain::NewStub(grpc_internal::MakeChannel(query.endpoint.ToString(), std::move(creds)));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout));
   context.set_wait_for_ready(query.wait_for_server);

@@ -13,11 +13,12 @@ namespace muster::rdzv {
 namespace {
 
 absl::StatusOr<std::unique_ptr<v1::JobStatus::Stub>> MakeStub(const JobStatusQuery& query) {
-  RETURN_IF_ERROR(grpc_internal::ParseDialTarget(query.endpoint).status());
+  RETURN_IF_ERROR(grpc_internal::CheckDialTarget(query.endpoint));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    grpc_internal::MakeChannelCredentials(query.tls_ca_file, query.tls_cert_file,
                                                          query.tls_key_file));
-  return v1::JobStatus::NewStub(grpc_internal::MakeChannel(query.endpoint, std::move(creds)));
+  return v1::JobStatus::NewStub(
+      grpc_internal::MakeChannel(query.endpoint.ToString(), std::move(creds)));
 }
 
 // A call that got no answer at all says why (TLS mismatch, nothing listening), not only

@@ -9,12 +9,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/endpoint.h"
 #include "rendezvous/core/job_status.h"
 
 namespace muster::rdzv {
 
 struct JobStatusQuery {
-  std::string endpoint;  // "host:port" of the rendezvous server
+  Endpoint endpoint;  // the rendezvous server, parsed once (base/endpoint.h)
   std::string run_id;
   std::string token;
   std::string tls_ca_file;  // PEM; set: TLS

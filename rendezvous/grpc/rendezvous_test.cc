@@ -37,7 +37,7 @@ class RendezvousTest : public ::testing::Test {
   void StartServer(RendezvousServer::Options options = {}) {
     options.listen_address = "127.0.0.1:0";
     server_ = RendezvousServer::Start(options).value();
-    endpoint_ = "127.0.0.1:" + std::to_string(server_->port());
+    endpoint_ = {.host = "127.0.0.1", .port = server_->port()};
   }
 
   TestAgent& AddAgent(const std::string& token = "") {
@@ -72,7 +72,7 @@ class RendezvousTest : public ::testing::Test {
   }
 
   std::unique_ptr<RendezvousServer> server_;
-  std::string endpoint_;
+  Endpoint endpoint_;
   std::vector<std::unique_ptr<TestAgent>> agents_;  // destroyed before the server
   void TearDown() override { agents_.clear(); }
 };
@@ -358,7 +358,7 @@ TEST_F(RendezvousTest, ServerStartingLateIsWaitedFor) {
   int port = 0;
   int listener = Listen(&port);
   ASSERT_GE(listener, 0) << strerror(errno);
-  endpoint_ = "127.0.0.1:" + std::to_string(port);
+  endpoint_ = {.host = "127.0.0.1", .port = port};
   TestAgent& a = AddAgent();
   a.Start(TestNode("n0", 1000), Spec(1, 1));
   pollfd attempt{.fd = listener, .events = POLLIN, .revents = 0};
@@ -368,7 +368,7 @@ TEST_F(RendezvousTest, ServerStartingLateIsWaitedFor) {
   close(conn);
   close(listener);
   RendezvousServer::Options options;
-  options.listen_address = endpoint_;
+  options.listen_address = endpoint_.ToString();
   server_ = RendezvousServer::Start(options).value();
   std::optional<Event> e = a.WaitEvent(Kind::kRoundStarted);
   ASSERT_TRUE(e.has_value());
@@ -377,7 +377,7 @@ TEST_F(RendezvousTest, ServerStartingLateIsWaitedFor) {
 
 TEST_F(RendezvousTest, UnresolvableHostIsRetriedThenUnavailable) {
   GrpcRendezvousClient::Options options;
-  options.endpoint = "no-such-host.invalid:29400";
+  options.endpoint = {.host = "no-such-host.invalid", .port = 29400};
   options.join_timeout = absl::Milliseconds(1500);
   agents_.push_back(std::make_unique<TestAgent>(options));
   absl::Time start = absl::Now();

@@ -12,12 +12,12 @@ namespace muster::rdzv {
 
 absl::StatusOr<std::vector<NodeStacks>> GetStacks(const JobStatusQuery& query,
                                                   absl::Duration collect) {
-  RETURN_IF_ERROR(grpc_internal::ParseDialTarget(query.endpoint).status());
+  RETURN_IF_ERROR(grpc_internal::CheckDialTarget(query.endpoint));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
                    grpc_internal::MakeChannelCredentials(query.tls_ca_file, query.tls_cert_file,
                                                          query.tls_key_file));
   std::unique_ptr<v1::Stacks::Stub> stub =
-      v1::Stacks::NewStub(grpc_internal::MakeChannel(query.endpoint, std::move(creds)));
+      v1::Stacks::NewStub(grpc_internal::MakeChannel(query.endpoint.ToString(), std::move(creds)));
   grpc::ClientContext context;
   // The server answers within `collect` once reached; reaching it has query.timeout.
   context.set_deadline(absl::ToChronoTime(absl::Now() + query.timeout + collect));

@@ -68,7 +68,7 @@ TEST_F(TlsTest, AgentJoinsOverTlsAndPlaintextCannot) {
   spec.run_id = "tls";
 
   GrpcRendezvousClient::Options secure;
-  secure.endpoint = "localhost:" + std::to_string(server->port());
+  secure.endpoint = {.host = "localhost", .port = server->port()};
   secure.tls_ca_file = dir_ + "/cert.pem";
   TestAgent good(secure);
   good.Start(TestNode("n0", 1000), spec);
@@ -90,7 +90,7 @@ TEST(TlsOptionsTest, UnreadableFilesFailStart) {
   options.tls_key_file = "/nonexistent/key.pem";
   EXPECT_TRUE(absl::IsInvalidArgument(RendezvousServer::Start(options).status()));
   GrpcRendezvousClient::Options client;
-  client.endpoint = "h:1";
+  client.endpoint = {.host = "h", .port = 1};
   client.tls_ca_file = "/nonexistent/ca.pem";
   EXPECT_TRUE(absl::IsInvalidArgument(GrpcRendezvousClient::Create(client).status()));
 }

@@ -100,20 +100,5 @@ TEST(BackendsTest, InProcessAnswersNoQuery) {
   EXPECT_TRUE(absl::IsInvalidArgument(q.status()));
 }
 
-TEST(BackendsTest, OnlyMustersOwnRendezvousIsHostedByAnAgent) {
-  Config c;
-  c.rdzv_host_name = "elsewhere.invalid";
-  c.rdzv_hosting = RdzvHosting::kAlways;
-  EXPECT_TRUE(GrpcBackend().HostsHere(c));
-  EXPECT_FALSE(EtcdBackend().HostsHere(c));
-  EXPECT_FALSE(InProcessBackend().HostsHere(c));
-  c.rdzv_hosting = RdzvHosting::kNever;
-  EXPECT_FALSE(GrpcBackend().HostsHere(c));
-  c.rdzv_hosting = RdzvHosting::kAuto;
-  EXPECT_FALSE(GrpcBackend().HostsHere(c));  // the endpoint names another machine
-  c.rdzv_host_name = "127.0.0.1";
-  EXPECT_TRUE(GrpcBackend().HostsHere(c));
-}
-
 }  // namespace
 }  // namespace muster

@@ -134,9 +134,13 @@ class EtcdRendezvousBackend : public RendezvousBackend {
   // Without --local-addr / POD_IP the node's address is the store's: the local address of
   // the route toward the first etcd member (ListenAddressFor), as with gRPC's rendezvous.
   absl::Status Wire(const RunWiring& run, AgentParts& parts) const override {
-    const Config& config = run.config;
+    const Config& config = run.plan.config;
+    std::vector<std::string> targets;  // gRPC's words for the members
+    for (const Endpoint& member : run.plan.rendezvous.etcd_members) {
+      targets.push_back(member.ToString());
+    }
     ASSIGN_OR_RETURN(parts.rendezvous, rdzv::etcd::EtcdRendezvousClient::Create({
-                                           .endpoints = config.rdzv_endpoints,
+                                           .endpoints = std::move(targets),
                                            .prefix = config.etcd_prefix,
                                            .loop = parts.loop.get(),
                                            .join_timeout = config.join_timeout,

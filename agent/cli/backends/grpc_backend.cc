@@ -12,7 +12,6 @@
 #include "agent/cli/job_query.h"
 #include "agent/config/listen_address.h"
 #include "agent/config/rendezvous_flags.h"
-#include "agent/config/this_host.h"
 #include "base/endpoint.h"
 #include "base/status_macros.h"
 #include "metrics/server_metrics.h"
@@ -60,7 +59,7 @@ class HostedGrpcRendezvous : public HostedRendezvous {
 // Both listen on run.store_address only (agent/config/listen_address.h), as the store does.
 absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const RunWiring& run,
                                                                         AgentParts& parts) {
-  const Config& config = run.config;
+  const Config& config = run.plan.config;
   const bool shared = config.tls_cert.empty();
   // Before the first join: a hosted server counts into it from the start.
   std::shared_ptr<metrics::ServerMetrics> metrics;
@@ -68,11 +67,12 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Ru
   ASSIGN_OR_RETURN(
       std::unique_ptr<rdzv::RendezvousServer> server,
       rdzv::RendezvousServer::Start({
-          .listen_address = shared ? "" : ListenEndpoint(run.store_address, config.rdzv_port),
+          .listen_address =
+              shared ? "" : ListenEndpoint(run.store_address, run.plan.rendezvous.endpoint.port),
           .token = config.token,
           .tls_cert_file = config.tls_cert,
           .tls_key_file = config.tls_key,
-          .run_id = config.run_id,
+          .run_id = run.plan.run_id,
           .heartbeat_interval = config.heartbeat_interval,
           .heartbeat_misses = config.heartbeat_misses,
           .observer = metrics,
@@ -86,7 +86,7 @@ absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> StartHostedServer(const Ru
       std::unique_ptr<shared_port::SharedPort> port,
       shared_port::SharedPort::Start({
           .bind_address = run.store_address,
-          .port = static_cast<uint16_t>(config.rdzv_port),
+          .port = static_cast<uint16_t>(run.plan.rendezvous.endpoint.port),
           .on_http2 = [raw](UniqueFd fd,
                             std::string peer) { raw->AdoptConnection(fd.release(), peer); },
           .on_store = [router](UniqueFd fd,
@@ -110,9 +110,8 @@ absl::StatusOr<rdzv::JobStatusQuery> JobQueryFromFlags(const FlagValues& values)
     return absl::InvalidArgumentError(
         "--rdzv-endpoint: missing; give HOST[:PORT] of the rendezvous");
   }
-  ASSIGN_OR_RETURN(Endpoint parsed,
+  ASSIGN_OR_RETURN(query.endpoint,
                    ParseEndpoint(endpoint->where, endpoint->text, kDefaultRendezvousPort));
-  query.endpoint = parsed.ToString();
   if (auto id = values.Get("rdzv-id")) {
     ASSIGN_OR_RETURN(query.run_id, ParseRunId(*id));
   }
@@ -129,7 +128,7 @@ class GrpcJobQuery : public JobQuery {
  public:
   explicit GrpcJobQuery(rdzv::JobStatusQuery query) : query_(std::move(query)) {}
   const std::string& run_id() const override { return query_.run_id; }
-  std::string Where() const override { return query_.endpoint; }
+  std::string Where() const override { return query_.endpoint.ToString(); }
   absl::StatusOr<std::vector<rdzv::JobSummary>> ListJobs() override {
     return rdzv::ListJobs(query_);
   }
@@ -152,17 +151,13 @@ class GrpcJobQuery : public JobQuery {
 
 class GrpcRendezvousBackend : public RendezvousBackend {
  public:
-  // Whether this node tries to serve the rendezvous (--rdzv-host, or the endpoint names it).
-  bool HostsHere(const Config& config) const override {
-    return config.rdzv_hosting == RdzvHosting::kAlways ||
-           (config.rdzv_hosting == RdzvHosting::kAuto && IsThisHost(config.rdzv_host_name));
-  }
-
-  // The gRPC client, plus the embedded server when this node hosts the rendezvous.
+  // The gRPC client, plus the embedded server where the plan says this node hosts the
+  // rendezvous (--rdzv-host, or the endpoint names this machine: RunPlan's one look).
   absl::Status Wire(const RunWiring& run, AgentParts& parts) const override {
-    const Config& config = run.config;
-    std::string endpoint = JoinHostPort(config.rdzv_host_name, config.rdzv_port);
-    if (HostsHere(config)) {
+    const Config& config = run.plan.config;
+    const RendezvousPlan& rendezvous = run.plan.rendezvous;
+    const std::string endpoint = rendezvous.endpoint.ToString();  // for the lines below
+    if (rendezvous.hosts_here) {
       absl::StatusOr<std::unique_ptr<HostedGrpcRendezvous>> server = StartHostedServer(run, parts);
       if (server.ok()) {
         parts.hosted_rendezvous = *std::move(server);
@@ -173,20 +168,20 @@ class GrpcRendezvousBackend : public RendezvousBackend {
         return absl::Status(
             server.status().code(),
             absl::StrCat(config.rdzv_hosting == RdzvHosting::kAlways ? "--rdzv-host true: " : "",
-                         "cannot serve the rendezvous on port ", config.rdzv_port, ": ",
+                         "cannot serve the rendezvous on port ", rendezvous.endpoint.port, ": ",
                          server.status().message()));
       } else {
         // Another agent on this host already serves it (the usual case when several agents
         // share a machine): join that one.
         spdlog::info("rendezvous at {} is served by another process; joining it", endpoint);
       }
-    } else if (config.rdzv_hosting == RdzvHosting::kNever && IsThisHost(config.rdzv_host_name)) {
+    } else if (config.rdzv_hosting == RdzvHosting::kNever && rendezvous.endpoint_is_this_host) {
       // Two agents on the endpoint's host: say which one serves, so a wait is no mystery.
       spdlog::info("rendezvous at {} is not served by this agent ({}); joining it", endpoint,
                    config.SourceOf("rdzv-host"));
     }
     ASSIGN_OR_RETURN(parts.rendezvous, rdzv::GrpcRendezvousClient::Create({
-                                           .endpoint = endpoint,
+                                           .endpoint = rendezvous.endpoint,
                                            .token = config.token,
                                            .tls_ca_file = config.tls_ca,
                                            .loop = parts.loop.get(),

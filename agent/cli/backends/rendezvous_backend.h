@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/config/config.h"
 #include "agent/config/flag_table.h"
+#include "agent/config/run_plan.h"
 #include "agent/lifecycle/agent_parts.h"
 #include "metrics/metrics_server.h"
 #include "rendezvous/backend.h"
@@ -31,7 +31,9 @@ namespace muster {
 
 // What `muster run`'s wiring (agent/cli/wiring.cc) hands a backend.
 struct RunWiring {
-  const Config& config;
+  // The run's plan: its rendezvous part (endpoint, whether this node hosts it) is decided
+  // there, once (agent/config/run_plan.h); a backend reads it and decides nothing again.
+  const RunPlan& plan;
   // The numeric address this node's store listens on, and a rendezvous it hosts
   // (agent/config/listen_address.h); empty where it opens neither.
   std::string store_address;
@@ -78,11 +80,9 @@ class RendezvousBackend {
  public:
   virtual ~RendezvousBackend() = default;
 
-  // `muster run`: whether this node tries to serve the rendezvous (so it needs a listen
-  // address before anything is wired).
-  virtual bool HostsHere(const Config& /*config*/) const { return false; }
-  // `muster run`: sets parts.rendezvous, and where this node hosts the rendezvous,
-  // parts.hosted_rendezvous and the store the hosted server shares its port with.
+  // `muster run`: sets parts.rendezvous, and where the plan says this node hosts the
+  // rendezvous (RendezvousPlan::hosts_here), parts.hosted_rendezvous and the store the
+  // hosted server shares its port with.
   virtual absl::Status Wire(const RunWiring& run, AgentParts& parts) const = 0;
 
   // A query command: the job its flags name (--rdzv-endpoint, --rdzv-id, kJobQueryFlags:

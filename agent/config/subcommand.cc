@@ -1,4 +1,4 @@
-#include "agent/cli/subcommand.h"
+#include "agent/config/subcommand.h"
 
 #include <cstdio>
 #include <string>

@@ -1,0 +1,60 @@
+// RunPlan: what `muster run` will do, settled once before anything starts and never
+// changed afterwards (docs/design.md "From flags to a plan"). The flags become a Config
+// (ParseRunFlags, then CheckRunConfig against the filesystem); main's one resolve step adds
+// what only the host can say (the GPU probe, NUMA placement, the workers' torch, the
+// environment) and then ResolveRunPlan freezes it with the run id and the rendezvous plan.
+// The wiring, the Agent and its components read the plan by const reference.
+#ifndef MUSTER_AGENT_CONFIG_RUN_PLAN_H_
+#define MUSTER_AGENT_CONFIG_RUN_PLAN_H_
+
+#include <string>
+#include <vector>
+
+#include "agent/config/config.h"
+#include "base/endpoint.h"
+#include "nlohmann/json.hpp"
+#include "rendezvous/backend.h"
+
+namespace muster {
+
+// How this agent takes part in the rendezvous: decided once, from the flags and this
+// host's names and addresses (one look at them: agent/config/this_host.h).
+struct RendezvousPlan {
+  rdzv::Backend backend = rdzv::Backend::kInProcess;  // rendezvous/backend.h
+  // The endpoint as parsed from the flags (host without brackets); for etcd its first
+  // member; empty host in-process. Parsed once: nothing turns it into text and back (the
+  // transports get text only where gRPC wants its target).
+  Endpoint endpoint;
+  // etcd: every member, parsed (endpoint is the first); empty otherwise.
+  std::vector<Endpoint> etcd_members;
+  // gRPC: whether the endpoint's host names this machine. Looked up only where it decides
+  // something (--rdzv-host auto or false); false otherwise.
+  bool endpoint_is_this_host = false;
+  // gRPC: whether this agent tries to serve the rendezvous (--rdzv-host true, or auto and
+  // the endpoint names this machine). Never with etcd: the endpoint is etcd's.
+  bool hosts_here = false;
+  // --store agent and this agent may be group rank 0 (agent/config/listen_address.h
+  // NeverServesStore): it opens a store each round.
+  bool opens_store = false;
+};
+
+struct RunPlan {
+  // The flags as parsed and checked, with the host's answers filled in by the resolve
+  // step (nproc from the probe, NUMA placements, the workers' torch and environment).
+  Config config;
+  // The job's id: --rdzv-id, or a fresh UUID for --standalone without one (torchrun's rule).
+  std::string run_id;
+  RendezvousPlan rendezvous;
+  // The GPU probe's report at start (agent/diagnostics/gpu_probe.h), for the status file
+  // and the job status; null when the probe did not run.
+  nlohmann::json probe_report;
+};
+
+// The last part of the resolve step: the run id and the rendezvous plan, from `config`
+// (which must be complete: nothing changes it afterwards), with the probe's report. Looks
+// at this host's names and addresses at most once (IsThisHost).
+RunPlan ResolveRunPlan(Config config, nlohmann::json probe_report = nullptr);
+
+}  // namespace muster
+
+#endif  // MUSTER_AGENT_CONFIG_RUN_PLAN_H_

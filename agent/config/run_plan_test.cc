@@ -1,0 +1,105 @@
+#include "agent/config/run_plan.h"
+
+#include "gtest/gtest.h"
+
+namespace muster {
+namespace {
+
+TEST(RunPlanTest, OneNodeIsInProcessAndOpensTheStore) {
+  Config c;
+  RunPlan plan = ResolveRunPlan(c);
+  EXPECT_EQ(plan.rendezvous.backend, rdzv::Backend::kInProcess);
+  EXPECT_TRUE(plan.rendezvous.opens_store);
+  EXPECT_FALSE(plan.rendezvous.hosts_here);
+  EXPECT_EQ(plan.run_id, "none");
+}
+
+TEST(RunPlanTest, StandaloneWithoutAnIdGetsAFreshOne) {
+  Config c;
+  c.standalone = true;
+  RunPlan a = ResolveRunPlan(c);
+  RunPlan b = ResolveRunPlan(c);
+  EXPECT_NE(a.run_id, "none");
+  EXPECT_EQ(a.run_id.size(), 36u) << a.run_id;  // a UUID
+  EXPECT_NE(a.run_id, b.run_id);
+  EXPECT_EQ(a.config.run_id, "none");  // the flag stays as given
+  c.run_id = "given";
+  EXPECT_EQ(ResolveRunPlan(c).run_id, "given");
+}
+
+TEST(RunPlanTest, AnEndpointThatNamesThisHostIsServedHereUnlessToldNot) {
+  Config c;
+  c.min_nodes = c.max_nodes = 2;
+  c.rdzv_host_name = "127.0.0.1";
+  c.rdzv_port = 29400;
+  RunPlan plan = ResolveRunPlan(c);
+  EXPECT_EQ(plan.rendezvous.backend, rdzv::Backend::kGrpc);
+  EXPECT_EQ(plan.rendezvous.endpoint.host, "127.0.0.1");
+  EXPECT_EQ(plan.rendezvous.endpoint.port, 29400);
+  EXPECT_TRUE(plan.rendezvous.endpoint_is_this_host);
+  EXPECT_TRUE(plan.rendezvous.hosts_here);
+
+  c.rdzv_hosting = RdzvHosting::kNever;
+  plan = ResolveRunPlan(c);
+  EXPECT_TRUE(plan.rendezvous.endpoint_is_this_host);
+  EXPECT_FALSE(plan.rendezvous.hosts_here);
+
+  c.rdzv_host_name = "192.0.2.1";  // TEST-NET-1: no host's
+  c.rdzv_hosting = RdzvHosting::kAuto;
+  plan = ResolveRunPlan(c);
+  EXPECT_FALSE(plan.rendezvous.endpoint_is_this_host);
+  EXPECT_FALSE(plan.rendezvous.hosts_here);
+  c.rdzv_hosting = RdzvHosting::kAlways;
+  EXPECT_TRUE(ResolveRunPlan(c).rendezvous.hosts_here);
+}
+
+TEST(RunPlanTest, EtcdIsNeverServedHere) {
+  Config c;
+  c.min_nodes = c.max_nodes = 2;
+  c.rdzv_backend = rdzv::Backend::kEtcd;
+  c.rdzv_host_name = "127.0.0.1";
+  c.rdzv_port = 2379;
+  c.rdzv_endpoints = {{.host = "127.0.0.1", .port = 2379}, {.host = "e2", .port = 2380}};
+  RunPlan plan = ResolveRunPlan(c);
+  EXPECT_EQ(plan.rendezvous.backend, rdzv::Backend::kEtcd);
+  ASSERT_EQ(plan.rendezvous.etcd_members.size(), 2u);
+  EXPECT_EQ(plan.rendezvous.etcd_members[1].ToString(), "e2:2380");
+  EXPECT_FALSE(plan.rendezvous.hosts_here);
+  EXPECT_FALSE(plan.rendezvous.endpoint_is_this_host);
+  EXPECT_TRUE(plan.rendezvous.opens_store);
+}
+
+TEST(RunPlanTest, ANodeRankAboveZeroOfAFixedSizeNeverOpensTheStore) {
+  Config c;
+  c.min_nodes = c.max_nodes = 2;
+  c.rdzv_host_name = "192.0.2.1";
+  c.node_rank = 1;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.opens_store);
+  c.store = StoreOwner::kRank0;
+  c.node_rank = 0;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.opens_store);
+}
+
+// Moved from the backends' test when the hosting decision moved into the plan: the
+// backend objects read RendezvousPlan::hosts_here and decide it no more.
+TEST(RunPlanTest, OnlyMustersOwnRendezvousIsHostedByAnAgent) {
+  Config c;
+  c.min_nodes = c.max_nodes = 2;
+  c.rdzv_host_name = "elsewhere.invalid";
+  c.rdzv_hosting = RdzvHosting::kAlways;
+  EXPECT_TRUE(ResolveRunPlan(c).rendezvous.hosts_here);
+  c.rdzv_backend = rdzv::Backend::kEtcd;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.hosts_here);
+  c.rdzv_backend = rdzv::Backend::kInProcess;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.hosts_here);
+  c.rdzv_backend = rdzv::Backend::kGrpc;
+  c.rdzv_hosting = RdzvHosting::kNever;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.hosts_here);
+  c.rdzv_hosting = RdzvHosting::kAuto;
+  EXPECT_FALSE(ResolveRunPlan(c).rendezvous.hosts_here);  // the endpoint names another machine
+  c.rdzv_host_name = "127.0.0.1";
+  EXPECT_TRUE(ResolveRunPlan(c).rendezvous.hosts_here);
+}
+
+}  // namespace
+}  // namespace muster

@@ -167,7 +167,7 @@ void ProcessGroup::SignalSessionLeftovers(int sig) {
   for (const Member& m : live_) groups.insert(m.pid), sessions.insert(m.pid);
   std::vector<pid_t> orphans;
   for (pid_t child : ListChildren()) {
-    if (child == watchdog_->pid() || IsLive(child)) continue;
+    if (IsOwnHelper(child) || IsLive(child)) continue;
     orphans.push_back(child);
     groups.insert(getpgid(child));
     sessions.insert(getsid(child));
@@ -188,12 +188,16 @@ void ProcessGroup::SignalSessionLeftovers(int sig) {
   }
 }
 
+bool ProcessGroup::IsOwnHelper(pid_t child) const {
+  return child == watchdog_->pid() || (is_own_helper_ && is_own_helper_(child));
+}
+
 bool ProcessGroup::Leftovers() const {
   if (cgroup_ != nullptr) return cgroup_->Populated();
   // Every member is reaped: whatever of the job is left descends from this process (a
   // subreaper), so it shows as a child.
   for (pid_t child : ListChildren()) {
-    if (child != watchdog_->pid()) return true;
+    if (!IsOwnHelper(child)) return true;
   }
   return false;
 }

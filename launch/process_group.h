@@ -59,6 +59,11 @@ class ProcessGroup {
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  // Children of the agent that are not the job's (a warm template, launch/warm_source.h):
+  // stopping an attempt neither signals nor waits for them. The watchdog always is one.
+  void SetOwnHelpers(std::function<bool(pid_t)> is_own_helper) {
+    is_own_helper_ = std::move(is_own_helper);
+  }
   // Begins a new attempt: forgets the last one's members (all reaped by now); in mode cgroup
   // a fresh leaf.
   absl::Status Begin();
@@ -103,12 +108,14 @@ class ProcessGroup {
   bool IsLive(pid_t pid) const;
   void SignalLeftovers(int sig);
   void SignalSessionLeftovers(int sig);
+  bool IsOwnHelper(pid_t child) const;  // the watchdog, or is_own_helper_ says so
   bool Leftovers() const;
   void MaybeFinishStop();
   void GiveUp();
 
   EventLoop* loop_;
   Watchdog* watchdog_;
+  std::function<bool(pid_t)> is_own_helper_;
   JobCgroup* cgroup_;
   absl::Duration shutdown_timeout_;
   StoppedCallback on_stopped_;

@@ -91,6 +91,7 @@ WorkerGroup::WorkerGroup(EventLoop* loop, std::unique_ptr<Watchdog> watchdog,
       [this](const std::vector<pid_t>& abandoned) { OnProcessesStopped(abandoned); },
       cgroup_.get());
   source_ = std::move(source);
+  processes_->SetOwnHelpers([s = source_.get()](pid_t pid) { return s->IsOwnHelper(pid); });
 }
 
 WorkerGroup::~WorkerGroup() {
@@ -169,6 +170,7 @@ absl::StatusOr<bool> WorkerGroup::StartWorker(Worker& w, WorkerSource& source,
                delay);
     return false;
   }
+  w.start = started->how;
   RETURN_IF_ERROR(Adopt(w, AdoptedWorker{.pid = started->pid,
                                          .pidfd = std::move(started->pidfd),
                                          .stdout_fd = std::move(pipes.stdout_read),
@@ -266,7 +268,8 @@ void WorkerGroup::OnProcessesStopped(const std::vector<pid_t>& abandoned) {
 std::vector<WorkerView> WorkerGroup::Workers() const {
   std::vector<WorkerView> out;
   out.reserve(workers_.size());
-  for (const Worker& w : workers_) out.push_back(WorkerView{w.placement, w.pid, w.status, w.dir});
+  for (const Worker& w : workers_)
+    out.push_back(WorkerView{w.placement, w.pid, w.status, w.dir, w.start});
   return out;
 }
 

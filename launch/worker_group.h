@@ -75,6 +75,7 @@ class WorkerGroup : public WorkerLauncher {
     std::optional<ExitStatus> status;
     std::string error_file;
     std::string dir;
+    WorkerStart start = WorkerStart::kExec;
     std::unique_ptr<WorkerOutput> output;
   };
 

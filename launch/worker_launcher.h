@@ -19,6 +19,7 @@
 #include "launch/error_file.h"
 #include "launch/exit_status.h"
 #include "launch/stuck_process.h"
+#include "launch/worker_source.h"
 #include "launch/worker_spec.h"
 
 namespace muster {
@@ -44,9 +45,10 @@ struct WorkerExit {
 // What one worker of the current (or last) attempt is doing, for status reports.
 struct WorkerView {
   WorkerPlacement placement;
-  pid_t pid = 0;                     // 0: it never started
-  std::optional<ExitStatus> status;  // unset while it runs
-  std::string dir;                   // its own directory (WorkerSpec::dir)
+  pid_t pid = 0;                           // 0: it never started
+  std::optional<ExitStatus> status;        // unset while it runs
+  std::string dir;                         // its own directory (WorkerSpec::dir)
+  WorkerStart start = WorkerStart::kExec;  // how its source started it
 };
 
 class WorkerLauncher {

@@ -9,6 +9,16 @@
 
 namespace muster {
 
+const char* WorkerStartName(WorkerStart start) {
+  switch (start) {
+    case WorkerStart::kExec:
+      return "exec";
+    case WorkerStart::kWarm:
+      return "warm";
+  }
+  return "exec";
+}
+
 SpawnSpec ContainedSpawnSpec(SpawnSpec spec, const WorkerContainment& containment) {
   spec.cgroup_dir_fd = containment.cgroup_dir_fd;
   spec.cgroup_procs_fd = containment.cgroup_procs_fd;

@@ -19,7 +19,8 @@
 //   stdout and stderr on the fds it is given, dies with the agent (PDEATHSIG), and holds
 //   no other fd of the agent.
 //
-// ExecSource is the one source today: clone + exec (launch/spawner.h).
+// ExecSource: clone + exec (launch/spawner.h). WarmSource (launch/warm_source.h): forked
+// from a Python that imported torch once.
 // Not thread-safe: the loop thread only.
 #ifndef MUSTER_LAUNCH_WORKER_SOURCE_H_
 #define MUSTER_LAUNCH_WORKER_SOURCE_H_
@@ -33,6 +34,14 @@
 #include "launch/spawner.h"
 
 namespace muster {
+
+// Which way a worker was started: shown in the status file and the event log.
+enum class WorkerStart {
+  kExec,  // clone + exec
+  kWarm,  // forked from the warm template (launch/warm_source.h)
+};
+// "exec", "warm".
+const char* WorkerStartName(WorkerStart start);
 
 // A worker handed to supervision.
 struct AdoptedWorker {
@@ -62,6 +71,7 @@ class WorkerSource {
   struct Started {
     pid_t pid = 0;
     UniqueFd pidfd;
+    WorkerStart how = WorkerStart::kExec;
   };
 
   virtual ~WorkerSource() = default;
@@ -73,6 +83,13 @@ class WorkerSource {
   // an exit with 126/127/138 (SpawnFailureExitCode).
   virtual absl::StatusOr<Started> Start(const SpawnSpec& spec, const WorkerContainment& containment,
                                         int stdout_fd, int stderr_fd) = 0;
+
+  // A child of the agent the source keeps for itself (a warm template): not the job's, so
+  // stopping an attempt leaves it alone.
+  virtual bool IsOwnHelper(pid_t pid) const {
+    (void)pid;
+    return false;
+  }
 };
 
 // clone + exec through launch/spawner.h.

@@ -25,6 +25,15 @@ std::string DescribeContainment(Containment requested, bool allow_escape) {
 
 // What the policy does with a failure, in the words of docs/reference/exit-codes.md's table, and
 // the budget.
+// Which path starts the workers (launch/worker_source.h).
+std::string WorkerStartDescription(const Config& c) {
+  if (!c.warm_start) return "exec: each worker execs its command (default)";
+  if (c.no_python) return "exec: --warm-start has no effect with --no-python";
+  return absl::StrCat("warm (--warm-start): forked from a template that imported ",
+                      c.preload.empty() ? std::string("nothing") : absl::StrJoin(c.preload, ","),
+                      " once; exec'd where a fork is unsafe (docs/guides/warm-start.md)");
+}
+
 std::string RestartSummary(const Config& c) {
   std::string codes = absl::StrJoin(c.restartable_exit_codes, ", ");
   std::string what;
@@ -150,6 +159,7 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   line("env sources detected",
        detected.empty() ? std::string("none") : absl::StrJoin(detected, " "));
   line("command", ShellJoin(BuildWorkerArgv(c)));
+  line("worker start", WorkerStartDescription(c));
   return out;
 }
 

@@ -36,6 +36,7 @@
 #include "launch/process_tree.h"
 #include "launch/signals.h"
 #include "launch/supervisor.h"
+#include "launch/warm_source.h"
 #include "launch/worker_group.h"
 #include "metrics/agent_metrics.h"
 #include "metrics/metrics_server.h"
@@ -206,6 +207,24 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
   });
 }
 
+// Where the workers come from: exec'd, or with --warm-start forked from a template that
+// starts importing now, while the rendezvous forms (docs/design.md §4.5a). The template's
+// environment is what every worker's starts from, with the variables the worker environment
+// adds for all ranks alike and a module may read at import (agent/workers/worker_env.cc).
+absl::StatusOr<std::unique_ptr<WorkerSource>> WorkerSourceFor(const Config& config) {
+  if (config.warm_start && config.no_python) {
+    spdlog::info("warm start: --no-python workers are exec'd");
+  }
+  if (!config.warm_start || config.no_python) return std::make_unique<ExecSource>();
+  std::map<std::string, std::string> env = config.worker_env_base;
+  if (!env.count("OMP_NUM_THREADS") && config.nproc_per_node > 1) env["OMP_NUM_THREADS"] = "1";
+  if (!env.count("PYTHONUNBUFFERED")) env["PYTHONUNBUFFERED"] = "1";
+  WarmSource::Options options{.python_exec = config.python_exec, .preload = config.preload};
+  for (const auto& [name, value] : env) options.env.push_back(absl::StrCat(name, "=", value));
+  ASSIGN_OR_RETURN(std::unique_ptr<WarmSource> warm, WarmSource::Create(std::move(options)));
+  return warm;
+}
+
 absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentChoice> containment,
                                 Supervisor supervisor, int* stop_signal) {
   const Config& config = plan.config;
@@ -220,9 +239,10 @@ absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentC
     RETURN_IF_ERROR(
         WatchSupervisor(parts.loop.get(), std::move(supervisor), config.termination_log));
   }
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<WorkerGroup> group,
-      WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout, *std::move(containment)));
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerSource> source, WorkerSourceFor(config));
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerGroup> group,
+                   WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
+                                       *std::move(containment), std::move(source)));
   // From here on a log line is queued, never written by the loop: a stuck console must
   // not keep signals, child exits and rendezvous events waiting (the watchdog has forked).
   LogThroughConsole(group->console());

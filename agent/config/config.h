@@ -88,7 +88,11 @@ struct Config {
   std::vector<std::string> command;  // training script (or module / program) and its args
   bool module = false;               // -m: python -u -m MODULE
   bool no_python = false;            // --no-python: exec the command directly
-  bool local_rank_arg = false;       // --local-rank-arg: append --local_rank=N (DeepSpeed)
+  // --warm-start: ranks forked from a template that imported `preload` once
+  // (launch/warm_source.h); off: each rank execs the interpreter.
+  bool warm_start = false;
+  std::vector<std::string> preload = {"torch"};
+  bool local_rank_arg = false;  // --local-rank-arg: append --local_rank=N (DeepSpeed)
   // `muster launch` without --use-env: append torch.distributed.launch's --local-rank=N,
   // spelled for the workers' torch (agent/workers/torch_names.h).
   bool legacy_local_rank_arg = false;

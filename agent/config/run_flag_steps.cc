@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -67,6 +68,21 @@ absl::Status ApplyBindCoreList(const FlagValue& v, Config* c) {
   if (!cpus.ok()) return FlagError(v.where, cpus.status().message());
   c->bind_core_list = *cpus;
   c->bind_cores_to_rank = true;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyPreload(const FlagValue& v, Config* c) {
+  std::vector<std::string> modules;
+  for (absl::string_view part : absl::StrSplit(v.text, ',', absl::SkipWhitespace())) {
+    std::string name(absl::StripAsciiWhitespace(part));
+    bool valid = !name.empty() && name.front() != '.' && name.back() != '.';
+    for (char ch : name) valid = valid && (absl::ascii_isalnum(ch) || ch == '_' || ch == '.');
+    if (!valid) {
+      return FlagError(v.where, absl::StrCat("'", name, "' is not a Python module name"));
+    }
+    modules.push_back(std::move(name));
+  }
+  c->preload = std::move(modules);
   return absl::OkStatus();
 }
 

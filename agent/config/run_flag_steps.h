@@ -70,6 +70,8 @@ absl::Status ApplyMasterPort(const FlagValue& value, Config* config);
 absl::Status CheckRdzvBackend(const FlagValue& value, Config* config);
 // --bind-core-list: a CPU list; implies --bind-cores-to-rank.
 absl::Status ApplyBindCoreList(const FlagValue& value, Config* config);
+// --preload MODULES: comma-separated dotted module names (empty: none).
+absl::Status ApplyPreload(const FlagValue& value, Config* config);
 // --max-restarts: >= 0.
 absl::Status ApplyMaxRestarts(const FlagValue& value, Config* config);
 // --restart-policy: Never, OnFailure, Always or ExitCode.

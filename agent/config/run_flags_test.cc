@@ -52,6 +52,24 @@ TEST(FlagsTest, PrecedenceFlagThenMusterThenPet) {
   EXPECT_EQ(c->nproc_per_node, 7);
 }
 
+TEST(FlagsTest, WarmStartIsOffByDefaultAndPreloadsTorch) {
+  auto c = Parse({"train.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->warm_start);
+  EXPECT_EQ(c->preload, (std::vector<std::string>{"torch"}));
+  c = Parse({"--warm-start", "--preload", "torch, transformers,my_pkg.models", "train.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->warm_start);
+  EXPECT_EQ(c->preload, (std::vector<std::string>{"torch", "transformers", "my_pkg.models"}));
+  c = Parse({"--warm-start", "train.py"}, {{"MUSTER_PRELOAD", ""}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->preload.empty());
+  ExpectError(Parse({"--preload", "torch;rm", "train.py"}), "--preload");
+  ExpectError(Parse({"--preload", ".torch", "train.py"}), "not a Python module name");
+  // The cluster may set MUSTER_WARM_START for every job: --no-python then keeps exec.
+  EXPECT_TRUE(Parse({"--no-python", "true"}, {{"MUSTER_WARM_START", "1"}}).ok());
+}
+
 TEST(FlagsTest, NprocKinds) {
   EXPECT_EQ(Parse({"--nproc-per-node", "cpu", "--no-python", "true"})->nproc_per_node, 6);
   EXPECT_EQ(Parse({"--nproc-per-node", "auto", "--no-python", "true"})->nproc_per_node, 6);

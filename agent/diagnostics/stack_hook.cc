@@ -66,7 +66,9 @@ def _muster_next_sitecustomize():
 
 
 _muster_stacks_file = _muster_stacks_hook()
-_muster_next_sitecustomize()
+# Run by a warm rank (launch/warm_template.py) the rest ran in its template already.
+if __name__ == "sitecustomize":
+    _muster_next_sitecustomize()
 )PY";
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "launch/warm_source.h"
 
 namespace muster {
 namespace {
@@ -47,17 +48,23 @@ nlohmann::json FramesJson(const std::vector<StackFrame>& frames) {
 
 std::vector<ThreadStack> ParseFaulthandler(std::string_view text) {
   std::vector<ThreadStack> threads;
+  bool below_template = false;  // of the last thread: its frames (outermost last) are done
   for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
     bool current = absl::StartsWith(line, "Current thread ");
     if (current || absl::StartsWith(line, "Thread ") || absl::StartsWith(line, "Stack (")) {
       ThreadStack& t = threads.emplace_back();
+      below_template = false;
       t.current = current;
       absl::string_view id = line.substr(current ? 15 : line[0] == 'T' ? 7 : 0);
       if (absl::StartsWith(id, "0x")) t.id = std::string(id.substr(0, id.find(' ')));
       continue;
     }
     StackFrame frame;
-    if (!threads.empty() && ParseFrame(line, &frame)) threads.back().frames.push_back(frame);
+    if (threads.empty() || !ParseFrame(line, &frame)) continue;
+    // A warm rank's frames below its script are the template's (and its loader's): an exec'd
+    // rank has none of them (launch/warm_source.h).
+    below_template = below_template || frame.file == kWarmTemplateFileName;
+    if (!below_template) threads.back().frames.push_back(frame);
   }
   return threads;
 }

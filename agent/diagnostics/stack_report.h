@@ -30,7 +30,8 @@ struct ThreadStack {
 };
 
 // faulthandler's dump (one or more, all_threads=True) -> its threads, in the order written.
-// Lines it does not know ("<no Python frame>", "...") are skipped.
+// Lines it does not know ("<no Python frame>", "...") are skipped, and so are a warm rank's
+// frames below its script (the template's, kWarmTemplateFileName, and outer ones).
 std::vector<ThreadStack> ParseFaulthandler(std::string_view text);
 
 // The thread running the script: the one whose outermost frame is <module>, else the

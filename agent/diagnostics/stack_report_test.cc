@@ -41,6 +41,24 @@ TEST(StackReportTest, ParsesThreadsAndPicksTheOneRunningTheScript) {
   EXPECT_EQ(MainThread({}), nullptr);
 }
 
+TEST(StackReportTest, AWarmRanksTemplateFramesAreNotItsOwn) {
+  // launch/warm_source.h: the template's frames and its loader's, below the script's.
+  std::vector<ThreadStack> threads = ParseFaulthandler(
+      "Current thread 0x1 (most recent call first):\n"
+      "  File \"/w/train.py\", line 57 in step\n"
+      "  File \"/w/train.py\", line 80 in <module>\n"
+      "  File \"<muster warm template>\", line 232 in _run_main\n"
+      "  File \"<muster warm template>\", line 267 in <module>\n"
+      "  File \"<string>\", line 1 in <module>\n"
+      "\n"
+      "Thread 0x2 (most recent call first):\n"
+      "  File \"/usr/lib/python3.11/threading.py\", line 320 in wait\n");
+  ASSERT_EQ(threads.size(), 2u);
+  EXPECT_EQ(OneLine(threads[0].frames), "step <- train.py:80 <module>");
+  EXPECT_EQ(MainThread(threads), &threads[0]);
+  EXPECT_EQ(threads[1].frames.size(), 1u);
+}
+
 TEST(StackReportTest, RankRanges) {
   EXPECT_EQ(RankRanges({8, 0, 1, 2, 3, 4, 5, 6, 10, 11, 13}), "0-6,8,10-11,13");
   EXPECT_EQ(RankRanges({7}), "7");

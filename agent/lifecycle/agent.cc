@@ -449,7 +449,8 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
       events_->Write("worker_started", {{"attempt", round.info.restart_count},
                                         {"local_rank", w.placement.local_rank},
                                         {"rank", w.placement.rank},
-                                        {"pid", w.pid}});
+                                        {"pid", w.pid},
+                                        {"start", WorkerStartName(w.start)}});
     }
   }
   rdzv_->ReportWorkersStarted(round_, started);

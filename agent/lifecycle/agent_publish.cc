@@ -105,6 +105,7 @@ void Agent::FillStatus(nlohmann::json& doc) const {
     nlohmann::json worker = {{"rank", w.placement.rank},
                              {"local_rank", w.placement.local_rank},
                              {"pid", w.pid},
+                             {"start", WorkerStartName(w.start)},
                              {"state", w.status ? "exited" : "running"}};
     if (w.status) worker["code"] = w.status->code();
     doc["workers"].push_back(worker);

@@ -1,0 +1,273 @@
+"""Issue 29, first slice: `muster run --warm-start` forks ranks from a template that imported
+torch once (docs/guides/warm-start.md, docs/design.md §4.5a). Real torch 1.13 workers; each
+warm result is held against the exec path's on the same job."""
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import (MUSTER, REPO, TORCH_PYTHON, muster_env, needs_torch, pid_alive, run_muster,
+                      wait_for)
+
+SCRIPTS = REPO / "tests" / "integration" / "scripts"
+PROBE = SCRIPTS / "warm_probe.py"
+ALLREDUCE = REPO / "examples" / "allreduce.py"
+FALLBACK = "warm start: exec'd a worker instead"
+# Values that differ between any two runs, warm or not: paths in each run's own directory,
+# the store's port, and the pid the stack hook records.
+PER_RUN = {"MASTER_PORT", "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+           "TORCH_FR_DUMP_TEMP_FILE",
+           "MUSTER_PREEMPTED", "PYTHONPATH", "MUSTER_STACKS_DIR", "MUSTER_STACKS_OWNER",
+           "PROBE_DIR"}
+
+
+def probe(tmp_path, name, args, warm, module=False, nproc=2, python=TORCH_PYTHON):
+    out = tmp_path / name
+    out.mkdir()
+    flags = ["--warm-start"] if warm else []
+    command = ["-m", "warm_probe"] if module else [PROBE]
+    r = run_muster([*flags, "--nproc-per-node", nproc, *command, *args], timeout=180,
+                   env=muster_env(PROBE_DIR=out, PYTHON_EXEC=python),
+                   cwd=SCRIPTS if module else None)
+    return r, [json.loads((out / f"{i}.json").read_text()) for i in range(nproc)]
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["script", "module"])
+def test_a_warm_rank_sees_what_an_execd_rank_sees(tmp_path, module, any_torch):
+    """torch 2.x's PYTHON_EXEC is a wrapper script that sets LD_LIBRARY_PATH: the warm rank
+    gets it as the exec'd one does."""
+    warm_run, warm = probe(tmp_path, "warm", ["--foo", "1"], warm=True, module=module,
+                           python=any_torch)
+    exec_run, execd = probe(tmp_path, "exec", ["--foo", "1"], warm=False, module=module,
+                            python=any_torch)
+    assert warm_run.returncode == 0 and exec_run.returncode == 0, warm_run.stderr[-3000:]
+    assert FALLBACK not in warm_run.stderr, warm_run.stderr[-3000:]
+    for rank in range(2):
+        a, b = warm[rank], execd[rank]
+        assert a["preloaded"] and not b["preloaded"]  # the warm one did not import torch
+        assert set(a["env"]) == set(b["env"]), sorted(set(a["env"]) ^ set(b["env"]))
+        differing = {k for k in a["env"] if a["env"][k] != b["env"][k]} - PER_RUN
+        assert not differing, {k: (a["env"][k], b["env"][k]) for k in differing}
+        assert a["env"]["MUSTER_STACKS_OWNER"] == str(a["pid"])  # the stack hook ran
+        for key in ("argv", "name", "file", "spec", "path0", "cwd", "unbuffered", "cpus", "fds"):
+            assert a[key] == b[key], (key, a[key], b[key])
+        # Its own session, as the exec path's spawn child makes; a child of the agent (not
+        # of the template), as the exec'd one is.
+        assert a["sid"] == a["pid"] == a["pgid"]
+        assert a["parent"] == b["parent"] == "muster"
+    # Seeded from the OS in each rank, as in exec'd ones, not copied from the template.
+    for key in ("random", "numpy_random"):
+        assert warm[0][key] != warm[1][key], key
+    for run in (warm_run, exec_run):
+        for rank in range(2):
+            assert f"[default{rank}]:probe rank {rank} says hello" in run.stdout
+            assert f"[default{rank}]:probe rank {rank} on stderr" in run.stdout + run.stderr
+
+
+@needs_torch
+@pytest.mark.parametrize("how", ["code7", "raise", "sigkill"])
+def test_exit_status_is_relayed_as_from_an_execd_rank(tmp_path, how):
+    warm_run, _ = probe(tmp_path, "warm", [f"exit:{how}"], warm=True, nproc=1)
+    exec_run, _ = probe(tmp_path, "exec", [f"exit:{how}"], warm=False, nproc=1)
+    assert warm_run.returncode == exec_run.returncode == {"code7": 7, "raise": 1,
+                                                          "sigkill": 137}[how]
+    assert FALLBACK not in warm_run.stderr
+
+    def report(run):
+        # muster's account of the failure and the rank's stderr tail (the traceback too),
+        # without timestamps, ports and pids
+        keep = [re.sub(r"^\[muster [^\]]*\] ", "", line) for line in run.stderr.splitlines()
+                if "job failed" in line or line.startswith("  ")]
+        return [re.sub(r"pid \d+", "pid N", line) for line in keep]
+
+    assert report(warm_run) == report(exec_run)
+    assert report(warm_run), warm_run.stderr[-2000:]
+
+
+def restart_seconds(warm, python):
+    """Kill of rank 1 in attempt 0 to the last first line of attempt 1, and the lines."""
+    flags = ["--warm-start"] if warm else []
+    r = run_muster([*flags, "--nproc-per-node", 2, "--max-restarts", 1,
+                    SCRIPTS / "warm_restart.py"], timeout=180,
+                   env=muster_env(PYTHON_EXEC=python))
+    assert r.returncode == 0, r.stderr[-3000:]
+    killed = float(re.search(r"killing at ([\d.]+)", r.stdout).group(1))
+    firsts = re.findall(r"first line: restart 1 rank \d at ([\d.]+) preloaded (\w+)", r.stdout)
+    assert len(firsts) == 2, r.stdout
+    return max(float(t) for t, _ in firsts) - killed, {p for _, p in firsts}, r
+
+
+def test_a_restart_after_a_sigkilled_rank_does_not_import_torch_again(any_torch):
+    warm, warm_preloaded, run = restart_seconds(True, any_torch)
+    execd, exec_preloaded, _ = restart_seconds(False, any_torch)
+    print(f"kill -> last rank's first line of the next attempt: warm {warm:.3f} s, "
+          f"exec {execd:.3f} s")
+    assert FALLBACK not in run.stderr, run.stderr[-2000:]
+    assert warm_preloaded == {"True"} and exec_preloaded == {"False"}
+    assert warm < execd, (warm, execd)
+
+
+def test_gloo_all_reduce_through_the_warm_path(tmp_path, any_torch):
+    """And the status file and the event log say how each rank was started."""
+    status, events = tmp_path / "status.json", tmp_path / "events.jsonl"
+    r = run_muster(["--warm-start", "--standalone", "--nproc-per-node", 2, "--status-file",
+                    status, "--event-log", events, ALLREDUCE], timeout=180,
+                   env=muster_env(PYTHON_EXEC=any_torch))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert FALLBACK not in r.stderr
+    assert [w["start"] for w in json.loads(status.read_text())["workers"]] == ["warm", "warm"]
+    started = [json.loads(line) for line in events.read_text().splitlines()
+               if '"worker_started"' in line]
+    assert len(started) == 2, events.read_text()
+    assert all(json.dumps(e).count('"start": "warm"') == 1 for e in started), started
+    for rank in range(2):
+        assert f"[default{rank}]:rank {rank}/2" in r.stdout and "all_reduce = 3 OK" in r.stdout
+
+
+@needs_torch
+def test_a_template_that_cannot_import_falls_back_to_exec_and_says_why_once(tmp_path):
+    r, ranks = probe(tmp_path, "warm", [], warm=True)
+    assert r.returncode == 0
+    out = tmp_path / "broken"
+    out.mkdir()
+    r = run_muster(["--warm-start", "--preload", "torch,no_such_module_muster", "--nproc-per-node",
+                    2, PROBE], timeout=180, env=muster_env(PROBE_DIR=out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stderr.count(FALLBACK) == 1, r.stderr[-3000:]
+    assert "No module named 'no_such_module_muster'" in r.stderr
+    for rank in range(2):
+        assert not json.loads((out / f"{rank}.json").read_text())["preloaded"]
+
+
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+@needs_torch
+@pytest.mark.parametrize("module", [False, True], ids=["script", "module"])
+def test_a_warm_rank_starts_processes_of_its_own(module):
+    """DataLoader workers (fork and spawn: spawn re-imports __main__ from its file or
+    module), a multiprocessing pool, a subprocess."""
+    command = ["-m", "warm_children"] if module else [SCRIPTS / "warm_children.py"]
+    r = run_muster(["--warm-start", "--nproc-per-node", 2, *command], timeout=180,
+                   cwd=SCRIPTS)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert FALLBACK not in r.stderr
+    for rank in range(2):
+        for line in ("dataloader fork: 28", "dataloader spawn: 28", "pool: 14",
+                     "subprocess: child python"):
+            assert f"[default{rank}]:{line}" in r.stdout, r.stdout
+
+
+@needs_torch
+@pytest.mark.parametrize("mode", ["auto", "session"])
+def test_sigkill_of_the_agent_leaves_no_rank_and_no_template_in_20_runs(tmp_path, mode):
+    """Even runs kill the agent while the template imports, odd ones once ranks run. auto:
+    the default containment (cgroup where the machine has one, as on CI), session: the
+    watchdog's (the template is the agent's child there, not the job's)."""
+    leaks = []
+    for run in range(20):
+        out = tmp_path / f"run{run}"
+        out.mkdir()
+        log = open(tmp_path / f"run{run}.log", "w+")
+        proc = subprocess.Popen([str(MUSTER), "run", "--warm-start", *([] if mode == "auto" else ["--containment", mode]),
+                                 "--nproc-per-node", "2", str(PROBE), "exit:sleep"], stdout=log, stderr=subprocess.STDOUT,
+                                env=muster_env(PROBE_DIR=out))
+        try:
+            template = int(wait_for(lambda: re.search(r"template pid (\d+)",
+                                                      open(log.name).read()), 30,
+                                    what="the template's pid").group(1))
+            agent = parent_of(template)  # under its supervisor in session mode
+            assert agent == proc.pid or parent_of(agent) == proc.pid
+            ranks = []
+            if run % 2:
+                wait_for(lambda: all((out / f"{i}.json").exists() for i in range(2)), 60,
+                         what="both ranks")
+                # The file is written before the rank's first line; read it whole.
+                ranks = wait_for(lambda: [json.loads((out / f"{i}.json").read_text() or "{}")
+                                          .get("pid") for i in range(2)], 10, what="pids")
+            os.kill(agent, signal.SIGKILL)
+            proc.wait(timeout=30)
+            try:
+                wait_for(lambda: not any(pid_alive(p) for p in [template, *ranks]), 10,
+                         what="the template and ranks to die")
+            except AssertionError:
+                leaks.append((run, [p for p in [template, *ranks] if pid_alive(p)]))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+    assert not leaks, leaks
+
+
+@needs_torch
+@pytest.mark.parametrize("module,why", [
+    ("warm_starts_a_thread", "the template runs 2 Python threads"),
+    ("warm_runs_openmp", "threads (an OpenMP or intra-op pool?)"),
+])
+def test_a_template_that_is_unsafe_to_fork_execs_the_ranks_and_says_why_once(tmp_path, module,
+                                                                             why):
+    out = tmp_path / "out"
+    out.mkdir()
+    env = muster_env(PROBE_DIR=out, PYTHONPATH=SCRIPTS / "preload")
+    r = run_muster(["--warm-start", "--preload", f"torch,{module}", "--nproc-per-node", 2,
+                    PROBE], timeout=180, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stderr.count(FALLBACK) == 1 and why in r.stderr, r.stderr[-3000:]
+    for rank in range(2):
+        assert not json.loads((out / f"{rank}.json").read_text())["preloaded"]
+
+
+@needs_torch
+def test_a_sigkilled_template_is_replaced_and_the_attempt_meanwhile_is_execd(tmp_path):
+    go = tmp_path / "go"
+    log = open(tmp_path / "muster.log", "w+")
+    proc = subprocess.Popen([str(MUSTER), "run", "--warm-start", "--nproc-per-node", "2",
+                             "--max-restarts", "2", str(SCRIPTS / "warm_template_dies.py")],
+                            stdout=log, stderr=subprocess.STDOUT, env=muster_env(GO_FILE=go))
+    try:
+        text = lambda: open(log.name).read()  # noqa: E731
+        wait_for(lambda: text().count("attempt 0 rank") == 2, 60, what="attempt 0's ranks")
+        template = int(re.search(r"template pid (\d+)", text()).group(1))
+        os.kill(template, signal.SIGKILL)
+        wait_for(lambda: not pid_alive(template), 10, what="the template to die")
+        go.touch()
+        wait_for(lambda: text().count("attempt 1 rank") == 2, 60, what="attempt 1's ranks")
+        wait_for(lambda: text().count("] ready: imported torch") == 2, 120,
+                 what="the new template's imports")
+        (tmp_path / "go.2").touch()
+        assert proc.wait(timeout=120) == 0, text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    out = open(log.name).read()
+    for attempt, preloaded in ((0, True), (1, False), (2, True)):
+        for rank in range(2):
+            assert f"attempt {attempt} rank {rank} preloaded {preloaded}" in out, out[-3000:]
+    assert f"template pid {template} retired" in out
+    assert len(set(re.findall(r"template pid (\d+) imports", out))) == 2
+    assert out.count(FALLBACK) == 1, out[-3000:]
+
+
+@needs_torch
+def test_hang_detection_names_a_warm_rank_by_its_own_frames(tmp_path):
+    """tests/integration/test_hang.py's one-node case from the warm path: the culprit's stack
+    (faulthandler through the stack hook) is the script's, without the template's frames."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = muster_env(MARKS=marks, MODE="sleep", STALL_RANK=1, SPIN_SECONDS=0)
+    r = run_muster(["--warm-start", "--nproc-per-node", "2", "--hang-timeout", "3s",
+                    "--hang-action", "fail", "--log-dir", tmp_path / "logs",
+                    SCRIPTS / "hang_worker.py"], env=env, timeout=90)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert FALLBACK not in r.stderr
+    assert re.search(r"hang: rank 1 is not in the collective the others wait in: "
+                     r"sleep_before_all_reduce <- hang_worker.py:\d+ main <- hang_worker.py:\d+ "
+                     r"<module>; ", r.stderr), r.stderr[-3000:]

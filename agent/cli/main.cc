@@ -77,11 +77,12 @@ int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRu
     spdlog::error("{}", std::string(numa.message()));
     return exit_code::kUsage;
   }
-  config->worker_env_base = std::move(env);
+  WorkerPlan workers{.env_base = std::move(env)};
   // Before any child of the agent's loop exists: the look at the workers' Python reaps its
   // own child (agent/workers/worker_torch.h).
-  config->worker_torch = FindWorkerTorch(*config, WorkerInterpreter(*config), kWorkerTorchTimeout);
-  return RunAgent(ResolveRunPlan(*std::move(config), std::move(probe_report)));
+  workers.torch =
+      FindWorkerTorch(workers.env_base, WorkerInterpreter(*config), kWorkerTorchTimeout);
+  return RunAgent(ResolveRunPlan(*std::move(config), std::move(workers), std::move(probe_report)));
 }
 
 // Whether this process was started by the name `torchrun` (argv[0]'s last path component):

@@ -89,21 +89,22 @@ absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config, const List
 // `muster stacks`: the collector reads the launcher's workers (the launcher outlives the
 // client, which holds the collector).
 // One collector answers both the rendezvous server and the node-local socket.
-std::shared_ptr<StackCollector> StackCollectorFor(const Config& config, AgentParts& parts) {
+std::shared_ptr<StackCollector> StackCollectorFor(const RunPlan& plan, AgentParts& parts) {
   if (!parts.stack_collector) {
-    auto path = config.worker_env_base.find("PATH");
+    const Config& config = plan.config;
+    auto path = plan.workers.env_base.find("PATH");
     parts.stack_collector = std::make_shared<StackCollector>(
         parts.launcher.get(),
         StackCollector::Options{
             .hook = !config.no_stack_hook,
-            .py_spy = FindPySpy(path != config.worker_env_base.end() ? path->second : "")});
+            .py_spy = FindPySpy(path != plan.workers.env_base.end() ? path->second : "")});
   }
   return parts.stack_collector;
 }
 
 // A job-wide `muster stacks` reaching this node through its rendezvous.
-void AnswerStacksRequests(const Config& config, AgentParts& parts, RunWiring& run) {
-  std::shared_ptr<StackCollector> collector = StackCollectorFor(config, parts);
+void AnswerStacksRequests(const RunPlan& plan, AgentParts& parts, RunWiring& run) {
+  std::shared_ptr<StackCollector> collector = StackCollectorFor(plan, parts);
   run.on_stacks_request = [collector](absl::Duration timeout,
                                       std::function<void(std::vector<rdzv::RankStack>)> reply) {
     collector->Collect(timeout, std::move(reply));
@@ -113,7 +114,7 @@ void AnswerStacksRequests(const Config& config, AgentParts& parts, RunWiring& ru
 // `muster stacks` without --rdzv-endpoint, in every mode (agent/diagnostics/local_stacks.h).
 // Without it (a name already taken) the job runs on: a warning says what is lost.
 void ServeLocalStacks(const RunPlan& plan, AgentParts& parts) {
-  std::shared_ptr<StackCollector> collector = StackCollectorFor(plan.config, parts);
+  std::shared_ptr<StackCollector> collector = StackCollectorFor(plan, parts);
   char host[256] = "";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;  // the answer names no host
   absl::StatusOr<std::unique_ptr<LocalStacksServer>> local =
@@ -237,7 +238,7 @@ absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentC
                 .metrics_server = metered.exposer.get(),
                 .store_connections = metered.store_connections(),
                 .store_limits = StoreLimits(config)};
-  AnswerStacksRequests(config, parts, run);
+  AnswerStacksRequests(plan, parts, run);
   RETURN_IF_ERROR(BackendFor(plan.rendezvous.backend).Wire(run, parts));
   ServeLocalStacks(plan, parts);
   if (config.health_port >= 0) {

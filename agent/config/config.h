@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/config/torch_version.h"
 #include "base/endpoint.h"
 #include "launch/containment.h"
 #include "launch/numa_binding.h"
@@ -99,9 +98,6 @@ struct Config {
   std::string save_pid;                         // --save-pid FILE: the agent's pid
   std::string hostfile;  // --hostfile FILE: DeepSpeed-style "host slots=N" per round
   std::string python_exec = "python3";
-  // The torch the workers import (agent/workers/worker_torch.h), found once before the first round;
-  // nullopt when unknown (no Python, no torch, a command that is not Python).
-  std::optional<TorchVersion> worker_torch;
 
   // Shape of the job.
   int min_nodes = 1, max_nodes = 1;
@@ -178,9 +174,6 @@ struct Config {
   int health_port = -1;         // grpc.health.v1; -1: none
   int metrics_port = -1;        // Prometheus /metrics; -1: none
   bool no_stack_hook = false;   // --no-stack-hook: workers get no sitecustomize (stack_hook.h)
-
-  // The environment workers inherit (the agent's own), before the torchrun set is added.
-  std::map<std::string, std::string> worker_env_base;
 
   // GPU probe (docs/design.md §4.9).
   ProbeMode probe = ProbeMode::kAuto;

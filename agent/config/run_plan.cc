@@ -31,8 +31,9 @@ RendezvousPlan PlanRendezvous(const Config& c) {
 
 }  // namespace
 
-RunPlan ResolveRunPlan(Config config, nlohmann::json probe_report) {
+RunPlan ResolveRunPlan(Config config, WorkerPlan workers, nlohmann::json probe_report) {
   RunPlan plan;
+  plan.workers = std::move(workers);
   plan.probe_report = std::move(probe_report);
   plan.run_id = config.standalone && config.run_id == "none" ? Uuid4() : config.run_id;
   plan.rendezvous = PlanRendezvous(config);

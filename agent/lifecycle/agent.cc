@@ -118,14 +118,16 @@ absl::Status Agent::Setup() {
   node_.probe = ProbeLine(plan_.probe_report);
   // Status text travels in proto3 strings (UTF-8 only): a path that is not is shown escaped.
   auto utf8 = [](const std::string& s) { return IsValidUtf8(s) ? s : EscapeForMessage(s); };
-  node_.command = utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_)));
+  node_.command =
+      utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_, plan_.workers)));
   node_.log_dir = utf8(run_dir_.stream_files || !config_.log_dir.empty() ? run_dir_.path : "");
   node_.containment = utf8(launcher_->containment());
   node_.address = AdvertisedAddress(config_);
   if (node_.address.empty()) node_.address = parts_.store_address;  // what the store binds
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
-  hang_ = HangWatch::ForConfig(config_, run_dir_.path, loop_, launcher_, rdzv_, events_.get());
+  hang_ = HangWatch::ForConfig(config_, plan_.workers, run_dir_.path, loop_, launcher_, rdzv_,
+                               events_.get());
   for (const std::unique_ptr<AgentComponent>& c : components_) RETURN_IF_ERROR(c->Start(*this));
   if (!config_.save_pid.empty()) {
     absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(KnownPid(), "\n"));
@@ -317,7 +319,7 @@ void Agent::OnStopRequested(const rdzv::Event& e) {
 
 void Agent::OnFinished(const rdzv::Outcome& o) {
   outcome_ = o;
-  WriteRootCauseErrorFile(config_, o);
+  WriteRootCauseErrorFile(plan_.workers.env_base, o);
   if (o.exit_code == 0) {
     ExitAfterStop({.summary = absl::StrCat("job succeeded: ", o.reason)});
   } else {
@@ -382,7 +384,8 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     cpus.numa_of = NumaNodeOfCpu();
   }
   NodeRound round = PlanNodeRound(config_, a, plan_.run_id, free_port);
-  std::vector<WorkerSpec> specs = BuildWorkerSpecs(config_, round, run_dir_.path, hostname_, cpus);
+  std::vector<WorkerSpec> specs =
+      BuildWorkerSpecs(config_, plan_.workers, round, run_dir_.path, hostname_, cpus);
   if (config_.debug) return StartDebugCommand(a, specs);
   StartWorkers(round, std::move(specs));
 }
@@ -427,7 +430,7 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
 }
 
 void Agent::StartDebugCommand(const rdzv::Assignment& a, const std::vector<WorkerSpec>& specs) {
-  absl::StatusOr<std::string> command = PrepareDebugRound(config_, a, specs);
+  absl::StatusOr<std::string> command = PrepareDebugRound(config_, plan_.workers, a, specs);
   if (!command.ok()) {
     ExitAfterStop({.code = exit_code::kUsage,
                    .summary = std::string(command.status().message()),
@@ -435,8 +438,8 @@ void Agent::StartDebugCommand(const rdzv::Assignment& a, const std::vector<Worke
     return;
   }
   std::vector<std::string> env;
-  env.reserve(config_.worker_env_base.size());
-  for (const auto& [k, v] : config_.worker_env_base) env.push_back(absl::StrCat(k, "=", v));
+  env.reserve(plan_.workers.env_base.size());
+  for (const auto& [k, v] : plan_.workers.env_base) env.push_back(absl::StrCat(k, "=", v));
   phase_ = Phase::kDebug;
   absl::Status st = launcher_->StartCommand({"/bin/sh", "-c", *command}, std::move(env));
   if (!st.ok()) {

@@ -127,7 +127,7 @@ class AgentTest : public ::testing::Test {
     config_.restartable_exit_codes = DefaultRestartableExitCodes();
     config_.signals_to_handle = {SIGTERM, SIGINT};
     config_.shutdown_timeout = absl::Seconds(5);
-    config_.worker_env_base = {{"PATH", "/usr/bin:/bin"}};
+    workers_.env_base = {{"PATH", "/usr/bin:/bin"}};
   }
   void TearDown() override { alarm(0); }
 
@@ -147,7 +147,7 @@ class AgentTest : public ::testing::Test {
       return c10d::StoreServer::Start(
           {.bind_address = "127.0.0.1", .port = static_cast<uint16_t>(port)});
     };
-    agent_ = std::make_unique<Agent>(ResolveRunPlan(config_), std::move(parts));
+    agent_ = std::make_unique<Agent>(ResolveRunPlan(config_, workers_), std::move(parts));
     // The features that need no real process (the preemption notice writes into each
     // worker's directory and signals its pid: tests/integration/test_preempt.py).
     agent_->Add(std::make_unique<TraceCollection>(nullptr));
@@ -157,6 +157,7 @@ class AgentTest : public ::testing::Test {
   }
 
   Config config_;
+  WorkerPlan workers_;  // what the resolve step would find
   std::function<void()> on_start_;
   std::vector<std::unique_ptr<AgentComponent>> components_;  // added after the real ones
   std::unique_ptr<Agent> agent_;

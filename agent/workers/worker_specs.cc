@@ -68,9 +68,9 @@ NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& a, const s
   return round;
 }
 
-std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& round,
-                                         const std::string& run_dir, const std::string& hostname,
-                                         const CpuLayout& cpus) {
+std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const WorkerPlan& workers,
+                                         const NodeRound& round, const std::string& run_dir,
+                                         const std::string& hostname, const CpuLayout& cpus) {
   const int n = config.nproc_per_node;
   const std::string attempt_dir = absl::StrCat(run_dir, "/attempt_", round.info.restart_count);
   std::vector<WorkerSpec> specs(n);
@@ -93,11 +93,11 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
 
     RoundInfo info = round.info;
     info.error_file = spec.error_file;
-    spec.spawn.argv = BuildWorkerArgv(config, config.virtual_local_rank ? 0 : local);
-    spec.spawn.env = BuildWorkerEnv(config.worker_env_base, config, spec.placement, info);
+    spec.spawn.argv = BuildWorkerArgv(config, workers, config.virtual_local_rank ? 0 : local);
+    spec.spawn.env = BuildWorkerEnv(config, workers, spec.placement, info);
     if (!config.no_stack_hook) AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
     AddPreemptEnv(spec.dir, &spec.spawn.env);
-    AddFlightRecorderEnv(attempt_dir, config.worker_torch, &spec.spawn.env);
+    AddFlightRecorderEnv(attempt_dir, workers.torch, &spec.spawn.env);
     if (!config.numa_placements.empty()) {  // --numa-binding (agent/workers/numa_setup.h)
       const NumaPlacement& near_gpu = config.numa_placements[local];
       spec.spawn.cpus = near_gpu.cpus;
@@ -105,7 +105,7 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
     }
     if (config.bind_cores_to_rank) {
       spec.spawn.cpus = CpuShare(cpus.available, cpus.numa_of, local, n);
-      if (!spec.spawn.cpus.empty() && !config.worker_env_base.count("OMP_NUM_THREADS")) {
+      if (!spec.spawn.cpus.empty() && !workers.env_base.count("OMP_NUM_THREADS")) {
         // As DeepSpeed's launcher does when it binds cores: one OpenMP thread per CPU of
         // the rank's share, instead of torchrun's 1 (which would leave a bound share idle).
         std::erase_if(spec.spawn.env,

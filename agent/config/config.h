@@ -102,7 +102,9 @@ struct Config {
   // Shape of the job.
   int min_nodes = 1, max_nodes = 1;
   std::string nproc_spec = "1";  // as given: N, cpu, gpu or auto
-  int nproc_per_node = 1;        // resolved
+  // As parsed: N, or the host's count for cpu/gpu/auto (0: gpu with no GPU seen yet). The
+  // count the workers run with is WorkerPlan::nproc (the probe may count GPUs for gpu/auto).
+  int nproc_per_node = 1;
   std::string role = "default";
   bool standalone = false;
   std::string run_id = "none";  // --rdzv-id as given; the run's own is RunPlan::run_id
@@ -179,10 +181,6 @@ struct Config {
   ProbeMode probe = ProbeMode::kAuto;
   StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;
   absl::Duration probe_timeout = absl::Seconds(30);
-  // --numa-binding resolved after the probe (agent/workers/numa_setup.h): local rank N's CPUs and
-  // node; empty without the flag. numa_memory: whether workers may be given a memory policy.
-  std::vector<NumaPlacement> numa_placements;
-  bool numa_memory = false;
 
   // Debug mode (docs/design.md §4.7): rendezvous, write per-rank env files and a hostfile, then run
   // debug_command instead of the workers; `muster exec --rank N` starts a rank by hand.

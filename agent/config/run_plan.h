@@ -15,6 +15,7 @@
 #include "agent/config/config.h"
 #include "agent/config/torch_version.h"
 #include "base/endpoint.h"
+#include "launch/numa_binding.h"
 #include "nlohmann/json.hpp"
 #include "rendezvous/backend.h"
 
@@ -45,6 +46,13 @@ struct RendezvousPlan {
 // (agent/cli/main.cc) before the first round; the worker specs read it beside the Config
 // (agent/workers/worker_specs.h).
 struct WorkerPlan {
+  // How many workers this node runs: the flags' count (Config::nproc_per_node), or for
+  // `--nproc-per-node gpu`/`auto` the GPUs the probe found (agent/diagnostics/gpu_probe.h).
+  int nproc = 1;
+  // --numa-binding (agent/workers/numa_setup.h): local rank N's CPUs and node, one per local
+  // rank; empty without the flag. numa_memory: whether workers may be given a memory policy.
+  std::vector<NumaPlacement> numa_placements;
+  bool numa_memory = false;
   // The torch the workers import (agent/workers/worker_torch.h); nullopt when unknown (no
   // Python, no torch, a command that is not Python).
   std::optional<TorchVersion> torch;
@@ -53,8 +61,7 @@ struct WorkerPlan {
 };
 
 struct RunPlan {
-  // The flags as parsed and checked (nproc from the probe still filled in by the resolve
-  // step, and NUMA placements: docs/design.md §6).
+  // The flags as parsed and checked; nothing after the parse writes it.
   Config config;
   // The job's id: --rdzv-id, or a fresh UUID for --standalone without one (torchrun's rule).
   std::string run_id;

@@ -109,7 +109,7 @@ absl::Status Agent::Setup() {
                            .on_stopped = [this] { OnWorkersStopped(); }});
   node_.node_id = absl::StrCat(hostname_, ":", getpid(), ":", RandomHex(4));
   node_.host = hostname_;
-  node_.local_world_size = config_.nproc_per_node;
+  node_.local_world_size = plan_.workers.nproc;
   node_.rank_hint = config_.node_rank;
   // The store that shares the rendezvous port is this agent's: group rank 0's store
   // serves the round, so this agent takes that place unless a node rank was given.
@@ -402,7 +402,7 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
     return;
   }
   std::vector<WorkerView> workers = launcher_->Workers();
-  const int n = config_.nproc_per_node;
+  const int n = plan_.workers.nproc;
   // A worker that could not be started has no pid; its failure follows through OnWorkerExit.
   const size_t count =
       std::count_if(workers.begin(), workers.end(), [](const WorkerView& w) { return w.pid > 0; });

@@ -121,7 +121,7 @@ class AgentTest : public ::testing::Test {
   void SetUp() override {
     // A hung agent must fail the test, not the CI run's time limit.
     alarm(60);
-    config_.nproc_per_node = 2;
+    workers_.nproc = 2;
     config_.command = {"train.py"};
     config_.run_id = "agent-test";
     config_.restartable_exit_codes = DefaultRestartableExitCodes();

@@ -173,8 +173,7 @@ absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const Worker
   spdlog::info(
       "debug mode: ranks {}..{} prepared in {} (source rank-N.env, or `muster exec --rank N "
       "--debug-dir {} [-- CMD]`); running: {}",
-      a.rank_base, a.rank_base + config.nproc_per_node - 1, config.debug_dir, config.debug_dir,
-      command);
+      a.rank_base, a.rank_base + workers.nproc - 1, config.debug_dir, config.debug_dir, command);
   return command;
 }
 

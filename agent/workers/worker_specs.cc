@@ -71,7 +71,7 @@ NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& a, const s
 std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const WorkerPlan& workers,
                                          const NodeRound& round, const std::string& run_dir,
                                          const std::string& hostname, const CpuLayout& cpus) {
-  const int n = config.nproc_per_node;
+  const int n = workers.nproc;
   const std::string attempt_dir = absl::StrCat(run_dir, "/attempt_", round.info.restart_count);
   std::vector<WorkerSpec> specs(n);
   for (int local = 0; local < n; ++local) {
@@ -98,10 +98,10 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const WorkerPlan&
     if (!config.no_stack_hook) AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
     AddPreemptEnv(spec.dir, &spec.spawn.env);
     AddFlightRecorderEnv(attempt_dir, workers.torch, &spec.spawn.env);
-    if (!config.numa_placements.empty()) {  // --numa-binding (agent/workers/numa_setup.h)
-      const NumaPlacement& near_gpu = config.numa_placements[local];
+    if (!workers.numa_placements.empty()) {  // --numa-binding (agent/workers/numa_setup.h)
+      const NumaPlacement& near_gpu = workers.numa_placements[local];
       spec.spawn.cpus = near_gpu.cpus;
-      if (config.numa_memory) spec.spawn.preferred_memory_node = near_gpu.node;
+      if (workers.numa_memory) spec.spawn.preferred_memory_node = near_gpu.node;
     }
     if (config.bind_cores_to_rank) {
       spec.spawn.cpus = CpuShare(cpus.available, cpus.numa_of, local, n);

@@ -25,13 +25,13 @@ rdzv::Assignment TwoNodeRound() {
 
 Config TwoWorkers() {
   Config c;
-  c.nproc_per_node = 2;
+  c.nproc_per_node = 2;  // as parsed; TwoWorkersPlan says what runs
   c.command = {"train.py", "--lr", "0.1"};
   return c;
 }
 
 // What the resolve step finds for TwoWorkers (agent/config/run_plan.h).
-WorkerPlan TwoWorkersPlan() { return WorkerPlan{.env_base = {{"HOME", "/root"}}}; }
+WorkerPlan TwoWorkersPlan() { return WorkerPlan{.nproc = 2, .env_base = {{"HOME", "/root"}}}; }
 
 // The specs of TwoNodeRound under run directory /r on host h.
 std::vector<WorkerSpec> Specs(const Config& c, const WorkerPlan& w, const CpuLayout& cpus = {}) {
@@ -137,17 +137,17 @@ TEST(WorkerSpecsTest, BoundCoresGiveEachRankItsShareAndOmpThreads) {
 TEST(WorkerSpecsTest, NumaPlacementsReachEachRanksSpawn) {
   Config c = TwoWorkers();
   c.numa_binding = NumaBindingMode::kExclusive;
-  c.numa_placements = {{.node = 1, .cpus = {8, 9}}, {.node = 1, .cpus = {10, 11}}};
-  c.numa_memory = true;
-  const WorkerPlan w = TwoWorkersPlan();
+  WorkerPlan w = TwoWorkersPlan();
+  w.numa_placements = {{.node = 1, .cpus = {8, 9}}, {.node = 1, .cpus = {10, 11}}};
+  w.numa_memory = true;
   std::vector<WorkerSpec> specs = Specs(c, w);
   EXPECT_EQ(specs[0].spawn.cpus, (std::vector<int>{8, 9}));
   EXPECT_EQ(specs[1].spawn.cpus, (std::vector<int>{10, 11}));
   EXPECT_EQ(specs[1].spawn.preferred_memory_node, 1);
   Config unbound = TwoWorkers();
   EXPECT_EQ(AsMap(specs[1].spawn.env)["OMP_NUM_THREADS"],
-            AsMap(Specs(unbound, w)[1].spawn.env)["OMP_NUM_THREADS"]);
-  c.numa_memory = false;
+            AsMap(Specs(unbound, TwoWorkersPlan())[1].spawn.env)["OMP_NUM_THREADS"]);
+  w.numa_memory = false;
   specs = Specs(c, w);
   EXPECT_EQ(specs[0].spawn.cpus, (std::vector<int>{8, 9}));
   EXPECT_EQ(specs[0].spawn.preferred_memory_node, -1);

@@ -1,8 +1,8 @@
-// Config: everything `muster run` resolved from flags, MUSTER_* / PET_*
-// variables and defaults (docs/design.md §1 precedence). Plain data; built once by
-// ParseRunFlags (agent/config/run_flags.h), checked against the host by CheckRunConfig,
-// completed by main's resolve step and then frozen into a RunPlan (agent/config/run_plan.h),
-// which nothing changes (docs/design.md "From flags to a plan").
+// Config: what `muster run` read from flags, MUSTER_* / PET_* variables and defaults
+// (docs/design.md §1 precedence). Plain data; built once by ParseRunFlags
+// (agent/config/run_flags.h), checked against the host by CheckRunConfig, then frozen into a
+// RunPlan (agent/config/run_plan.h) beside what the resolve step found (the WorkerPlan);
+// nothing changes it afterwards (docs/design.md "From flags to a plan").
 #ifndef MUSTER_AGENT_CONFIG_H_
 #define MUSTER_AGENT_CONFIG_H_
 

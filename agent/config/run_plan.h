@@ -2,8 +2,9 @@
 // changed afterwards (docs/design.md "From flags to a plan"). The flags become a Config
 // (ParseRunFlags, then CheckRunConfig against the filesystem); main's one resolve step finds
 // what only the host can say (the GPU probe, NUMA placement, the workers' torch, the
-// environment) as a WorkerPlan, and ResolveRunPlan freezes both with the run id and the
-// rendezvous plan. The wiring, the Agent and its components read the plan by const reference.
+// environment) as a WorkerPlan, and ResolveRunPlan freezes both with the run id, the
+// rendezvous plan and the output plan. The wiring, the Agent and its components read the plan
+// by const reference.
 #ifndef MUSTER_AGENT_CONFIG_RUN_PLAN_H_
 #define MUSTER_AGENT_CONFIG_RUN_PLAN_H_
 
@@ -60,6 +61,24 @@ struct WorkerPlan {
   std::map<std::string, std::string> env_base;
 };
 
+// Where one stream of a worker goes.
+struct StreamRoute {
+  bool to_file = false;  // <worker dir>/stdout.log or stderr.log
+  bool to_console = true;
+};
+
+// Where the workers' output goes (-r, -t, --local-ranks-filter, --log-dir), decided once for
+// each local rank.
+struct OutputPlan {
+  struct Rank {
+    StreamRoute out, err;
+  };
+  std::vector<Rank> ranks;  // one per local rank (WorkerPlan::nproc)
+  // -r/-t send some worker's stream to a file (`-r 0` sends none): the run directory then
+  // goes to disk rather than tmpfs and is kept after a failed job (agent/lifecycle/run_dir.h).
+  bool stream_files = false;
+};
+
 struct RunPlan {
   // The flags as parsed and checked; nothing after the parse writes it.
   Config config;
@@ -67,14 +86,15 @@ struct RunPlan {
   std::string run_id;
   RendezvousPlan rendezvous;
   WorkerPlan workers;
+  OutputPlan output;
   // The GPU probe's report at start (agent/diagnostics/gpu_probe.h), for the status file
   // and the job status; null when the probe did not run.
   nlohmann::json probe_report;
 };
 
-// The last part of the resolve step: the run id and the rendezvous plan, from `config`
-// (which must be complete: nothing changes it afterwards), with the workers' plan and the
-// probe's report. Looks at this host's names and addresses at most once (IsThisHost).
+// The last part of the resolve step: the run id, the rendezvous plan and the output plan,
+// from `config` (which must be complete: nothing changes it afterwards), with the workers'
+// plan and the probe's report. Looks at this host's names and addresses at most once (IsThisHost).
 RunPlan ResolveRunPlan(Config config, WorkerPlan workers = {},
                        nlohmann::json probe_report = nullptr);
 

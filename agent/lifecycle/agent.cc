@@ -137,7 +137,7 @@ absl::Status Agent::Setup() {
 }
 
 absl::Status Agent::PrepareRunDir() {
-  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(config_, plan_.run_id));
+  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(plan_));
   return absl::OkStatus();
 }
 
@@ -384,8 +384,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     cpus.numa_of = NumaNodeOfCpu();
   }
   NodeRound round = PlanNodeRound(config_, a, plan_.run_id, free_port);
-  std::vector<WorkerSpec> specs =
-      BuildWorkerSpecs(config_, plan_.workers, round, run_dir_.path, hostname_, cpus);
+  std::vector<WorkerSpec> specs = BuildWorkerSpecs(plan_, round, run_dir_.path, hostname_, cpus);
   if (config_.debug) return StartDebugCommand(a, specs);
   StartWorkers(round, std::move(specs));
 }

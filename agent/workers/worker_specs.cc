@@ -10,17 +10,14 @@
 namespace muster {
 namespace {
 
-// -r / -t / --local-ranks-filter / --log-dir for one local rank: which streams go to the
-// console and which to files in the worker's directory.
-void ChooseStreams(const Config& config, int local_rank, WorkerSpec& spec) {
-  int redirect = config.redirects.For(local_rank), tee = config.tee.For(local_rank);
-  bool filtered =
-      !config.local_ranks_filter.empty() && !config.local_ranks_filter.count(local_rank);
+// The output plan's routes for one local rank: which streams go to the console and which
+// to files in the worker's directory.
+void RouteStreams(const OutputPlan::Rank& routes, WorkerSpec& spec) {
   for (int bit : {1, 2}) {
     StreamOptions& s = bit == 1 ? spec.out : spec.err;
-    bool file = !config.log_dir.empty() || ((redirect | tee) & bit);
-    if (file) s.file = absl::StrCat(spec.dir, bit == 1 ? "/stdout.log" : "/stderr.log");
-    s.to_console = !filtered && (!(redirect & bit) || (tee & bit));
+    const StreamRoute& route = bit == 1 ? routes.out : routes.err;
+    if (route.to_file) s.file = absl::StrCat(spec.dir, bit == 1 ? "/stdout.log" : "/stderr.log");
+    s.to_console = route.to_console;
   }
 }
 
@@ -68,9 +65,11 @@ NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& a, const s
   return round;
 }
 
-std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const WorkerPlan& workers,
-                                         const NodeRound& round, const std::string& run_dir,
-                                         const std::string& hostname, const CpuLayout& cpus) {
+std::vector<WorkerSpec> BuildWorkerSpecs(const RunPlan& plan, const NodeRound& round,
+                                         const std::string& run_dir, const std::string& hostname,
+                                         const CpuLayout& cpus) {
+  const Config& config = plan.config;
+  const WorkerPlan& workers = plan.workers;
   const int n = workers.nproc;
   const std::string attempt_dir = absl::StrCat(run_dir, "/attempt_", round.info.restart_count);
   std::vector<WorkerSpec> specs(n);
@@ -89,7 +88,7 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const WorkerPlan&
     spec.error_file = spec.dir + "/error.json";
     spec.output_prefix =
         ExpandPrefix(config.log_line_prefix_template, config.role, spec.placement, hostname);
-    ChooseStreams(config, local, spec);
+    RouteStreams(plan.output.ranks[local], spec);
 
     RoundInfo info = round.info;
     info.error_file = spec.error_file;

@@ -58,9 +58,9 @@ NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& assignment
 
 // One spec per local rank, in local-rank order. Directories and files are named under
 // `run_dir` (attempt_<restart count>/<local rank>/), nothing is created.
-std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const WorkerPlan& workers,
-                                         const NodeRound& round, const std::string& run_dir,
-                                         const std::string& hostname, const CpuLayout& cpus);
+std::vector<WorkerSpec> BuildWorkerSpecs(const RunPlan& plan, const NodeRound& round,
+                                         const std::string& run_dir, const std::string& hostname,
+                                         const CpuLayout& cpus);
 
 }  // namespace muster
 

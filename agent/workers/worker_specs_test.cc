@@ -33,16 +33,18 @@ Config TwoWorkers() {
 // What the resolve step finds for TwoWorkers (agent/config/run_plan.h).
 WorkerPlan TwoWorkersPlan() { return WorkerPlan{.nproc = 2, .env_base = {{"HOME", "/root"}}}; }
 
-// The specs of TwoNodeRound under run directory /r on host h.
+// The specs of TwoNodeRound under run directory /r on host h, from the plan the resolve step
+// makes of `c` and `w`.
 std::vector<WorkerSpec> Specs(const Config& c, const WorkerPlan& w, const CpuLayout& cpus = {}) {
-  return BuildWorkerSpecs(c, w, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", cpus);
+  return BuildWorkerSpecs(ResolveRunPlan(c, w), PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r",
+                          "h", cpus);
 }
 
 TEST(WorkerSpecsTest, PlacementEnvAndFilesPerLocalRank) {
   Config c = TwoWorkers();
   NodeRound round = PlanNodeRound(c, TwoNodeRound(), "job7", 0);
   std::vector<WorkerSpec> specs =
-      BuildWorkerSpecs(c, TwoWorkersPlan(), round, "/run/job7_x", "node-1", {});
+      BuildWorkerSpecs(ResolveRunPlan(c, TwoWorkersPlan()), round, "/run/job7_x", "node-1", {});
   ASSERT_EQ(specs.size(), 2u);
   const WorkerSpec& s = specs[1];
   EXPECT_EQ(s.placement.local_rank, 1);

@@ -158,7 +158,8 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
   }
   line("env sources detected",
        detected.empty() ? std::string("none") : absl::StrJoin(detected, " "));
-  line("command", ShellJoin(BuildWorkerArgv(c)));
+  // The workers' torch is not looked at: the spellings of every version.
+  line("command", ShellJoin(BuildWorkerArgv(c, WorkerPlan{})));
   line("worker start", WorkerStartDescription(c));
   return out;
 }

@@ -71,17 +71,19 @@ int RunCommand(const std::vector<std::string>& args, RunForm form = RunForm::kRu
   InitLogging(config->log_level);
   // The resolve step (agent/config/run_plan.h): what only this host can say, then the plan,
   // which nothing changes afterwards.
+  WorkerPlan workers{.nproc = config->nproc_per_node};
   nlohmann::json probe_report;
-  if (int stop = ApplyProbe(env, &*config, &probe_report); stop != 0) return stop;
-  if (absl::Status numa = ResolveNumaBinding(env, probe_report, &*config); !numa.ok()) {
+  if (int stop = ApplyProbe(env, *config, &workers.nproc, &probe_report); stop != 0) return stop;
+  if (absl::Status numa = ResolveNumaBinding(env, probe_report, *config, &workers); !numa.ok()) {
     spdlog::error("{}", std::string(numa.message()));
     return exit_code::kUsage;
   }
-  config->worker_env_base = std::move(env);
+  workers.env_base = std::move(env);
   // Before any child of the agent's loop exists: the look at the workers' Python reaps its
   // own child (agent/workers/worker_torch.h).
-  config->worker_torch = FindWorkerTorch(*config, WorkerInterpreter(*config), kWorkerTorchTimeout);
-  return RunAgent(ResolveRunPlan(*std::move(config), std::move(probe_report)));
+  workers.torch =
+      FindWorkerTorch(workers.env_base, WorkerInterpreter(*config), kWorkerTorchTimeout);
+  return RunAgent(ResolveRunPlan(*std::move(config), std::move(workers), std::move(probe_report)));
 }
 
 // Whether this process was started by the name `torchrun` (argv[0]'s last path component):

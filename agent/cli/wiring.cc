@@ -92,21 +92,22 @@ absl::StatusOr<AgentMetricsWiring> StartMetrics(const Config& config, const List
 // `muster stacks`: the collector reads the launcher's workers (the launcher outlives the
 // client, which holds the collector).
 // One collector answers both the rendezvous server and the node-local socket.
-std::shared_ptr<StackCollector> StackCollectorFor(const Config& config, AgentParts& parts) {
+std::shared_ptr<StackCollector> StackCollectorFor(const RunPlan& plan, AgentParts& parts) {
   if (!parts.stack_collector) {
-    auto path = config.worker_env_base.find("PATH");
+    const Config& config = plan.config;
+    auto path = plan.workers.env_base.find("PATH");
     parts.stack_collector = std::make_shared<StackCollector>(
         parts.launcher.get(),
         StackCollector::Options{
             .hook = !config.no_stack_hook,
-            .py_spy = FindPySpy(path != config.worker_env_base.end() ? path->second : "")});
+            .py_spy = FindPySpy(path != plan.workers.env_base.end() ? path->second : "")});
   }
   return parts.stack_collector;
 }
 
 // A job-wide `muster stacks` reaching this node through its rendezvous.
-void AnswerStacksRequests(const Config& config, AgentParts& parts, RunWiring& run) {
-  std::shared_ptr<StackCollector> collector = StackCollectorFor(config, parts);
+void AnswerStacksRequests(const RunPlan& plan, AgentParts& parts, RunWiring& run) {
+  std::shared_ptr<StackCollector> collector = StackCollectorFor(plan, parts);
   run.on_stacks_request = [collector](absl::Duration timeout,
                                       std::function<void(std::vector<rdzv::RankStack>)> reply) {
     collector->Collect(timeout, std::move(reply));
@@ -116,7 +117,7 @@ void AnswerStacksRequests(const Config& config, AgentParts& parts, RunWiring& ru
 // `muster stacks` without --rdzv-endpoint, in every mode (agent/diagnostics/local_stacks.h).
 // Without it (a name already taken) the job runs on: a warning says what is lost.
 void ServeLocalStacks(const RunPlan& plan, AgentParts& parts) {
-  std::shared_ptr<StackCollector> collector = StackCollectorFor(plan.config, parts);
+  std::shared_ptr<StackCollector> collector = StackCollectorFor(plan, parts);
   char host[256] = "";
   if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;  // the answer names no host
   absl::StatusOr<std::unique_ptr<LocalStacksServer>> local =
@@ -211,13 +212,14 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
 // starts importing now, while the rendezvous forms (docs/design.md §4.5a). The template's
 // environment is what every worker's starts from, with the variables the worker environment
 // adds for all ranks alike and a module may read at import (agent/workers/worker_env.cc).
-absl::StatusOr<std::unique_ptr<WorkerSource>> WorkerSourceFor(const Config& config) {
+absl::StatusOr<std::unique_ptr<WorkerSource>> WorkerSourceFor(const RunPlan& plan) {
+  const Config& config = plan.config;
   if (config.warm_start && config.no_python) {
     spdlog::info("warm start: --no-python workers are exec'd");
   }
   if (!config.warm_start || config.no_python) return std::make_unique<ExecSource>();
-  std::map<std::string, std::string> env = config.worker_env_base;
-  if (!env.count("OMP_NUM_THREADS") && config.nproc_per_node > 1) env["OMP_NUM_THREADS"] = "1";
+  std::map<std::string, std::string> env = plan.workers.env_base;
+  if (!env.count("OMP_NUM_THREADS") && plan.workers.nproc > 1) env["OMP_NUM_THREADS"] = "1";
   if (!env.count("PYTHONUNBUFFERED")) env["PYTHONUNBUFFERED"] = "1";
   WarmSource::Options options{.python_exec = config.python_exec, .preload = config.preload};
   for (const auto& [name, value] : env) options.env.push_back(absl::StrCat(name, "=", value));
@@ -239,7 +241,7 @@ absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentC
     RETURN_IF_ERROR(
         WatchSupervisor(parts.loop.get(), std::move(supervisor), config.termination_log));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkerSource> source, WorkerSourceFor(config));
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerSource> source, WorkerSourceFor(plan));
   ASSIGN_OR_RETURN(std::unique_ptr<WorkerGroup> group,
                    WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
                                        *std::move(containment), std::move(source)));
@@ -259,7 +261,7 @@ absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentC
                 .metrics_server = metered.exposer.get(),
                 .store_connections = metered.store_connections(),
                 .store_limits = StoreLimits(config)};
-  AnswerStacksRequests(config, parts, run);
+  AnswerStacksRequests(plan, parts, run);
   RETURN_IF_ERROR(BackendFor(plan.rendezvous.backend).Wire(run, parts));
   ServeLocalStacks(plan, parts);
   if (config.health_port >= 0) {
@@ -294,7 +296,7 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
     return code;
   }
   HostedRendezvous* hosted = parts->hosted_rendezvous.get();  // the agent keeps it
-  auto health_gate = std::make_unique<HealthGate>(plan.probe_report);
+  auto health_gate = std::make_unique<HealthGate>(plan.probe_report, plan.workers.env_base);
   Agent agent(std::move(plan), *std::move(parts));
   // The features that observe the agent's events (agent/lifecycle/agent_component.h).
   agent.Add(std::make_unique<Preemption>());

@@ -1,8 +1,8 @@
-// Config: everything `muster run` resolved from flags, MUSTER_* / PET_*
-// variables and defaults (docs/design.md §1 precedence). Plain data; built once by
-// ParseRunFlags (agent/config/run_flags.h), checked against the host by CheckRunConfig,
-// completed by main's resolve step and then frozen into a RunPlan (agent/config/run_plan.h),
-// which nothing changes (docs/design.md "From flags to a plan").
+// Config: what `muster run` read from flags, MUSTER_* / PET_* variables and defaults
+// (docs/design.md §1 precedence). Plain data; built once by ParseRunFlags
+// (agent/config/run_flags.h), checked against the host by CheckRunConfig, then frozen into a
+// RunPlan (agent/config/run_plan.h) beside what the resolve step found (the WorkerPlan);
+// nothing changes it afterwards (docs/design.md "From flags to a plan").
 #ifndef MUSTER_AGENT_CONFIG_H_
 #define MUSTER_AGENT_CONFIG_H_
 
@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/config/torch_version.h"
 #include "base/endpoint.h"
 #include "launch/containment.h"
 #include "launch/numa_binding.h"
@@ -103,14 +102,13 @@ struct Config {
   std::string save_pid;                         // --save-pid FILE: the agent's pid
   std::string hostfile;  // --hostfile FILE: DeepSpeed-style "host slots=N" per round
   std::string python_exec = "python3";
-  // The torch the workers import (agent/workers/worker_torch.h), found once before the first round;
-  // nullopt when unknown (no Python, no torch, a command that is not Python).
-  std::optional<TorchVersion> worker_torch;
 
   // Shape of the job.
   int min_nodes = 1, max_nodes = 1;
   std::string nproc_spec = "1";  // as given: N, cpu, gpu or auto
-  int nproc_per_node = 1;        // resolved
+  // As parsed: N, or the host's count for cpu/gpu/auto (0: gpu with no GPU seen yet). The
+  // count the workers run with is WorkerPlan::nproc (the probe may count GPUs for gpu/auto).
+  int nproc_per_node = 1;
   std::string role = "default";
   bool standalone = false;
   std::string run_id = "none";  // --rdzv-id as given; the run's own is RunPlan::run_id
@@ -191,9 +189,6 @@ struct Config {
   int metrics_port = -1;        // Prometheus /metrics; -1: none
   bool no_stack_hook = false;   // --no-stack-hook: workers get no sitecustomize (stack_hook.h)
 
-  // The environment workers inherit (the agent's own), before the torchrun set is added.
-  std::map<std::string, std::string> worker_env_base;
-
   // Health gate before every round (docs/guides/health-gate.md): a shell command whose exit
   // 0 means healthy ("": none), its deadline, and the free space the run dir must keep
   // (0: not checked).
@@ -205,10 +200,6 @@ struct Config {
   ProbeMode probe = ProbeMode::kAuto;
   StaleGpuPolicy stale_gpu_policy = StaleGpuPolicy::kFail;
   absl::Duration probe_timeout = absl::Seconds(30);
-  // --numa-binding resolved after the probe (agent/workers/numa_setup.h): local rank N's CPUs and
-  // node; empty without the flag. numa_memory: whether workers may be given a memory policy.
-  std::vector<NumaPlacement> numa_placements;
-  bool numa_memory = false;
 
   // Debug mode (docs/design.md §4.7): rendezvous, write per-rank env files and a hostfile, then run
   // debug_command instead of the workers; `muster exec --rank N` starts a rank by hand.

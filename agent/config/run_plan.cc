@@ -29,13 +29,33 @@ RendezvousPlan PlanRendezvous(const Config& c) {
   return plan;
 }
 
+OutputPlan PlanOutput(const Config& c, int nproc) {
+  OutputPlan plan;
+  for (const StreamSelection* sel : {&c.redirects, &c.tee}) {
+    for (const auto& [rank, mask] : sel->by_rank) plan.stream_files |= mask != 0;
+  }
+  for (int local = 0; local < nproc; ++local) {
+    const int redirect = c.redirects.For(local), tee = c.tee.For(local);
+    const bool filtered = !c.local_ranks_filter.empty() && !c.local_ranks_filter.count(local);
+    OutputPlan::Rank& rank = plan.ranks.emplace_back();
+    for (int bit : {1, 2}) {
+      StreamRoute& s = bit == 1 ? rank.out : rank.err;
+      s.to_file = !c.log_dir.empty() || ((redirect | tee) & bit);
+      s.to_console = !filtered && (!(redirect & bit) || (tee & bit));
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
-RunPlan ResolveRunPlan(Config config, nlohmann::json probe_report) {
+RunPlan ResolveRunPlan(Config config, WorkerPlan workers, nlohmann::json probe_report) {
   RunPlan plan;
+  plan.workers = std::move(workers);
   plan.probe_report = std::move(probe_report);
   plan.run_id = config.standalone && config.run_id == "none" ? Uuid4() : config.run_id;
   plan.rendezvous = PlanRendezvous(config);
+  plan.output = PlanOutput(config, plan.workers.nproc);
   plan.config = std::move(config);
   return plan;
 }

@@ -101,5 +101,28 @@ TEST(RunPlanTest, OnlyMustersOwnRendezvousIsHostedByAnAgent) {
   EXPECT_TRUE(ResolveRunPlan(c).rendezvous.hosts_here);
 }
 
+// -r/-t/--local-ranks-filter/--log-dir become one route per local rank of the worker plan;
+// the run directory keeps stream files when some -r/-t value is not 0.
+TEST(RunPlanTest, OutputIsRoutedOncePerLocalRank) {
+  Config c;
+  RunPlan plan = ResolveRunPlan(c, {.nproc = 3});
+  ASSERT_EQ(plan.output.ranks.size(), 3u);
+  EXPECT_FALSE(plan.output.ranks[2].out.to_file);
+  EXPECT_TRUE(plan.output.ranks[2].err.to_console);
+  EXPECT_FALSE(plan.output.stream_files);
+  c.redirects.by_rank[StreamSelection::kAllRanks] = 0;  // -r 0: nothing to files
+  EXPECT_FALSE(ResolveRunPlan(c, {.nproc = 3}).output.stream_files);
+  c.tee.by_rank[1] = 2;  // -t 1:2
+  c.local_ranks_filter = {1};
+  plan = ResolveRunPlan(c, {.nproc = 3});
+  EXPECT_TRUE(plan.output.stream_files);
+  EXPECT_TRUE(plan.output.ranks[1].err.to_file);
+  EXPECT_TRUE(plan.output.ranks[1].err.to_console);
+  EXPECT_FALSE(plan.output.ranks[1].out.to_file);
+  EXPECT_FALSE(plan.output.ranks[0].err.to_console);  // filtered out
+  c.log_dir = "/logs";                                // every stream to a file
+  EXPECT_TRUE(ResolveRunPlan(c, {.nproc = 3}).output.ranks[0].out.to_file);
+}
+
 }  // namespace
 }  // namespace muster

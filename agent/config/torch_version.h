@@ -1,5 +1,5 @@
 // TorchVersion: the major and minor version of the torch the workers import, as the
-// resolve step finds it (agent/workers/worker_torch.h) and the Config carries it. Plain
+// resolve step finds it (agent/workers/worker_torch.h) and the WorkerPlan carries it. Plain
 // data; the spellings that depend on it are agent/workers/torch_names.h's.
 #ifndef MUSTER_AGENT_CONFIG_TORCH_VERSION_H_
 #define MUSTER_AGENT_CONFIG_TORCH_VERSION_H_

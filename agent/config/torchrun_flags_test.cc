@@ -30,7 +30,7 @@ TEST(TorchrunFlagsTest, StartMethodIsCheckedAndHasNoEffect) {
   for (const char* method : {"spawn", "fork", "forkserver"}) {
     auto c = ParseTorchrun({"--start-method", method});
     ASSERT_TRUE(c.ok()) << method << ": " << c.status();
-    EXPECT_EQ(BuildWorkerArgv(*c), (std::vector<std::string>{"python3", "-u", "train.py"}));
+    EXPECT_EQ(BuildWorkerArgv(*c, {}), (std::vector<std::string>{"python3", "-u", "train.py"}));
   }
   EXPECT_TRUE(ParseTorchrun({"--start_method=fork"}).ok());
   ExpectRefused({"--start-method", "thread"},
@@ -43,7 +43,7 @@ TEST(TorchrunFlagsTest, RunPathRunsTheScriptUnderPythonOverModuleAndNoPython) {
   ASSERT_TRUE(c.ok()) << c.status();  // torchrun: --run-path wins, no conflict reported
   EXPECT_FALSE(c->module);
   EXPECT_FALSE(c->no_python);
-  EXPECT_EQ(BuildWorkerArgv(*c), (std::vector<std::string>{"python3", "-u", "train.py"}));
+  EXPECT_EQ(BuildWorkerArgv(*c, {}), (std::vector<std::string>{"python3", "-u", "train.py"}));
   // Off: -m and --no-python still conflict.
   ExpectRefused({"-m", "--no-python"}, "--module: cannot be combined with --no-python");
   c = ParseTorchrun({"--no-python"}, {{"PET_RUN_PATH", "0"}});
@@ -264,7 +264,7 @@ TEST(TorchrunFlagsTest, UseEnvIsAcceptedByRunWithoutEffect) {
   for (const char* flag : {"--use-env", "--use_env"}) {
     auto c = ParseTorchrun({flag});
     ASSERT_TRUE(c.ok()) << flag << ": " << c.status();
-    EXPECT_EQ(BuildWorkerArgv(*c, 1), (std::vector<std::string>{"python3", "-u", "train.py"}));
+    EXPECT_EQ(BuildWorkerArgv(*c, {}, 1), (std::vector<std::string>{"python3", "-u", "train.py"}));
   }
 }
 
@@ -276,15 +276,14 @@ TEST(TorchrunFlagsTest, LaunchPassesLocalRankUnlessUseEnv) {
   };
   auto c = launch({"--nproc_per_node=2"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(BuildWorkerArgv(*c, 1),
+  EXPECT_EQ(BuildWorkerArgv(*c, {}, 1),
             (std::vector<std::string>{"python3", "-u", "main.py", "--local-rank=1"}));
-  c->worker_torch = TorchVersion{1, 13};  // torch 1.x's launch module spells it so
-  EXPECT_EQ(BuildWorkerArgv(*c, 1).back(), "--local_rank=1");
-  c->worker_torch = TorchVersion{2, 15};
-  EXPECT_EQ(BuildWorkerArgv(*c, 0).back(), "--local-rank=0");
+  // torch 1.x's launch module spells it so
+  EXPECT_EQ(BuildWorkerArgv(*c, {.torch = TorchVersion{1, 13}}, 1).back(), "--local_rank=1");
+  EXPECT_EQ(BuildWorkerArgv(*c, {.torch = TorchVersion{2, 15}}, 0).back(), "--local-rank=0");
   c = launch({"--nproc_per_node=2", "--use_env"});  // DETR's line
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(BuildWorkerArgv(*c, 1), (std::vector<std::string>{"python3", "-u", "main.py"}));
+  EXPECT_EQ(BuildWorkerArgv(*c, {}, 1), (std::vector<std::string>{"python3", "-u", "main.py"}));
   ExpectInvalid(launch({"--no-python"}).status(), "--no-python: needs --use-env");
   EXPECT_TRUE(launch({"--no-python", "--use-env"}).ok());
   EXPECT_NE(SubcommandHelp(RunSubcommand(RunForm::kLaunch)).find("--use-env"), std::string::npos);

@@ -103,43 +103,44 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
   return result;
 }
 
-int ApplyProbe(const std::map<std::string, std::string>& env, Config* c, nlohmann::json* report) {
+int ApplyProbe(const std::map<std::string, std::string>& env, const Config& c, int* nproc,
+               nlohmann::json* report) {
   auto unresolved_gpu = [&] {
-    if (c->nproc_per_node != 0) return 0;
+    if (*nproc != 0) return 0;
     spdlog::error(
         "--nproc-per-node gpu: no GPU found (no working NVIDIA driver); give a number "
         "or 'cpu'");
     return exit_code::kUsage;
   };
-  if (c->probe == ProbeMode::kOff) return unresolved_gpu();
+  if (c.probe == ProbeMode::kOff) return unresolved_gpu();
   std::string binary = FindProbeBinary();
   if (binary.empty()) {
-    if (c->probe == ProbeMode::kAuto) return unresolved_gpu();
+    if (c.probe == ProbeMode::kAuto) return unresolved_gpu();
     spdlog::error("--probe {}: muster-probe is neither next to muster nor in PATH",
-                  ModeName(c->probe));
+                  ModeName(c.probe));
     return exit_code::kUsage;
   }
-  if (c->probe == ProbeMode::kAuto && !DriverMayBePresent(env)) return unresolved_gpu();
-  std::string mode = c->probe == ProbeMode::kNccl ? "nccl" : "inventory";
+  if (c.probe == ProbeMode::kAuto && !DriverMayBePresent(env)) return unresolved_gpu();
+  std::string mode = c.probe == ProbeMode::kNccl ? "nccl" : "inventory";
   for (int attempt = 0;; ++attempt) {
-    absl::StatusOr<ProbeResult> r = RunProbe(binary, mode, c->probe_timeout, env);
+    absl::StatusOr<ProbeResult> r = RunProbe(binary, mode, c.probe_timeout, env);
     if (!r.ok()) {
       spdlog::error("GPU probe failed: {}; this node is not usable", r.status().message());
       return exit_code::kTransient;
     }
     *report = r->report;
     if (r->exit_code == 3) {  // no driver
-      if (c->probe != ProbeMode::kAuto) {
-        spdlog::warn("--probe {}: no NVIDIA driver found", ModeName(c->probe));
+      if (c.probe != ProbeMode::kAuto) {
+        spdlog::warn("--probe {}: no NVIDIA driver found", ModeName(c.probe));
       }
       return unresolved_gpu();
     }
-    if (c->nproc_spec == "gpu" || c->nproc_spec == "auto") {
-      if (r->gpu_count == 0 && c->nproc_spec == "gpu") {
+    if (c.nproc_spec == "gpu" || c.nproc_spec == "auto") {
+      if (r->gpu_count == 0 && c.nproc_spec == "gpu") {
         spdlog::error("--nproc-per-node gpu: the GPU probe found no GPU");
         return exit_code::kUsage;
       }
-      if (r->gpu_count > 0) c->nproc_per_node = r->gpu_count;
+      if (r->gpu_count > 0) *nproc = r->gpu_count;
     }
     std::vector<std::string> held;
     std::vector<int> alive;
@@ -160,15 +161,15 @@ int ApplyProbe(const std::map<std::string, std::string>& env, Config* c, nlohman
       return 0;
     }
     std::string what = absl::StrJoin(held, ", ");
-    bool killed_already = c->stale_gpu_policy == StaleGpuPolicy::kKill && attempt > 0;
-    if (c->stale_gpu_policy == StaleGpuPolicy::kFail || killed_already || attempt >= 30) {
+    bool killed_already = c.stale_gpu_policy == StaleGpuPolicy::kKill && attempt > 0;
+    if (c.stale_gpu_policy == StaleGpuPolicy::kFail || killed_already || attempt >= 30) {
       spdlog::error(
           "GPUs are held by processes that are not this job's: {}; refusing to start "
           "(--stale-gpu-policy {})",
-          what, ModeName(c->stale_gpu_policy));
+          what, ModeName(c.stale_gpu_policy));
       return exit_code::kTransient;
     }
-    if (c->stale_gpu_policy == StaleGpuPolicy::kKill) {
+    if (c.stale_gpu_policy == StaleGpuPolicy::kKill) {
       for (int pid : alive) {
         spdlog::warn("--stale-gpu-policy kill: SIGKILL to pid {} holding a GPU", pid);
         kill(pid, SIGKILL);  // ESRCH: gone meanwhile; EPERM: not ours to kill, re-probe says
@@ -177,7 +178,7 @@ int ApplyProbe(const std::map<std::string, std::string>& env, Config* c, nlohman
       spdlog::info("--stale-gpu-policy wait: {}; probing again in 10 s", what);
     }
     // NVML offers no event for a process releasing a GPU: re-probing is the only way.
-    sleep(c->stale_gpu_policy == StaleGpuPolicy::kKill ? 1 : 10);
+    sleep(c.stale_gpu_policy == StaleGpuPolicy::kKill ? 1 : 10);
   }
 }
 

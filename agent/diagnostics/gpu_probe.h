@@ -38,11 +38,12 @@ absl::StatusOr<ProbeResult> RunProbe(const std::string& binary, const std::strin
                                      absl::Duration timeout,
                                      const std::map<std::string, std::string>& env);
 
-// Runs the probe per config (mode, timeout), applies the GPU count to gpu/auto nproc and
-// the stale-GPU policy. Returns the exit code the agent should stop with (2 for bad
+// Runs the probe per config (mode, timeout), applies the GPU count to gpu/auto nproc
+// (*nproc: the flags' count, config.nproc_per_node, on entry; WorkerPlan::nproc) and the
+// stale-GPU policy. Returns the exit code the agent should stop with (2 for bad
 // configuration, 138 for an unhealthy node) or 0 to go on; logs why. Fills *report with
 // the probe's report (left null when the probe does not run).
-int ApplyProbe(const std::map<std::string, std::string>& env, Config* config,
+int ApplyProbe(const std::map<std::string, std::string>& env, const Config& config, int* nproc,
                nlohmann::json* report);
 
 // The probe report (RunPlan::probe_report) in one line for the job status:

@@ -54,17 +54,18 @@ HangWatch::HangWatch(Options options, EventLoop* loop, const WorkerLauncher* lau
       events_(events),
       collector_(std::make_unique<StackCollector>(launcher, options_.stacks)) {}
 
-std::unique_ptr<HangWatch> HangWatch::ForConfig(const Config& config, const std::string& run_dir,
-                                                EventLoop* loop, const WorkerLauncher* launcher,
+std::unique_ptr<HangWatch> HangWatch::ForConfig(const Config& config, const WorkerPlan& workers,
+                                                const std::string& run_dir, EventLoop* loop,
+                                                const WorkerLauncher* launcher,
                                                 rdzv::RendezvousClient* rdzv, EventLog* events) {
   if (config.hang_timeout <= absl::ZeroDuration() || config.debug) return nullptr;
   Options options{
       .timeout = config.hang_timeout,
       .restartable = config.hang_restart && config.restart_policy != RestartPolicy::kNever,
       .run_dir = run_dir};
-  auto path = config.worker_env_base.find("PATH");
+  auto path = workers.env_base.find("PATH");
   options.stacks = {.hook = !config.no_stack_hook,
-                    .py_spy = FindPySpy(path != config.worker_env_base.end() ? path->second : "")};
+                    .py_spy = FindPySpy(path != workers.env_base.end() ? path->second : "")};
   return std::make_unique<HangWatch>(std::move(options), loop, launcher, rdzv, events);
 }
 

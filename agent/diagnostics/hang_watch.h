@@ -29,6 +29,7 @@
 
 #include "absl/time/time.h"
 #include "agent/config/config.h"
+#include "agent/config/run_plan.h"
 #include "agent/diagnostics/stack_collector.h"
 #include "agent/lifecycle/event_log.h"
 #include "base/event_loop.h"
@@ -49,9 +50,11 @@ class HangWatch {
   HangWatch(Options options, EventLoop* loop, const WorkerLauncher* launcher,
             rdzv::RendezvousClient* rdzv, EventLog* events);
   // The watch `config` asks for (--hang-timeout, --hang-action; a hang restarts under every
-  // restart policy but Never), or null: off, or debug mode.
-  static std::unique_ptr<HangWatch> ForConfig(const Config& config, const std::string& run_dir,
-                                              EventLoop* loop, const WorkerLauncher* launcher,
+  // restart policy but Never), or null: off, or debug mode. py-spy is looked for on the
+  // workers' PATH (WorkerPlan::env_base).
+  static std::unique_ptr<HangWatch> ForConfig(const Config& config, const WorkerPlan& workers,
+                                              const std::string& run_dir, EventLoop* loop,
+                                              const WorkerLauncher* launcher,
                                               rdzv::RendezvousClient* rdzv, EventLog* events);
   ~HangWatch();
 

@@ -1,5 +1,7 @@
 #include "agent/health/health_gate.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/diagnostics/gpu_probe.h"
@@ -11,7 +13,8 @@ namespace muster {
 
 HealthGate::~HealthGate() { CancelRecheck(); }
 
-HealthGate::HealthGate(const nlohmann::json& probe_report) {
+HealthGate::HealthGate(const nlohmann::json& probe_report, std::map<std::string, std::string> env)
+    : env_(std::move(env)) {
   // The probe ran at the agent's start (docs/design.md §4.9) and found GPUs: the gate
   // looks again between rounds.
   if (!probe_report.is_object()) return;
@@ -32,10 +35,10 @@ std::string HealthGate::Check(bool first) {
   const std::string& dir = agent_->run_dir().empty() ? c.log_dir : agent_->run_dir();
   std::string why = CheckFreeSpace(dir, c.health_min_free_bytes);
   if (why.empty() && !first) {
-    why = CheckGpus(probe_binary_, expected_gpus_, c.probe_timeout, c.worker_env_base);
+    why = CheckGpus(probe_binary_, expected_gpus_, c.probe_timeout, env_);
   }
   if (why.empty() && !c.health_check.empty()) {
-    CommandVerdict v = RunHealthCommand(c.health_check, c.health_check_timeout, c.worker_env_base);
+    CommandVerdict v = RunHealthCommand(c.health_check, c.health_check_timeout, env_);
     why = std::move(v.excluded);
     if (!why.empty() && !v.output.empty()) {
       absl::StripTrailingAsciiWhitespace(&v.output);

@@ -16,6 +16,7 @@
 #ifndef MUSTER_AGENT_HEALTH_HEALTH_GATE_H_
 #define MUSTER_AGENT_HEALTH_HEALTH_GATE_H_
 
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,7 +32,8 @@ class HealthGate : public AgentComponent {
  public:
   // `probe_report`: the GPU probe's at the agent's start (RunPlan::probe_report; null when
   // it did not run). With GPUs found there, the gate probes again between rounds.
-  explicit HealthGate(const nlohmann::json& probe_report);
+  // `env`: the environment the checks run in, the workers' (WorkerPlan::env_base).
+  HealthGate(const nlohmann::json& probe_report, std::map<std::string, std::string> env);
   ~HealthGate() override;
   HealthGate(const HealthGate&) = delete;
   HealthGate& operator=(const HealthGate&) = delete;
@@ -51,6 +53,7 @@ class HealthGate : public AgentComponent {
   void CancelRecheck();
 
   AgentControl* agent_ = nullptr;
+  const std::map<std::string, std::string> env_;
   std::string probe_binary_;  // muster-probe, when it ran at the agent's start
   int expected_gpus_ = 0;     // what it found then
   std::string excluded_;      // the last verdict: "" healthy

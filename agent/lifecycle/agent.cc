@@ -110,7 +110,7 @@ absl::Status Agent::Setup() {
                            .on_stopped = [this] { OnWorkersStopped(); }});
   node_.node_id = absl::StrCat(hostname_, ":", getpid(), ":", RandomHex(4));
   node_.host = hostname_;
-  node_.local_world_size = config_.nproc_per_node;
+  node_.local_world_size = plan_.workers.nproc;
   node_.rank_hint = config_.node_rank;
   // The store that shares the rendezvous port is this agent's: group rank 0's store
   // serves the round, so this agent takes that place unless a node rank was given.
@@ -119,14 +119,16 @@ absl::Status Agent::Setup() {
   node_.probe = ProbeLine(plan_.probe_report);
   // Status text travels in proto3 strings (UTF-8 only): a path that is not is shown escaped.
   auto utf8 = [](const std::string& s) { return IsValidUtf8(s) ? s : EscapeForMessage(s); };
-  node_.command = utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_)));
+  node_.command =
+      utf8(config_.debug ? "(debug mode)" : ShellJoin(BuildWorkerArgv(config_, plan_.workers)));
   node_.log_dir = utf8(run_dir_.stream_files || !config_.log_dir.empty() ? run_dir_.path : "");
   node_.containment = utf8(launcher_->containment());
   node_.address = AdvertisedAddress(config_);
   if (node_.address.empty()) node_.address = parts_.store_address;  // what the store binds
   WarnIfMasterPortUnused(config_);
   ASSIGN_OR_RETURN(node_.store_port, OpenFreshStore());
-  hang_ = HangWatch::ForConfig(config_, run_dir_.path, loop_, launcher_, rdzv_, events_.get());
+  hang_ = HangWatch::ForConfig(config_, plan_.workers, run_dir_.path, loop_, launcher_, rdzv_,
+                               events_.get());
   for (const std::unique_ptr<AgentComponent>& c : components_) RETURN_IF_ERROR(c->Start(*this));
   if (!config_.save_pid.empty()) {
     absl::Status st = WriteFileAtomically(config_.save_pid, absl::StrCat(KnownPid(), "\n"));
@@ -136,7 +138,7 @@ absl::Status Agent::Setup() {
 }
 
 absl::Status Agent::PrepareRunDir() {
-  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(config_, plan_.run_id));
+  ASSIGN_OR_RETURN(run_dir_, MakeRunDir(plan_));
   return absl::OkStatus();
 }
 
@@ -286,7 +288,7 @@ void Agent::OnStuck(const std::vector<StuckProcess>& stuck) {
   if (phase_ == Phase::kExiting) return AddToSummary(f.what);  // the first reason stays
   // No next round on this node while they hold what they hold (GPU memory, files): it leaves
   // the job, which goes on without it or ends (docs/guides/stopping-workers.md).
-  WriteRootCauseErrorFile(config_,
+  WriteRootCauseErrorFile(plan_.workers.env_base,
                           rdzv::Outcome{.exit_code = f.code, .root_cause = f, .reason = f.what});
   rdzv_->Leave(f.what);
   phase_ = Phase::kExiting;
@@ -348,7 +350,7 @@ void Agent::OnStopRequested(const rdzv::Event& e) {
 
 void Agent::OnFinished(const rdzv::Outcome& o) {
   outcome_ = o;
-  WriteRootCauseErrorFile(config_, o);
+  WriteRootCauseErrorFile(plan_.workers.env_base, o);
   if (o.exit_code == 0) {
     ExitAfterStop({.summary = absl::StrCat("job succeeded: ", o.reason)});
   } else {
@@ -413,7 +415,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     cpus.numa_of = NumaNodeOfCpu();
   }
   NodeRound round = PlanNodeRound(config_, a, plan_.run_id, free_port);
-  std::vector<WorkerSpec> specs = BuildWorkerSpecs(config_, round, run_dir_.path, hostname_, cpus);
+  std::vector<WorkerSpec> specs = BuildWorkerSpecs(plan_, round, run_dir_.path, hostname_, cpus);
   if (config_.debug) return StartDebugCommand(a, specs);
   StartWorkers(round, std::move(specs));
 }
@@ -430,7 +432,7 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
     return;
   }
   std::vector<WorkerView> workers = launcher_->Workers();
-  const int n = config_.nproc_per_node;
+  const int n = plan_.workers.nproc;
   // A worker that could not be started has no pid; its failure follows through OnWorkerExit.
   const size_t count =
       std::count_if(workers.begin(), workers.end(), [](const WorkerView& w) { return w.pid > 0; });
@@ -459,7 +461,7 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
 }
 
 void Agent::StartDebugCommand(const rdzv::Assignment& a, const std::vector<WorkerSpec>& specs) {
-  absl::StatusOr<std::string> command = PrepareDebugRound(config_, a, specs);
+  absl::StatusOr<std::string> command = PrepareDebugRound(config_, plan_.workers, a, specs);
   if (!command.ok()) {
     ExitAfterStop({.code = exit_code::kUsage,
                    .summary = std::string(command.status().message()),
@@ -467,8 +469,8 @@ void Agent::StartDebugCommand(const rdzv::Assignment& a, const std::vector<Worke
     return;
   }
   std::vector<std::string> env;
-  env.reserve(config_.worker_env_base.size());
-  for (const auto& [k, v] : config_.worker_env_base) env.push_back(absl::StrCat(k, "=", v));
+  env.reserve(plan_.workers.env_base.size());
+  for (const auto& [k, v] : plan_.workers.env_base) env.push_back(absl::StrCat(k, "=", v));
   phase_ = Phase::kDebug;
   absl::Status st = launcher_->StartCommand({"/bin/sh", "-c", *command}, std::move(env));
   if (!st.ok()) {

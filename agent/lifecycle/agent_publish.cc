@@ -43,7 +43,7 @@ void Agent::LogRestart(const rdzv::Assignment& a) {
     return;
   }
   spdlog::info("restarting all {} local workers: attempt {} ({} of {} restarts used)",
-               config_.nproc_per_node, a.restart_count, a.restart_count, config_.max_restarts);
+               plan_.workers.nproc, a.restart_count, a.restart_count, config_.max_restarts);
   nlohmann::json fields = {{"attempt", a.restart_count},
                            {"round", a.round},
                            {"restarts_used", a.restart_count},

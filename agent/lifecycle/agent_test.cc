@@ -144,13 +144,13 @@ class AgentTest : public ::testing::Test {
   void SetUp() override {
     // A hung agent must fail the test, not the CI run's time limit.
     alarm(60);
-    config_.nproc_per_node = 2;
+    workers_.nproc = 2;
     config_.command = {"train.py"};
     config_.run_id = "agent-test";
     config_.restartable_exit_codes = DefaultRestartableExitCodes();
     config_.signals_to_handle = {SIGTERM, SIGINT};
     config_.shutdown_timeout = absl::Seconds(5);
-    config_.worker_env_base = {{"PATH", "/usr/bin:/bin"}};
+    workers_.env_base = {{"PATH", "/usr/bin:/bin"}};
   }
   void TearDown() override { alarm(0); }
 
@@ -170,7 +170,7 @@ class AgentTest : public ::testing::Test {
       return c10d::StoreServer::Start(
           {.bind_address = "127.0.0.1", .port = static_cast<uint16_t>(port)});
     };
-    agent_ = std::make_unique<Agent>(ResolveRunPlan(config_), std::move(parts));
+    agent_ = std::make_unique<Agent>(ResolveRunPlan(config_, workers_), std::move(parts));
     // The features that need no real process (the preemption notice writes into each
     // worker's directory and signals its pid: tests/integration/test_preempt.py).
     agent_->Add(std::make_unique<TraceCollection>(nullptr));
@@ -180,6 +180,7 @@ class AgentTest : public ::testing::Test {
   }
 
   Config config_;
+  WorkerPlan workers_;  // what the resolve step would find
   std::function<void()> on_start_;
   std::vector<std::unique_ptr<AgentComponent>> components_;  // added after the real ones
   std::unique_ptr<Agent> agent_;
@@ -236,7 +237,7 @@ TEST_F(AgentTest, WorkerStuckAfterSigkillIsNamedAndTheNodeExits138) {
   const std::string error_file = dir + "/agent_stuck_error.json";
   const std::string termination_log = dir + "/agent_stuck_termination.log";
   unlink(error_file.c_str());
-  config_.worker_env_base["TORCHELASTIC_ERROR_FILE"] = error_file;
+  workers_.env_base["TORCHELASTIC_ERROR_FILE"] = error_file;
   config_.termination_log = termination_log;
   config_.max_restarts = 3;
   on_start_ = [this] { launcher_->wedge_stops = true; };

@@ -112,10 +112,10 @@ std::string TerminationLogText(const std::string& summary, const std::string& bl
   return text;
 }
 
-void WriteRootCauseErrorFile(const Config& config, const rdzv::Outcome& o) {
-  auto it = config.worker_env_base.find("TORCHELASTIC_ERROR_FILE");
-  if (o.exit_code == 0 || !o.root_cause || it == config.worker_env_base.end() ||
-      it->second.empty()) {
+void WriteRootCauseErrorFile(const std::map<std::string, std::string>& agent_env,
+                             const rdzv::Outcome& o) {
+  auto it = agent_env.find("TORCHELASTIC_ERROR_FILE");
+  if (o.exit_code == 0 || !o.root_cause || it == agent_env.end() || it->second.empty()) {
     return;
   }
   const rdzv::Failure& f = *o.root_cause;

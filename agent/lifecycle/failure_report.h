@@ -8,6 +8,7 @@
 #define MUSTER_AGENT_FAILURE_REPORT_H_
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,9 +47,11 @@ std::string StderrBlock(const rdzv::Failure& failure);
 // as fit (the end of a traceback says the most).
 std::string TerminationLogText(const std::string& summary, const std::string& block);
 
-// The root cause of a failed job into the agent's own TORCHELASTIC_ERROR_FILE, when it has
-// one (torchrun's convention: the launcher above reads it). A failure to write is logged.
-void WriteRootCauseErrorFile(const Config& config, const rdzv::Outcome& outcome);
+// The root cause of a failed job into the agent's own TORCHELASTIC_ERROR_FILE (from
+// `agent_env`, the agent's environment: WorkerPlan::env_base), when it has one (torchrun's
+// convention: the launcher above reads it). A failure to write is logged.
+void WriteRootCauseErrorFile(const std::map<std::string, std::string>& agent_env,
+                             const rdzv::Outcome& outcome);
 
 // The agent's exit code for a failed job's outcome (docs/reference/exit-codes.md "Telling the
 // scheduler"): `fatal` (--fatal-exit-code) when a worker's failure ended the job for good

@@ -16,23 +16,12 @@
 namespace muster {
 namespace {
 
-// -r/-t send some worker's stream to a file (`-r 0` sends none).
-bool WritesStreamFiles(const Config& config) {
-  for (const StreamSelection* sel : {&config.redirects, &config.tee}) {
-    for (const auto& [rank, mask] : sel->by_rank) {
-      if (mask != 0) return true;
-    }
-  }
-  return false;
-}
-
 // Without --log-dir the directory holds only torch's per-rank error.json (plus stream files
 // when -r/-t ask for them). Creating and removing a directory per rank on every attempt
 // costs up to ms each on a disk file system, so when nothing large will be written there
 // it goes to tmpfs (/dev/shm) unless TMPDIR says otherwise.
-absl::StatusOr<std::string> MakeTemporaryRoot(const Config& config) {
+absl::StatusOr<std::string> MakeTemporaryRoot(bool streams) {
   const char* tmp = getenv("TMPDIR");
-  bool streams = WritesStreamFiles(config);
   std::string root = tmp && *tmp                                        ? tmp
                      : !streams && access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm"
                                                                         : "/tmp";
@@ -47,14 +36,15 @@ absl::StatusOr<std::string> MakeTemporaryRoot(const Config& config) {
 
 }  // namespace
 
-absl::StatusOr<RunDir> MakeRunDir(const Config& config, const std::string& run_id) {
+absl::StatusOr<RunDir> MakeRunDir(const RunPlan& plan) {
+  const Config& config = plan.config;
   for (const std::string& stale : RemoveStaleRunDirs(TemporaryParents())) {
     spdlog::info("removed {}: the run directory of an agent killed before it could clean up",
                  stale);
   }
   RunDir dir;
   if (config.log_dir.empty()) {
-    absl::StatusOr<std::string> root = MakeTemporaryRoot(config);
+    absl::StatusOr<std::string> root = MakeTemporaryRoot(plan.output.stream_files);
     if (!root.ok()) return root.status();
     dir.root = *std::move(root);
     dir.remove_root = true;
@@ -67,7 +57,7 @@ absl::StatusOr<RunDir> MakeRunDir(const Config& config, const std::string& run_i
   } else {
     dir.root = config.log_dir;
   }
-  std::string run = absl::StrCat(dir.root, "/", run_id, "_XXXXXX");
+  std::string run = absl::StrCat(dir.root, "/", plan.run_id, "_XXXXXX");
   if (mkdtemp(run.data()) == nullptr) {
     absl::Status st = ErrnoStatus("mkdtemp " + run, errno);
     if (dir.remove_root) rmdir(dir.root.c_str());  // empty: made just above
@@ -78,7 +68,7 @@ absl::StatusOr<RunDir> MakeRunDir(const Config& config, const std::string& run_i
   if (!config.no_stack_hook) {
     if (absl::Status hook = WriteStackHook(dir.path); !hook.ok()) return hook;
   }
-  dir.stream_files = WritesStreamFiles(config);
+  dir.stream_files = plan.output.stream_files;
   return dir;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/config/config.h"
+#include "agent/config/run_plan.h"
 #include "base/unique_fd.h"
 
 namespace muster {
@@ -22,10 +23,10 @@ struct RunDir {
   UniqueFd lock;  // the temporary root's lock, held while the agent lives (stale_run_dirs.h)
 };
 
-// Makes the directories (this run's is named after `run_id`), after removing the temporary
-// roots of agents that died without cleaning up (stale_run_dirs.h). An error names what to
-// change (--log-dir, TMPDIR).
-absl::StatusOr<RunDir> MakeRunDir(const Config& config, const std::string& run_id);
+// Makes the directories (this run's is named after the plan's run id), after removing the
+// temporary roots of agents that died without cleaning up (stale_run_dirs.h). An error
+// names what to change (--log-dir, TMPDIR).
+absl::StatusOr<RunDir> MakeRunDir(const RunPlan& plan);
 
 // At exit: removes the temporary root, except when `job_failed` and it holds stream files:
 // then they are the failed job's logs, left for the user. Returns whether it left them.

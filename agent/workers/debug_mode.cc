@@ -146,11 +146,12 @@ absl::Status CheckDebugPort(const Config& config) {
       "or set --debug-command"));
 }
 
-absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const rdzv::Assignment& a,
+absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const WorkerPlan& workers,
+                                              const rdzv::Assignment& a,
                                               const std::vector<WorkerSpec>& specs) {
   for (const WorkerSpec& spec : specs) {
     absl::Status st = WriteRankFiles(
-        config.debug_dir, spec.placement.rank, EnvFileText(config.worker_env_base, spec.spawn.env),
+        config.debug_dir, spec.placement.rank, EnvFileText(workers.env_base, spec.spawn.env),
         config.command.empty() ? std::vector<std::string>{} : spec.spawn.argv);
     if (!st.ok()) {
       return absl::InvalidArgumentError(
@@ -172,8 +173,7 @@ absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const rdzv::
   spdlog::info(
       "debug mode: ranks {}..{} prepared in {} (source rank-N.env, or `muster exec --rank N "
       "--debug-dir {} [-- CMD]`); running: {}",
-      a.rank_base, a.rank_base + config.nproc_per_node - 1, config.debug_dir, config.debug_dir,
-      command);
+      a.rank_base, a.rank_base + workers.nproc - 1, config.debug_dir, config.debug_dir, command);
   return command;
 }
 

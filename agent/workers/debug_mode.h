@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/config/config.h"
+#include "agent/config/run_plan.h"
 #include "agent/config/subcommand.h"
 #include "launch/worker_spec.h"
 #include "rendezvous/core/types.h"
@@ -42,7 +43,7 @@ absl::Status CheckDebugPort(const Config& config);
 // workers would run with) and the hostfile into --debug-dir, and returns the shell command
 // to run instead of the workers (--debug-command, or sshd / sleep infinity). The error
 // names --debug-dir.
-absl::StatusOr<std::string> PrepareDebugRound(const Config& config,
+absl::StatusOr<std::string> PrepareDebugRound(const Config& config, const WorkerPlan& workers,
                                               const rdzv::Assignment& assignment,
                                               const std::vector<WorkerSpec>& specs);
 

@@ -83,20 +83,21 @@ std::optional<std::vector<std::string>> CudaPciAddresses(const nlohmann::json& r
 }
 
 absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env,
-                                const nlohmann::json& probe_report, Config* c) {
-  if (!c->numa_binding) return absl::OkStatus();
+                                const nlohmann::json& probe_report, const Config& c,
+                                WorkerPlan* workers) {
+  if (!c.numa_binding) return absl::OkStatus();
   std::optional<std::vector<std::string>> gpus = CudaPciAddresses(probe_report);
   if (!gpus) {
-    std::string why = c->probe == ProbeMode::kOff
+    std::string why = c.probe == ProbeMode::kOff
                           ? "--probe off leaves muster no list of GPUs"
                           : "the GPU probe found no GPU (no NVIDIA driver, or none visible)";
-    return NoGpuFor(*c, 0, why);
+    return NoGpuFor(c, 0, why);
   }
-  if (c->nproc_per_node > static_cast<int>(gpus->size())) {
+  if (workers->nproc > static_cast<int>(gpus->size())) {
     return NoGpuFor(
-        *c, static_cast<int>(gpus->size()),
+        c, static_cast<int>(gpus->size()),
         absl::StrCat("CUDA sees ", gpus->size(), " GPU", gpus->size() == 1 ? "" : "s", " for ",
-                     c->nproc_per_node, " workers (", c->SourceOf("nproc-per-node"), ")"));
+                     workers->nproc, " workers (", c.SourceOf("nproc-per-node"), ")"));
   }
   auto root = env.find(kSysfsRootVariable);
   SysfsTopology topology(root == env.end() ? "/sys" : root->second);
@@ -110,28 +111,28 @@ absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env,
     absl::StatusOr<int> node = topology.NumaNodeOfPciDevice(*address);
     if (!node.ok()) {
       return absl::FailedPreconditionError(
-          absl::StrCat(c->SourceOf("numa-binding"), ": cannot find the NUMA node of GPU ",
+          absl::StrCat(c.SourceOf("numa-binding"), ": cannot find the NUMA node of GPU ",
                        gpu_nodes.size(), " (", *address, "): ", node.status().message()));
     }
     gpu_nodes.push_back(*node);
   }
   std::vector<int> allowed = AffinityCpus();
-  const char* mode = NumaBindingModeName(*c->numa_binding);
-  for (int local = 0; local < c->nproc_per_node; ++local) {
+  const char* mode = NumaBindingModeName(*c.numa_binding);
+  for (int local = 0; local < workers->nproc; ++local) {
     absl::StatusOr<NumaPlacement> p =
-        PlaceNearGpu(*c->numa_binding, local, gpu_nodes, allowed, topology);
+        PlaceNearGpu(*c.numa_binding, local, gpu_nodes, allowed, topology);
     if (!p.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(c->SourceOf("numa-binding"), " ", mode,
+      return absl::FailedPreconditionError(absl::StrCat(c.SourceOf("numa-binding"), " ", mode,
                                                         ": local rank ", local, ": ",
                                                         p.status().message()));
     }
-    c->numa_placements.push_back(*std::move(p));
+    workers->numa_placements.push_back(*std::move(p));
   }
-  c->numa_memory = true;
-  for (const NumaPlacement& p : c->numa_placements) {
+  workers->numa_memory = true;
+  for (const NumaPlacement& p : workers->numa_placements) {
     absl::Status preferred = TryPreferringNode(p.node);
     if (preferred.ok()) continue;
-    c->numa_memory = false;
+    workers->numa_memory = false;
     spdlog::warn(
         "--numa-binding {}: workers are bound to their CPUs only, with the kernel's default "
         "memory policy (allocate on the node they run on): {} (a container's seccomp profile "
@@ -139,11 +140,11 @@ absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env,
         mode, std::string(preferred.message()));
     break;
   }
-  for (int local = 0; local < c->nproc_per_node; ++local) {
-    const NumaPlacement& p = c->numa_placements[local];
+  for (int local = 0; local < workers->nproc; ++local) {
+    const NumaPlacement& p = workers->numa_placements[local];
     spdlog::info("--numa-binding {}: local rank {} near GPU {} ({}, NUMA node {}): CPUs {}{}", mode,
                  local, local, *SysfsPciAddress((*gpus)[local]), p.node, FormatCpuList(p.cpus),
-                 c->numa_memory ? absl::StrCat(", memory preferred on node ", p.node) : "");
+                 workers->numa_memory ? absl::StrCat(", memory preferred on node ", p.node) : "");
   }
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/config/config.h"
+#include "agent/config/run_plan.h"
 #include "nlohmann/json.hpp"
 
 namespace muster {
@@ -25,12 +26,13 @@ inline constexpr char kSysfsRootVariable[] = "MUSTER_TEST_SYSFS_ROOT";
 // CUDA sees, in CUDA order. nullopt where the report lists no GPU.
 std::optional<std::vector<std::string>> CudaPciAddresses(const nlohmann::json& probe_report);
 
-// Fills config->numa_placements (one per local rank) and config->numa_memory when
-// --numa-binding is set, from the GPU probe's `probe_report`; logs each rank's placement.
-// FailedPrecondition, naming the flag and the fix, where a rank has no GPU or the topology
-// leaves it no CPU.
+// Fills workers->numa_placements (one per each of workers->nproc local ranks) and
+// workers->numa_memory when config's --numa-binding is set, from the GPU probe's
+// `probe_report`; logs each rank's placement. FailedPrecondition, naming the flag and the
+// fix, where a rank has no GPU or the topology leaves it no CPU.
 absl::Status ResolveNumaBinding(const std::map<std::string, std::string>& env,
-                                const nlohmann::json& probe_report, Config* config);
+                                const nlohmann::json& probe_report, const Config& config,
+                                WorkerPlan* workers);
 
 }  // namespace muster
 

@@ -12,9 +12,9 @@
 
 namespace muster {
 
-std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& agent_env,
-                                        const Config& config, const WorkerPlacement& p,
-                                        const RoundInfo& round) {
+std::vector<std::string> BuildWorkerEnv(const Config& config, const WorkerPlan& workers,
+                                        const WorkerPlacement& p, const RoundInfo& round) {
+  const std::map<std::string, std::string>& agent_env = workers.env_base;
   std::map<std::string, std::string> env = agent_env;
   // The rendezvous secret is the agent's; a worker (and whatever it logs or dumps) never
   // needs it.
@@ -47,7 +47,7 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   // chose: muster then sets neither (newer torch warns that the old name is deprecated, so
   // a user who set only the new one keeps it alone).
   if (!env.count(kAsyncErrorHandling.name) && !env.count(kAsyncErrorHandling.old_name)) {
-    for (const char* name : NamesFor(kAsyncErrorHandling, config.worker_torch)) set(name, "1");
+    for (const char* name : NamesFor(kAsyncErrorHandling, workers.torch)) set(name, "1");
   }
   // As torchrun 2.x (launcher/api.py launch_agent): the signals the agent forwards, which
   // torch's own process contexts in a worker handle too.
@@ -75,7 +75,8 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   return out;
 }
 
-std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank) {
+std::vector<std::string> BuildWorkerArgv(const Config& config, const WorkerPlan& workers,
+                                         int local_rank) {
   std::vector<std::string> argv;
   if (!config.no_python) {
     argv = {config.python_exec, "-u"};
@@ -87,7 +88,7 @@ std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank) {
   if (config.local_rank_arg) {
     argv.push_back(absl::StrCat("--local_rank=", local_rank));
   } else if (config.legacy_local_rank_arg) {
-    argv.push_back(LegacyLocalRankArgument(config.worker_torch, local_rank));
+    argv.push_back(LegacyLocalRankArgument(workers.torch, local_rank));
   }
   return argv;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/config/config.h"
+#include "agent/config/run_plan.h"
 #include "launch/worker_spec.h"
 
 namespace muster {
@@ -24,18 +25,19 @@ struct RoundInfo {
   std::string error_file;  // this worker's TORCHELASTIC_ERROR_FILE
 };
 
-// The agent's environment, updated with the torchrun set. Sorted "NAME=value"
-// strings. With --virtual-local-rank, LOCAL_RANK is 0 and CUDA_VISIBLE_DEVICES the worker's
-// own device (VirtualLocalDevice), as torchrun.
-std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& agent_env,
-                                        const Config& config, const WorkerPlacement& placement,
-                                        const RoundInfo& round);
+// The agent's environment (WorkerPlan::env_base), updated with the torchrun set. Sorted
+// "NAME=value" strings. With --virtual-local-rank, LOCAL_RANK is 0 and CUDA_VISIBLE_DEVICES
+// the worker's own device (VirtualLocalDevice), as torchrun.
+std::vector<std::string> BuildWorkerEnv(const Config& config, const WorkerPlan& workers,
+                                        const WorkerPlacement& placement, const RoundInfo& round);
 
 // [python, -u, (-m), script, args...] or the command itself with --no-python; `muster
 // launch` (without --use-env) appends "--local-rank=N" as torch.distributed.launch does
-// ("--local_rank=N" for torch 1.x workers), and --local-rank-arg "--local_rank=N" (DeepSpeed's
-// launcher does that). N is the worker's LOCAL_RANK, so 0 under --virtual-local-rank.
-std::vector<std::string> BuildWorkerArgv(const Config& config, int local_rank = 0);
+// ("--local_rank=N" for torch 1.x workers: WorkerPlan::torch), and --local-rank-arg
+// "--local_rank=N" (DeepSpeed's launcher does that). N is the worker's LOCAL_RANK, so 0
+// under --virtual-local-rank.
+std::vector<std::string> BuildWorkerArgv(const Config& config, const WorkerPlan& workers,
+                                         int local_rank = 0);
 
 // --bind-cores-to-rank: the CPUs of `local_rank`'s share. `available` are the CPUs to split
 // (--bind-core-list, else the agent's affinity) and `numa_of` maps a CPU to its NUMA node

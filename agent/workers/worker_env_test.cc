@@ -18,7 +18,7 @@ TEST(WorkerEnvTest, TorchrunSetPlusNodeRank) {
   c.max_restarts = 3;
   WorkerPlacement p{1, 1, 0, 1, 4, 4, 1, 4};
   RoundInfo r{2, "127.0.0.1", 29500, "job", false, "/tmp/e.json"};
-  auto env = AsMap(BuildWorkerEnv({{"HOME", "/root"}, {"RANK", "7"}}, c, p, r));
+  auto env = AsMap(BuildWorkerEnv(c, {.env_base = {{"HOME", "/root"}, {"RANK", "7"}}}, p, r));
   EXPECT_EQ(env["HOME"], "/root");
   EXPECT_EQ(env["RANK"], "1");  // a node-level RANK never leaks to workers
   EXPECT_EQ(env["LOCAL_RANK"], "1");
@@ -37,10 +37,11 @@ TEST(WorkerEnvTest, TorchrunSetPlusNodeRank) {
 TEST(WorkerEnvTest, AsyncErrorHandlingUnderEitherNameIsTheUsersAlone) {
   Config c;
   WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
-  auto env = AsMap(BuildWorkerEnv({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, c, p, {}));
+  auto env =
+      AsMap(BuildWorkerEnv(c, {.env_base = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}}, p, {}));
   EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
   EXPECT_EQ(env.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
-  env = AsMap(BuildWorkerEnv({{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, c, p, {}));
+  env = AsMap(BuildWorkerEnv(c, {.env_base = {{"NCCL_ASYNC_ERROR_HANDLING", "0"}}}, p, {}));
   EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "0");
   EXPECT_EQ(env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u);
 }
@@ -50,12 +51,10 @@ TEST(WorkerEnvTest, AsyncErrorHandlingUnderEitherNameIsTheUsersAlone) {
 TEST(WorkerEnvTest, AsyncErrorHandlingUnderTheNameTheWorkersTorchReads) {
   Config c;
   WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
-  c.worker_torch = TorchVersion{2, 15};
-  auto env = AsMap(BuildWorkerEnv({}, c, p, {}));
+  auto env = AsMap(BuildWorkerEnv(c, {.torch = TorchVersion{2, 15}}, p, {}));
   EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
   EXPECT_EQ(env.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
-  c.worker_torch = TorchVersion{1, 13};
-  env = AsMap(BuildWorkerEnv({}, c, p, {}));
+  env = AsMap(BuildWorkerEnv(c, {.torch = TorchVersion{1, 13}}, p, {}));
   EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
   EXPECT_EQ(env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u);
 }
@@ -65,10 +64,11 @@ TEST(WorkerEnvTest, SignalsToHandleAsTorchrunSetsThem) {
   Config c;
   c.signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
-  auto env = AsMap(BuildWorkerEnv({{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR2"}}, c, p, {}));
+  auto env = AsMap(
+      BuildWorkerEnv(c, {.env_base = {{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR2"}}}, p, {}));
   EXPECT_EQ(env["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   c.signals_to_handle = {SIGUSR1};
-  EXPECT_EQ(AsMap(BuildWorkerEnv({}, c, p, {}))["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGUSR1");
+  EXPECT_EQ(AsMap(BuildWorkerEnv(c, {}, p, {}))["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGUSR1");
 }
 
 TEST(WorkerEnvTest, TorchVersionsParse) {
@@ -92,7 +92,8 @@ TEST(WorkerEnvTest, TorchVersionsParse) {
 TEST(WorkerEnvTest, RendezvousTokenNeverReachesWorkers) {
   Config c;
   WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
-  auto env = AsMap(BuildWorkerEnv({{"MUSTER_TOKEN", "s3cret"}, {"HOME", "/root"}}, c, p, {}));
+  auto env = AsMap(
+      BuildWorkerEnv(c, {.env_base = {{"MUSTER_TOKEN", "s3cret"}, {"HOME", "/root"}}}, p, {}));
   EXPECT_EQ(env.count("MUSTER_TOKEN"), 0u);
   EXPECT_EQ(env["HOME"], "/root");
 }
@@ -100,17 +101,19 @@ TEST(WorkerEnvTest, RendezvousTokenNeverReachesWorkers) {
 TEST(WorkerEnvTest, OmpKeptWhenSetOrSingleWorker) {
   Config c;
   WorkerPlacement one{0, 0, 0, 1, 1, 1, 0, 1};
-  EXPECT_EQ(AsMap(BuildWorkerEnv({}, c, one, {})).count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(AsMap(BuildWorkerEnv(c, {}, one, {})).count("OMP_NUM_THREADS"), 0u);
   WorkerPlacement two{0, 0, 0, 1, 2, 2, 0, 2};
-  EXPECT_EQ(AsMap(BuildWorkerEnv({{"OMP_NUM_THREADS", "8"}}, c, two, {}))["OMP_NUM_THREADS"], "8");
+  EXPECT_EQ(AsMap(BuildWorkerEnv(c, {.env_base = {{"OMP_NUM_THREADS", "8"}}}, two,
+                                 {}))["OMP_NUM_THREADS"],
+            "8");
 }
 
 TEST(WorkerEnvTest, PythonUnbufferedUnlessTheUserSetIt) {
   Config c;
   WorkerPlacement p{0, 0, 0, 1, 1, 1, 0, 1};
-  EXPECT_EQ(AsMap(BuildWorkerEnv({}, c, p, {}))["PYTHONUNBUFFERED"], "1");
+  EXPECT_EQ(AsMap(BuildWorkerEnv(c, {}, p, {}))["PYTHONUNBUFFERED"], "1");
   for (const char* user : {"0", ""}) {
-    auto env = AsMap(BuildWorkerEnv({{"PYTHONUNBUFFERED", user}}, c, p, {}));
+    auto env = AsMap(BuildWorkerEnv(c, {.env_base = {{"PYTHONUNBUFFERED", user}}}, p, {}));
     EXPECT_EQ(env["PYTHONUNBUFFERED"], user);
   }
 }
@@ -120,28 +123,28 @@ TEST(WorkerEnvTest, PythonUnbufferedUnlessTheUserSetIt) {
 TEST(WorkerEnvTest, VirtualLocalRankNarrowsTheDevicesToTheWorkersOwn) {
   Config c;
   WorkerPlacement p{1, 5, 1, 2, 4, 8, 5, 8};
-  auto plain = AsMap(BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}, c, p, {}));
+  auto plain = AsMap(BuildWorkerEnv(c, {.env_base = {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}}, p, {}));
   EXPECT_EQ(plain["LOCAL_RANK"], "1");
   EXPECT_EQ(plain["CUDA_VISIBLE_DEVICES"], "4,5,6,7");
   c.virtual_local_rank = true;
-  auto env = AsMap(BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}, c, p, {}));
+  auto env = AsMap(BuildWorkerEnv(c, {.env_base = {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}}}, p, {}));
   EXPECT_EQ(env["LOCAL_RANK"], "0");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "5");
   EXPECT_EQ(env["RANK"], "5");
   EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "4");
-  EXPECT_EQ(AsMap(BuildWorkerEnv({}, c, p, {}))["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(AsMap(BuildWorkerEnv(c, {}, p, {}))["CUDA_VISIBLE_DEVICES"], "1");
 }
 
 TEST(WorkerEnvTest, Argv) {
   Config c;
   c.command = {"train.py", "--lr", "1"};
-  EXPECT_EQ(BuildWorkerArgv(c),
+  EXPECT_EQ(BuildWorkerArgv(c, {}),
             (std::vector<std::string>{"python3", "-u", "train.py", "--lr", "1"}));
   c.module = true;
-  EXPECT_EQ(BuildWorkerArgv(c)[2], "-m");
+  EXPECT_EQ(BuildWorkerArgv(c, {})[2], "-m");
   c.module = false;
   c.no_python = true;
-  EXPECT_EQ(BuildWorkerArgv(c)[0], "train.py");
+  EXPECT_EQ(BuildWorkerArgv(c, {})[0], "train.py");
 }
 
 TEST(WorkerEnvTest, Prefix) {

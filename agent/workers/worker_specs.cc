@@ -10,17 +10,14 @@
 namespace muster {
 namespace {
 
-// -r / -t / --local-ranks-filter / --log-dir for one local rank: which streams go to the
-// console and which to files in the worker's directory.
-void ChooseStreams(const Config& config, int local_rank, WorkerSpec& spec) {
-  int redirect = config.redirects.For(local_rank), tee = config.tee.For(local_rank);
-  bool filtered =
-      !config.local_ranks_filter.empty() && !config.local_ranks_filter.count(local_rank);
+// The output plan's routes for one local rank: which streams go to the console and which
+// to files in the worker's directory.
+void RouteStreams(const OutputPlan::Rank& routes, WorkerSpec& spec) {
   for (int bit : {1, 2}) {
     StreamOptions& s = bit == 1 ? spec.out : spec.err;
-    bool file = !config.log_dir.empty() || ((redirect | tee) & bit);
-    if (file) s.file = absl::StrCat(spec.dir, bit == 1 ? "/stdout.log" : "/stderr.log");
-    s.to_console = !filtered && (!(redirect & bit) || (tee & bit));
+    const StreamRoute& route = bit == 1 ? routes.out : routes.err;
+    if (route.to_file) s.file = absl::StrCat(spec.dir, bit == 1 ? "/stdout.log" : "/stderr.log");
+    s.to_console = route.to_console;
   }
 }
 
@@ -68,10 +65,12 @@ NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& a, const s
   return round;
 }
 
-std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& round,
+std::vector<WorkerSpec> BuildWorkerSpecs(const RunPlan& plan, const NodeRound& round,
                                          const std::string& run_dir, const std::string& hostname,
                                          const CpuLayout& cpus) {
-  const int n = config.nproc_per_node;
+  const Config& config = plan.config;
+  const WorkerPlan& workers = plan.workers;
+  const int n = workers.nproc;
   const std::string attempt_dir = absl::StrCat(run_dir, "/attempt_", round.info.restart_count);
   std::vector<WorkerSpec> specs(n);
   for (int local = 0; local < n; ++local) {
@@ -89,23 +88,23 @@ std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& 
     spec.error_file = spec.dir + "/error.json";
     spec.output_prefix =
         ExpandPrefix(config.log_line_prefix_template, config.role, spec.placement, hostname);
-    ChooseStreams(config, local, spec);
+    RouteStreams(plan.output.ranks[local], spec);
 
     RoundInfo info = round.info;
     info.error_file = spec.error_file;
-    spec.spawn.argv = BuildWorkerArgv(config, config.virtual_local_rank ? 0 : local);
-    spec.spawn.env = BuildWorkerEnv(config.worker_env_base, config, spec.placement, info);
+    spec.spawn.argv = BuildWorkerArgv(config, workers, config.virtual_local_rank ? 0 : local);
+    spec.spawn.env = BuildWorkerEnv(config, workers, spec.placement, info);
     if (!config.no_stack_hook) AddStackHookEnv(run_dir, spec.dir, &spec.spawn.env);
     AddPreemptEnv(spec.dir, &spec.spawn.env);
-    AddFlightRecorderEnv(attempt_dir, config.worker_torch, &spec.spawn.env);
-    if (!config.numa_placements.empty()) {  // --numa-binding (agent/workers/numa_setup.h)
-      const NumaPlacement& near_gpu = config.numa_placements[local];
+    AddFlightRecorderEnv(attempt_dir, workers.torch, &spec.spawn.env);
+    if (!workers.numa_placements.empty()) {  // --numa-binding (agent/workers/numa_setup.h)
+      const NumaPlacement& near_gpu = workers.numa_placements[local];
       spec.spawn.cpus = near_gpu.cpus;
-      if (config.numa_memory) spec.spawn.preferred_memory_node = near_gpu.node;
+      if (workers.numa_memory) spec.spawn.preferred_memory_node = near_gpu.node;
     }
     if (config.bind_cores_to_rank) {
       spec.spawn.cpus = CpuShare(cpus.available, cpus.numa_of, local, n);
-      if (!spec.spawn.cpus.empty() && !config.worker_env_base.count("OMP_NUM_THREADS")) {
+      if (!spec.spawn.cpus.empty() && !workers.env_base.count("OMP_NUM_THREADS")) {
         // As DeepSpeed's launcher does when it binds cores: one OpenMP thread per CPU of
         // the rank's share, instead of torchrun's 1 (which would leave a bound share idle).
         std::erase_if(spec.spawn.env,

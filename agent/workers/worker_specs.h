@@ -1,8 +1,9 @@
 // What each of this node's workers gets in one round — argv, environment, CPU share,
 // directories, console prefix and log files — decided in one pure function from the
-// config, the round and the run directory. The agent hands the specs to its launcher;
-// debug mode writes the very same specs to rank-N.env / rank-N.argv, so a rank started by
-// hand gets what the worker would have got. Thread-safe (no state).
+// config, the worker plan (agent/config/run_plan.h), the round and the run directory. The agent
+// hands the specs to its launcher; debug mode writes the very same specs to rank-N.env /
+// rank-N.argv, so a rank started by hand gets what the worker would have got. Thread-safe (no
+// state).
 #ifndef MUSTER_AGENT_WORKER_SPECS_H_
 #define MUSTER_AGENT_WORKER_SPECS_H_
 
@@ -57,7 +58,7 @@ NodeRound PlanNodeRound(const Config& config, const rdzv::Assignment& assignment
 
 // One spec per local rank, in local-rank order. Directories and files are named under
 // `run_dir` (attempt_<restart count>/<local rank>/), nothing is created.
-std::vector<WorkerSpec> BuildWorkerSpecs(const Config& config, const NodeRound& round,
+std::vector<WorkerSpec> BuildWorkerSpecs(const RunPlan& plan, const NodeRound& round,
                                          const std::string& run_dir, const std::string& hostname,
                                          const CpuLayout& cpus);
 

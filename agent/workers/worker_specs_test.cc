@@ -25,16 +25,26 @@ rdzv::Assignment TwoNodeRound() {
 
 Config TwoWorkers() {
   Config c;
-  c.nproc_per_node = 2;
+  c.nproc_per_node = 2;  // as parsed; TwoWorkersPlan says what runs
   c.command = {"train.py", "--lr", "0.1"};
-  c.worker_env_base = {{"HOME", "/root"}};
   return c;
+}
+
+// What the resolve step finds for TwoWorkers (agent/config/run_plan.h).
+WorkerPlan TwoWorkersPlan() { return WorkerPlan{.nproc = 2, .env_base = {{"HOME", "/root"}}}; }
+
+// The specs of TwoNodeRound under run directory /r on host h, from the plan the resolve step
+// makes of `c` and `w`.
+std::vector<WorkerSpec> Specs(const Config& c, const WorkerPlan& w, const CpuLayout& cpus = {}) {
+  return BuildWorkerSpecs(ResolveRunPlan(c, w), PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r",
+                          "h", cpus);
 }
 
 TEST(WorkerSpecsTest, PlacementEnvAndFilesPerLocalRank) {
   Config c = TwoWorkers();
   NodeRound round = PlanNodeRound(c, TwoNodeRound(), "job7", 0);
-  std::vector<WorkerSpec> specs = BuildWorkerSpecs(c, round, "/run/job7_x", "node-1", {});
+  std::vector<WorkerSpec> specs =
+      BuildWorkerSpecs(ResolveRunPlan(c, TwoWorkersPlan()), round, "/run/job7_x", "node-1", {});
   ASSERT_EQ(specs.size(), 2u);
   const WorkerSpec& s = specs[1];
   EXPECT_EQ(s.placement.local_rank, 1);
@@ -106,10 +116,10 @@ TEST(WorkerSpecsTest, AdvertisedAddressKeepsLocalhostAndPortIsFixedOnOneNode) {
 
 TEST(WorkerSpecsTest, BoundCoresGiveEachRankItsShareAndOmpThreads) {
   Config c = TwoWorkers();
+  WorkerPlan w = TwoWorkersPlan();
   c.bind_cores_to_rank = true;
   CpuLayout cpus{.available = {0, 1, 2, 3, 4, 5}, .numa_of = {}};
-  std::vector<WorkerSpec> specs =
-      BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", cpus);
+  std::vector<WorkerSpec> specs = Specs(c, w, cpus);
   EXPECT_EQ(specs[0].spawn.cpus, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(specs[1].spawn.cpus, (std::vector<int>{3, 4, 5}));
   EXPECT_EQ(AsMap(specs[1].spawn.env)["OMP_NUM_THREADS"], "3");
@@ -118,8 +128,8 @@ TEST(WorkerSpecsTest, BoundCoresGiveEachRankItsShareAndOmpThreads) {
                           [](const std::string& kv) { return kv.starts_with("OMP_NUM_THREADS="); }),
             1);
   // The user's own value wins.
-  c.worker_env_base["OMP_NUM_THREADS"] = "8";
-  specs = BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", cpus);
+  w.env_base["OMP_NUM_THREADS"] = "8";
+  specs = Specs(c, w, cpus);
   EXPECT_EQ(AsMap(specs[0].spawn.env)["OMP_NUM_THREADS"], "8");
 }
 
@@ -129,20 +139,18 @@ TEST(WorkerSpecsTest, BoundCoresGiveEachRankItsShareAndOmpThreads) {
 TEST(WorkerSpecsTest, NumaPlacementsReachEachRanksSpawn) {
   Config c = TwoWorkers();
   c.numa_binding = NumaBindingMode::kExclusive;
-  c.numa_placements = {{.node = 1, .cpus = {8, 9}}, {.node = 1, .cpus = {10, 11}}};
-  c.numa_memory = true;
-  std::vector<WorkerSpec> specs =
-      BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", {});
+  WorkerPlan w = TwoWorkersPlan();
+  w.numa_placements = {{.node = 1, .cpus = {8, 9}}, {.node = 1, .cpus = {10, 11}}};
+  w.numa_memory = true;
+  std::vector<WorkerSpec> specs = Specs(c, w);
   EXPECT_EQ(specs[0].spawn.cpus, (std::vector<int>{8, 9}));
   EXPECT_EQ(specs[1].spawn.cpus, (std::vector<int>{10, 11}));
   EXPECT_EQ(specs[1].spawn.preferred_memory_node, 1);
   Config unbound = TwoWorkers();
   EXPECT_EQ(AsMap(specs[1].spawn.env)["OMP_NUM_THREADS"],
-            AsMap(BuildWorkerSpecs(unbound, PlanNodeRound(unbound, TwoNodeRound(), "job", 0), "/r",
-                                   "h", {})[1]
-                      .spawn.env)["OMP_NUM_THREADS"]);
-  c.numa_memory = false;
-  specs = BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", {});
+            AsMap(Specs(unbound, TwoWorkersPlan())[1].spawn.env)["OMP_NUM_THREADS"]);
+  w.numa_memory = false;
+  specs = Specs(c, w);
   EXPECT_EQ(specs[0].spawn.cpus, (std::vector<int>{8, 9}));
   EXPECT_EQ(specs[0].spawn.preferred_memory_node, -1);
 }
@@ -153,9 +161,9 @@ TEST(WorkerSpecsTest, VirtualLocalRankGivesEachWorkerItsOwnDevice) {
   Config c = TwoWorkers();
   c.virtual_local_rank = true;
   c.local_rank_arg = true;
-  c.worker_env_base["CUDA_VISIBLE_DEVICES"] = "2,3";
-  std::vector<WorkerSpec> specs =
-      BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", {});
+  WorkerPlan w = TwoWorkersPlan();
+  w.env_base["CUDA_VISIBLE_DEVICES"] = "2,3";
+  std::vector<WorkerSpec> specs = Specs(c, w);
   for (int local : {0, 1}) {
     auto env = AsMap(specs[local].spawn.env);
     EXPECT_EQ(env["LOCAL_RANK"], "0");
@@ -171,11 +179,11 @@ TEST(WorkerSpecsTest, VirtualLocalRankGivesEachWorkerItsOwnDevice) {
 TEST(WorkerSpecsTest, LaunchWithLocalRankArgPassesOneArgument) {
   Config c = TwoWorkers();
   c.legacy_local_rank_arg = true;
-  c.worker_torch = TorchVersion{.major = 2, .minor = 1};
-  std::vector<std::string> argv = BuildWorkerArgv(c, 1);
+  const WorkerPlan w{.torch = TorchVersion{.major = 2, .minor = 1}};
+  std::vector<std::string> argv = BuildWorkerArgv(c, w, 1);
   EXPECT_EQ(argv.back(), "--local-rank=1");
   c.local_rank_arg = true;
-  argv = BuildWorkerArgv(c, 1);
+  argv = BuildWorkerArgv(c, w, 1);
   EXPECT_EQ(argv.back(), "--local_rank=1");
   EXPECT_EQ(std::count_if(argv.begin(), argv.end(),
                           [](const std::string& a) { return absl::StrContains(a, "local"); }),
@@ -187,8 +195,7 @@ TEST(WorkerSpecsTest, StreamsFollowRedirectsTeeAndFilter) {
   c.redirects.by_rank[StreamSelection::kAllRanks] = 1;  // -r 1: stdout to files only
   c.tee.by_rank[1] = 2;                                 // -t 1:2: rank 1's stderr to both
   c.local_ranks_filter = {1};
-  std::vector<WorkerSpec> specs =
-      BuildWorkerSpecs(c, PlanNodeRound(c, TwoNodeRound(), "job", 0), "/r", "h", {});
+  std::vector<WorkerSpec> specs = Specs(c, TwoWorkersPlan());
   EXPECT_EQ(specs[0].out.file, "/r/attempt_1/0/stdout.log");
   EXPECT_FALSE(specs[0].out.to_console);
   EXPECT_FALSE(specs[0].err.to_console);  // filtered out

@@ -36,15 +36,15 @@ std::string WorkerInterpreter(const Config& config) {
   return "";
 }
 
-std::optional<TorchVersion> FindWorkerTorch(const Config& config, const std::string& python,
-                                            absl::Duration timeout) {
+std::optional<TorchVersion> FindWorkerTorch(const std::map<std::string, std::string>& worker_env,
+                                            const std::string& python, absl::Duration timeout) {
   if (python.empty()) return std::nullopt;
   SpawnSpec spec;
   spec.argv = {python, "-c", kFindTorchVersion};
   // What the interpreter may say on stderr (a site warning) is no part of the job's output.
   UniqueFd devnull(open("/dev/null", O_WRONLY | O_CLOEXEC));
   if (devnull.get() >= 0) spec.fds.push_back({devnull.get(), 2});  // else: stderr as it is
-  for (const auto& [k, v] : config.worker_env_base) {
+  for (const auto& [k, v] : worker_env) {
     if (k != "MUSTER_TOKEN") spec.env.push_back(absl::StrCat(k, "=", v));
   }
   absl::StatusOr<CapturedRun> run = RunCaptured(std::move(spec), timeout);

@@ -8,6 +8,7 @@
 #ifndef MUSTER_AGENT_WORKER_TORCH_H_
 #define MUSTER_AGENT_WORKER_TORCH_H_
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -22,11 +23,12 @@ namespace muster {
 // Pod's command reads); "" when the workers' command is no Python (their torch unknown).
 std::string WorkerInterpreter(const Config& config);
 
-// The torch version `python` imports in `config.worker_env_base` (the workers' environment,
-// PYTHONPATH included); nullopt when there is no such interpreter, no torch, or no answer
-// within `timeout`, logged at debug level: the spellings then stay those of every version.
-std::optional<TorchVersion> FindWorkerTorch(const Config& config, const std::string& python,
-                                            absl::Duration timeout);
+// The torch version `python` imports in `worker_env` (the workers' environment, PYTHONPATH
+// included: WorkerPlan::env_base); nullopt when there is no such interpreter, no torch, or
+// no answer within `timeout`, logged at debug level: the spellings then stay those of every
+// version.
+std::optional<TorchVersion> FindWorkerTorch(const std::map<std::string, std::string>& worker_env,
+                                            const std::string& python, absl::Duration timeout);
 
 }  // namespace muster
 

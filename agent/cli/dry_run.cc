@@ -68,6 +68,24 @@ std::string RestartSummary(const Config& c) {
   return absl::StrCat(RestartPolicyName(c.restart_policy), ": ", what, "; ", budget, fatal);
 }
 
+// What the health gate checks before every round (docs/guides/health-gate.md).
+std::string DescribeHealthGate(const Config& c) {
+  std::vector<std::string> checks;
+  if (c.health_min_free_bytes > 0) {
+    const uint64_t bytes = c.health_min_free_bytes;
+    checks.push_back(absl::StrCat(bytes % (1 << 20) == 0 ? bytes >> 20 : bytes,
+                                  bytes % (1 << 20) == 0 ? " MiB" : " bytes",
+                                  " free in the run directory"));
+  }
+  checks.push_back("the GPUs the probe found at start, again between rounds");
+  if (!c.health_check.empty()) {
+    checks.push_back(absl::StrCat("`", c.health_check, "` exits 0 within ",
+                                  HumanDuration(c.health_check_timeout)));
+  }
+  return absl::StrCat(absl::StrJoin(checks, "; "),
+                      "; a node that fails sits out, named in `muster status`");
+}
+
 }  // namespace
 
 std::string DescribeConfig(const Config& c, const std::map<std::string, std::string>& env) {
@@ -129,6 +147,7 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
            ? std::string("waits for the job's outcome as long as the job lives")
            : absl::StrCat("leaves the job and exits 138 ", HumanDuration(c.exit_barrier_timeout),
                           " after this node's workers exited 0 without the job's outcome"));
+  line("health gate", DescribeHealthGate(c));
   line("containment",
        DescribeContainment(c.containment, c.allow_cgroup_escape) + source("containment"));
   if (c.numa_binding) {

@@ -288,3 +288,16 @@ def test_etcd_an_excluded_node_stays_excluded_across_a_coordinator_change(tmp_pa
             if p.poll() is None:
                 p.kill()
         etcd.stop()
+
+
+def test_dry_run_says_what_the_gate_checks(tmp_path):
+    # The gate is findable before a job runs: --dry-run lists its checks (it did not).
+    r = run_muster(["--dry-run", "--health-check", "test -e /tmp", "--health-check-timeout",
+                    "5s", "--health-min-free-space", "1GiB", *fake("exit=0")], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    gate = next(line for line in r.stdout.splitlines() if line.strip().startswith("health gate"))
+    assert "1024 MiB free" in gate and "`test -e /tmp` exits 0 within 5s" in gate, gate
+    r = run_muster(["--dry-run", "--health-min-free-space", "0", *fake("exit=0")],
+                   cwd=tmp_path)
+    gate = next(line for line in r.stdout.splitlines() if line.strip().startswith("health gate"))
+    assert "free" not in gate and "exits 0" not in gate, gate

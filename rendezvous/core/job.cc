@@ -141,7 +141,7 @@ void Job::Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::v
       }
       break;
     case Phase::kRunning:
-      if (held_) {  // the round's failure is being judged (job_settle.cc): wait for its end
+      if (settle_.holding()) {  // the round's failure is being judged: wait for its end
         out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
                                  "a failure of the running round is being judged; joining the "
                                  "next round, if there is one"));
@@ -215,8 +215,8 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   participants_.erase(std::remove_if(participants_.begin(), participants_.end(),
                                      [&](const NodeInfo& n) { return n.node_id == node_id; }),
                       participants_.end());
-  // A failure held for the settle window was this loss's consequence (job_settle.cc).
-  std::string excuse = ExcuseHeldFailure(info.host, now);
+  // A failure held for the settle window was this loss's consequence.
+  std::string excuse = settle_.Excuse(info.host, now);
   if (!excuse.empty()) excuse = absl::StrCat("; ", excuse);
   if (LiveCount() < spec_.min_nodes) {
     Failure f;
@@ -271,7 +271,9 @@ std::string Job::ProgressText(absl::Time now) const {
 
 void Job::Tick(absl::Time now, std::vector<Event>* out) {
   if (phase_ == Phase::kFinished) return;
-  SettleTick(now, out);
+  if (std::optional<HeldFailure> held = settle_.Due(now)) {
+    FinishFailed(held->cause, held->failure, held->what, now, out);
+  }
   if (phase_ == Phase::kFinished) return;
   if (progress_due_ && now >= *progress_due_) {
     progress_due_.reset();
@@ -340,7 +342,7 @@ std::optional<absl::Time> Job::NextDeadline() const {
   }
   if (phase_ == Phase::kStopping) consider(stopping_since_ + spec_.stop_timeout);
   if (progress_due_) consider(*progress_due_);
-  if (held_) consider(held_->until);
+  if (std::optional<absl::Time> held = settle_.deadline()) consider(*held);
   return next;
 }
 

@@ -24,7 +24,7 @@
 // ended (WorkerEnded, WorkerFailed, WorkersSucceeded). After the outcome, nodes that hang
 // up stay listed (state "Left") so the final status still shows who ran what.
 //
-// Settle window (job_settle.cc, docs/reference/exit-codes.md): a failure that would finish a
+// Settle window (settle_window.h, docs/reference/exit-codes.md): a failure that would finish a
 // round of several nodes (not restartable, or the budget spent) is held for kSettleWindow
 // while the round keeps running: the survivors' collectives fail (exit 1) within
 // milliseconds of a node's loss, before its owner learns of the loss. A participant lost
@@ -33,8 +33,8 @@
 //
 // The definitions are split by concept: job.cc (membership, deadlines), job_round.cc
 // (rounds, outcome), job_workers.cc (the status of nodes and workers), job_preempt.cc
-// (preemption notices), job_traces.cc (flight recorder dumps collected), job_settle.cc
-// (the settle window).
+// (preemption notices), job_traces.cc (flight recorder dumps collected). The settle
+// window's held failure is a SettleWindow (settle_window.h) the job holds.
 //
 // Not thread-safe: the owner serialises calls. Both backends own it through
 // rendezvous/registry's JobHost (the server's JobRegistry holds a mutex; the etcd
@@ -53,6 +53,7 @@
 #include "absl/time/time.h"
 #include "rendezvous/core/conditions.h"
 #include "rendezvous/core/hang.h"
+#include "rendezvous/core/settle_window.h"
 #include "rendezvous/core/types.h"
 
 namespace muster::rdzv {
@@ -180,19 +181,13 @@ class Job {
   const std::vector<TraceRound>& traces() const { return traces_; }
   static constexpr size_t kMaxTraceRounds = 16;
   // How long a fatal failure of a round of several nodes waits for a loss that would
-  // explain it (job_settle.cc says how it was chosen).
-  static constexpr absl::Duration kSettleWindow = absl::Seconds(3);
+  // explain it (settle_window.cc says how it was chosen).
+  static constexpr absl::Duration kSettleWindow = SettleWindow::kWindow;
   // A fatal failure held for the settle window (held_failure()).
-  struct HeldFailure {
-    Failure failure;              // the first fatal one of the round: the root cause
-    std::string what;             // "rank R on HOST failed: exit 1[: detail]"
-    const char* cause = nullptr;  // FailRound's cause (nullptr: by the failure's restartability)
-    absl::Time since;             // when it was reported
-    absl::Time until;             // when it finishes the job unless a participant is lost first
-  };
+  using HeldFailure = rdzv::HeldFailure;
   // The failure held now, if any. An owner logs HoldNotice once it appears, so that a user
   // reading logs knows why the job ends seconds after a failure.
-  const std::optional<HeldFailure>& held_failure() const { return held_; }
+  const std::optional<HeldFailure>& held_failure() const { return settle_.held(); }
   // The nodes of the running round that announced their preemption (empty otherwise).
   const std::vector<Preemption>& preempting() const { return preempting_; }
   // Fires due deadlines: progress, last call, join timeout, stop timeout.
@@ -235,15 +230,6 @@ class Job {
   // The round's failure `failure` (described by `what`) finishes the job.
   void FinishFailed(const char* cause, const Failure& failure, const std::string& what,
                     absl::Time now, std::vector<Event>* out);
-  // Holds a fatal failure for kSettleWindow when the round has several participants and
-  // nothing is held; false: decide now (job_settle.cc).
-  bool HoldFailure(const char* cause, const Failure& failure, const std::string& what,
-                   absl::Time now);
-  // Finishes the job with the held failure once its window has passed.
-  void SettleTick(absl::Time now, std::vector<Event>* out);
-  // Drops the held failure as a consequence of `lost`'s loss; returns what the reason says
-  // of it ("" when nothing was held).
-  std::string ExcuseHeldFailure(const std::string& lost, absl::Time now);
   void MaybeFinishStopping(absl::Time now, std::vector<Event>* out);
   void Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out);
   // Marks a worker of `node` ended, unless it already is.
@@ -293,16 +279,12 @@ class Job {
   std::vector<NodeInfo> participants_;  // current round, group-rank order
   std::vector<RestartRecord> history_;
   std::optional<Failure> pending_failure_;  // the failure that triggered kStopping
-  std::optional<HeldFailure> held_;         // kRunning only: a fatal failure in its window
+  SettleWindow settle_;                     // kRunning only: a fatal failure in its window
   std::optional<Outcome> outcome_;
   Conditions conditions_;
   std::vector<Preemption> preempting_;  // this round's; cleared when a round starts
   std::vector<TraceRound> traces_;      // by round, the last kMaxTraceRounds
 };
-
-// The owner's log line for a failure just held: "holding the failure of rank R on HOST
-// (exit 1) for 3s: a node lost meanwhile makes it a membership change".
-std::string HoldNotice(const Job::HeldFailure& held);
 
 }  // namespace muster::rdzv
 

@@ -27,9 +27,9 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
 
 void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
                     std::vector<Event>* out) {
-  // A fatal failure is held (job_settle.cc): the first is the root cause, later ones of the
+  // A fatal failure is held (settle_window.h): the first is the root cause, later ones of the
   // round are its consequences.
-  if (held_) return;
+  if (settle_.holding()) return;
   std::string what =
       absl::StrCat("rank ", failure.rank, " on ", failure.host, " failed: ", failure.what);
   if (std::string detail = FailureDetail(failure); !detail.empty()) {
@@ -47,7 +47,7 @@ void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
                   /*counted=*/true, brief, now, out);
     return;
   }
-  if (HoldFailure(cause, failure, what, now)) return;
+  if (settle_.Hold(cause, failure, what, participants_.size(), now)) return;
   FinishFailed(cause, failure, what, now, out);
 }
 
@@ -78,7 +78,7 @@ void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now
   for (int local = 0; local < static_cast<int>(it->second.workers.size()); ++local) {
     EndWorker(it->second, local, 0, WorkerState::kSucceeded, 0, 0, "exit 0");
   }
-  if (held_) return;  // a failure of this round is held: it decides, not the successes
+  if (settle_.holding()) return;  // a failure of this round is held: it decides, not the successes
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).succeeded) return;
   }
@@ -117,7 +117,7 @@ void Job::WorkersStopped(const std::string& node_id, int round, int store_port, 
 void Job::BeginStopping(const char* cause, const std::string& reason, bool counted,
                         const std::optional<Failure>& failure, absl::Time now,
                         std::vector<Event>* out) {
-  held_.reset();  // a held failure was judged by whatever stops the round
+  settle_.Drop();  // a held failure was judged by whatever stops the round
   history_.push_back(RestartRecord{.round = round_,
                                    .attempt = attempt_,
                                    .started = round_started_,
@@ -256,7 +256,7 @@ void Job::AnnounceRound(int world_size, std::vector<Event>* out) {
 }
 
 void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out) {
-  held_.reset();
+  settle_.Drop();
   phase_ = Phase::kFinished;
   outcome_ = std::move(outcome);
   bool ok = outcome_->exit_code == 0;

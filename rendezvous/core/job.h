@@ -33,8 +33,9 @@
 //
 // The definitions are split by concept: job.cc (membership, deadlines), job_round.cc
 // (rounds, outcome), job_workers.cc (the status of nodes and workers), job_preempt.cc
-// (preemption notices), job_traces.cc (flight recorder dumps collected). The settle
-// window's held failure is a SettleWindow (settle_window.h) the job holds.
+// (preemption notices). The settle window's held failure is a SettleWindow
+// (settle_window.h) and the flight recorder dumps collected are TraceRounds
+// (trace_rounds.h), both held by the job.
 //
 // Not thread-safe: the owner serialises calls. Both backends own it through
 // rendezvous/registry's JobHost (the server's JobRegistry holds a mutex; the etcd
@@ -54,6 +55,7 @@
 #include "rendezvous/core/conditions.h"
 #include "rendezvous/core/hang.h"
 #include "rendezvous/core/settle_window.h"
+#include "rendezvous/core/trace_rounds.h"
 #include "rendezvous/core/types.h"
 
 namespace muster::rdzv {
@@ -174,12 +176,12 @@ class Job {
   // `stored.files` are "HOST:PATH"s left on the node. The node hears what is stored so far
   // (kTraces); every node of the round still connected hears it once all have reported
   // (O(nodes) events per round). Idempotent per node and round; the last kMaxTraceRounds
-  // rounds are kept for the status (job_traces.cc).
+  // rounds are kept for the status (trace_rounds.h).
   void TracesStored(const std::string& node_id, int round, const std::string& location,
                     TraceNode stored, const std::string& error, absl::Time now,
                     std::vector<Event>* out);
-  const std::vector<TraceRound>& traces() const { return traces_; }
-  static constexpr size_t kMaxTraceRounds = 16;
+  const std::vector<TraceRound>& traces() const { return traces_.all(); }
+  static constexpr size_t kMaxTraceRounds = TraceRounds::kMaxRounds;
   // How long a fatal failure of a round of several nodes waits for a loss that would
   // explain it (settle_window.cc says how it was chosen).
   static constexpr absl::Duration kSettleWindow = SettleWindow::kWindow;
@@ -283,7 +285,7 @@ class Job {
   std::optional<Outcome> outcome_;
   Conditions conditions_;
   std::vector<Preemption> preempting_;  // this round's; cleared when a round starts
-  std::vector<TraceRound> traces_;      // by round, the last kMaxTraceRounds
+  TraceRounds traces_;                  // by round, the last kMaxTraceRounds
 };
 
 }  // namespace muster::rdzv

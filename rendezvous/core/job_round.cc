@@ -1,8 +1,11 @@
 // Job (job.h): rounds and the outcome. A round forms (RankOrder decides who and in which
 // order) and runs; a failure, a success or a change of members stops it, and the job
 // either starts the next round once every participant has stopped its workers, gathers
-// again, or finishes with the outcome every node exits with.
+// again, or finishes with the outcome every node exits with. After a failed round the nodes
+// report the flight recorder dumps they uploaded (TracesStored; kept by TraceRounds) and
+// hear what is stored.
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/exit_codes.h"
@@ -270,6 +273,35 @@ void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector
     EndRunningWorkers(node, "stopped: the job ended");
     Event e = MakeEvent(Event::Kind::kFinished, id, outcome_->reason);
     e.outcome = *outcome_;
+    out->push_back(std::move(e));
+  }
+}
+
+void Job::TracesStored(const std::string& node_id, int round, const std::string& location,
+                       TraceNode stored, const std::string& error, absl::Time now,
+                       std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || round <= 0 || round > round_) return;
+  Touch(it->second, now);
+  const TraceRound* r =
+      traces_.Report(round, node_id, it->second.info.host, location, std::move(stored));
+  if (r == nullptr) return;
+
+  // Who waits for it: the round's nodes still connected (an older round's: the uploader).
+  std::vector<std::string> to;
+  for (const NodeInfo& p : round == round_ ? participants_ : std::vector<NodeInfo>{}) {
+    auto n = nodes_.find(p.node_id);
+    if (n != nodes_.end() && !n->second.left) to.push_back(p.node_id);
+  }
+  if (std::find(to.begin(), to.end(), node_id) == to.end()) to.push_back(node_id);
+  const TracesSummary summary = TraceRounds::Summarize(*r, to);
+  // The uploader hears what is stored so far; every node once all have reported: O(nodes)
+  // events per round, not O(nodes^2).
+  if (summary.nodes_reported < summary.nodes_expected) to = {node_id};
+  for (const std::string& id : to) {
+    Event e = MakeEvent(Event::Kind::kTraces, id);
+    e.traces = summary;
+    if (id == node_id) e.traces.error = error;
     out->push_back(std::move(e));
   }
 }

@@ -1,7 +1,7 @@
-// Job (job.h): membership and deadlines. A node joins (checked by join_checks.h) or is
-// lost; the progress of a gathering, its last call and join timeout, and the stop timeout
-// fire in Tick. Rounds and the outcome are in job_round.cc, the status of nodes and
-// workers in job_workers.cc.
+// Job (job.h): membership and deadlines. A node joins (checked by join_checks.h), is
+// preempted or drained, or is lost; the progress of a gathering, its last call and join
+// timeout, and the stop timeout fire in Tick. Rounds and the outcome are in job_round.cc,
+// the status of nodes and workers in job_workers.cc.
 #include "rendezvous/core/job.h"
 
 #include <signal.h>
@@ -195,7 +195,7 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   bool participant = IsParticipant(node_id);
   std::string what = absl::StrCat("node ", info.host, " (", info.address, ") lost: ", why);
   // A preempted node's loss ends the job with SIGTERM's code, as a signal to every agent.
-  const Preemption* preempted = PreemptionOf(node_id);
+  const Preemption* preempted = preemptions_.Of(node_id);
   const int lost_code = preempted ? exit_code::ForSignal(SIGTERM) : exit_code::kTransient;
   if (preempted) {
     what = absl::StrCat("node ", info.host, " (", info.address, ") preempted: ", preempted->reason);
@@ -243,6 +243,76 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   } else {
     MaybeFinishStopping(now, out);  // it will never acknowledge the stop
   }
+}
+
+// Preemption (docs/guides/preemption.md): the notice goes to every live node before anything
+// is stopped; the preempted node leaves afterwards and its loss is handled by RemoveNode,
+// with SIGTERM's code.
+absl::Status Job::Preempt(const std::string& node_id, const std::string& reason, absl::Time now,
+                          std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.left) {
+    return absl::NotFoundError(absl::StrCat("node ", node_id, " is not in job ", spec_.run_id));
+  }
+  if (phase_ != Phase::kRunning || !IsParticipant(node_id)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", it->second.info.host, " runs no workers of job ", spec_.run_id,
+                     " now (the job is between rounds or finished): nothing to preempt"));
+  }
+  if (preemptions_.Of(node_id) != nullptr) return absl::OkStatus();
+  Touch(it->second, now);
+  preemptions_.Add(
+      Preemption{.node_id = node_id, .host = it->second.info.host, .reason = reason, .since = now});
+  for (const auto& [id, node] : nodes_) {
+    if (node.left) continue;
+    Event e = MakeEvent(Event::Kind::kPreempt, id, reason);
+    e.preempted_node = node_id;
+    e.preempted_host = it->second.info.host;
+    out->push_back(std::move(e));
+  }
+  return absl::OkStatus();
+}
+
+void Job::PreemptedNodeLeft(const Preemption& p, absl::Time now, std::vector<Event>* out) {
+  if (phase_ == Phase::kFinished || LiveCount() >= spec_.min_nodes) return;
+  const int code = exit_code::ForSignal(SIGTERM);
+  const std::string what = absl::StrCat("node ", p.host, " preempted: ", p.reason);
+  Finish(
+      "NodePreempted",
+      Outcome{.exit_code = code,
+              .root_cause = Failure{.kind = FailureKind::kPreempted,
+                                    .node_id = p.node_id,
+                                    .host = p.host,
+                                    .code = code,
+                                    .what = what,
+                                    .restartable = true},
+              .reason = absl::StrCat(what, "; ", LiveCount(), " node", LiveCount() == 1 ? "" : "s",
+                                     " left, fewer than --nnodes minimum ", spec_.min_nodes)},
+      now, out);
+}
+
+absl::StatusOr<NodeInfo> Job::NodeToDrain(const std::string& node_id,
+                                          const std::string& host) const {
+  NodeInfo drained;
+  int matches = 0;
+  for (const NodeInfo& n : Nodes()) {
+    if ((!node_id.empty() && n.node_id == node_id) || (node_id.empty() && n.host == host)) {
+      drained = n;
+      ++matches;
+    }
+  }
+  if (matches == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("job ", spec_.run_id, " has no live node ",
+                     node_id.empty() ? absl::StrCat("on host ", host) : node_id,
+                     "; `muster status` lists its nodes"));
+  }
+  if (matches > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("several nodes of job ", spec_.run_id, " run on host ", host,
+                     "; name one with --node ID (`muster status` lists their ids)"));
+  }
+  return drained;
 }
 
 std::string Job::ProgressText(absl::Time now) const {

@@ -31,11 +31,12 @@
 // meanwhile makes it a membership change; else the held failure finishes the job as it
 // would have at once. Restartable failures with budget left decide at once.
 //
-// The definitions are split by concept: job.cc (membership, deadlines), job_round.cc
-// (rounds, outcome), job_workers.cc (the status of nodes and workers), job_preempt.cc
-// (preemption notices). The settle window's held failure is a SettleWindow
-// (settle_window.h) and the flight recorder dumps collected are TraceRounds
-// (trace_rounds.h), both held by the job.
+// The definitions are split by concept: job.cc (membership: joins, preemption and drain,
+// losses; deadlines), job_round.cc (rounds, outcome, the traces of a failed round),
+// job_workers.cc (the status of nodes and workers). What has state of its own is a class
+// the job holds: the settle window's held failure (SettleWindow, settle_window.h), the
+// round's preemption notices (RoundPreemptions, round_preemptions.h) and the flight
+// recorder dumps collected (TraceRounds, trace_rounds.h).
 //
 // Not thread-safe: the owner serialises calls. Both backends own it through
 // rendezvous/registry's JobHost (the server's JobRegistry holds a mutex; the etcd
@@ -54,6 +55,7 @@
 #include "absl/time/time.h"
 #include "rendezvous/core/conditions.h"
 #include "rendezvous/core/hang.h"
+#include "rendezvous/core/round_preemptions.h"
 #include "rendezvous/core/settle_window.h"
 #include "rendezvous/core/trace_rounds.h"
 #include "rendezvous/core/types.h"
@@ -157,18 +159,18 @@ class Job {
   // checkpoint before anything is stopped. The node then leaves (NodeLost): an elastic job
   // re-forms without it, a job below min_nodes finishes with 143 (SIGTERM's code).
   // NotFound for an unknown node, FailedPrecondition unless a round runs. Idempotent per
-  // node (job_preempt.cc).
+  // node (job.cc).
   absl::Status Preempt(const std::string& node_id, const std::string& reason, absl::Time now,
                        std::vector<Event>* out);
   // A node that was being preempted in the round of a previous owner of the job (the etcd
   // backend's coordinator that was lost: ContinueFrom) is gone before it joined this Job,
   // and every other node of that round that is left has joined. Below min_nodes the job
   // ends as a preempted node's loss ends it (143, "NodePreempted"); else nothing: the
-  // next round forms without it (job_preempt.cc).
+  // next round forms without it (job.cc).
   void PreemptedNodeLeft(const Preemption& p, absl::Time now, std::vector<Event>* out);
   // The live node `muster drain` names: by `node_id`, else the one node on `host`.
   // NotFound when none matches, InvalidArgument when several nodes run on `host`; both
-  // messages name the fix (job_preempt.cc).
+  // messages name the fix (job.cc).
   absl::StatusOr<NodeInfo> NodeToDrain(const std::string& node_id, const std::string& host) const;
   // The server stored `node_id`'s flight recorder dumps of `round` under `location`
   // ("HOST:DIR/"; docs/guides/collective-traces.md), or none (`stored.files` empty; `error` says
@@ -191,7 +193,7 @@ class Job {
   // reading logs knows why the job ends seconds after a failure.
   const std::optional<HeldFailure>& held_failure() const { return settle_.held(); }
   // The nodes of the running round that announced their preemption (empty otherwise).
-  const std::vector<Preemption>& preempting() const { return preempting_; }
+  const std::vector<Preemption>& preempting() const { return preemptions_.all(); }
   // Fires due deadlines: progress, last call, join timeout, stop timeout.
   void Tick(absl::Time now, std::vector<Event>* out);
   // When Tick must run next; nullopt when nothing is pending.
@@ -247,8 +249,6 @@ class Job {
   void RemoveNode(std::string node_id, const std::string& why, absl::Time now,
                   std::vector<Event>* out);
   bool IsParticipant(const std::string& node_id) const;
-  // The node's preemption in this round, or null.
-  const Preemption* PreemptionOf(const std::string& node_id) const;
   int LiveCount() const { return static_cast<int>(nodes_.size()) - left_count_; }
   // Live nodes that may take part in a round: LiveCount but the excluded ones.
   int EligibleCount() const { return LiveCount() - excluded_count_; }
@@ -284,8 +284,8 @@ class Job {
   SettleWindow settle_;                     // kRunning only: a fatal failure in its window
   std::optional<Outcome> outcome_;
   Conditions conditions_;
-  std::vector<Preemption> preempting_;  // this round's; cleared when a round starts
-  TraceRounds traces_;                  // by round, the last kMaxTraceRounds
+  RoundPreemptions preemptions_;  // this round's; cleared when a round starts
+  TraceRounds traces_;            // by round, the last kMaxTraceRounds
 };
 
 }  // namespace muster::rdzv

@@ -184,7 +184,7 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   progress_to_all_ = false;
   progress_due_.reset();
   participants_.clear();
-  preempting_.clear();
+  preemptions_.Clear();
   for (auto& [id, node] : nodes_) node.prev_group_rank = -1;
   int world_size = 0;
   for (auto& [id, node] : nodes_) node.workers.clear();

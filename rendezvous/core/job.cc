@@ -1,7 +1,7 @@
-// Job (job.h): membership and deadlines. A node joins (checked by join_checks.h), is
-// preempted or drained, or is lost; the progress of a gathering, its last call and join
-// timeout, and the stop timeout fire in Tick. Rounds and the outcome are in job_round.cc,
-// the status of nodes and workers in job_workers.cc.
+// Job (job.h): membership and deadlines. A node joins (checked by join_checks.h), is kept
+// out by its health gate or let back in, is preempted or drained, or is lost; the progress
+// of a gathering, its last call and join timeout, and the stop timeout fire in Tick. Rounds and the
+// outcome are in job_round.cc, the status of nodes and workers in job_workers.cc.
 #include "rendezvous/core/job.h"
 
 #include <signal.h>
@@ -166,6 +166,33 @@ void Job::Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::v
     case Phase::kFinished:
       break;
   }
+}
+
+// A node's health gate (agent/health/health_gate.h, docs/design.md §3 "Health gate") keeps
+// it out of rounds, or lets it back in. The node stays live and listed (kExcluded, with its
+// reason), so that a sick node is seen in the status instead of missing from it; it counts
+// toward no round until it says it is healthy again, then it arrives as a joiner does.
+void Job::NodeHealth(const std::string& node_id, const std::string& excluded, absl::Time now,
+                     std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.left || phase_ == Phase::kFinished) return;
+  Node& node = it->second;
+  Touch(node, now);
+  const bool was_excluded = !node.info.excluded.empty();
+  node.info.excluded = excluded;
+  if (excluded.empty() == !was_excluded) return;  // the same verdict: only the reason changes
+  if (!excluded.empty()) {
+    ++excluded_count_;
+    out->push_back(MakeEvent(Event::Kind::kProgress, node_id,
+                             absl::StrCat("kept out of rounds until healthy: ", excluded)));
+    // A gathering that counted it may have lost its quorum; a running round goes on (the
+    // gate speaks between rounds: this node has stopped or is about to report so).
+    if (phase_ == Phase::kGathering && EligibleCount() < spec_.min_nodes) last_call_.reset();
+    return;
+  }
+  --excluded_count_;
+  if (IsParticipant(node_id)) return;  // it ran this round: the next one counts it again
+  Arrive(node.info, "NodeHealthy", now, out);
 }
 
 void Job::Heartbeat(const std::string& node_id, absl::Time now) {

@@ -31,12 +31,12 @@
 // meanwhile makes it a membership change; else the held failure finishes the job as it
 // would have at once. Restartable failures with budget left decide at once.
 //
-// The definitions are split by concept: job.cc (membership: joins, preemption and drain,
-// losses; deadlines), job_round.cc (rounds, outcome, the traces of a failed round),
-// job_workers.cc (the status of nodes and workers). What has state of its own is a class
-// the job holds: the settle window's held failure (SettleWindow, settle_window.h), the
-// round's preemption notices (RoundPreemptions, round_preemptions.h) and the flight
-// recorder dumps collected (TraceRounds, trace_rounds.h).
+// The definitions are split by concept: job.cc (membership: joins, health, preemption and
+// drain, losses; deadlines), job_round.cc (rounds, outcome, hangs, the traces of a failed
+// round), job_workers.cc (the status of nodes and workers); job_status.h builds the status
+// views from a Job. What has state of its own is a class the job holds: the settle window's held
+// failure (SettleWindow, settle_window.h), the round's preemption notices (RoundPreemptions,
+// round_preemptions.h) and the flight recorder dumps collected (TraceRounds, trace_rounds.h).
 //
 // Not thread-safe: the owner serialises calls. Both backends own it through
 // rendezvous/registry's JobHost (the server's JobRegistry holds a mutex; the etcd
@@ -121,7 +121,7 @@ class Job {
   // live (listed, state kExcluded) but counts toward no round: a gathering waits for
   // another node or its recovery, and the running round goes on. A recovered node arrives
   // as a joiner does (a running round below max_nodes re-forms, uncounted). A participant
-  // that is excluded leaves the next round. Unknown nodes are ignored (job_health.cc).
+  // that is excluded leaves the next round. Unknown nodes are ignored (job.cc).
   void NodeHealth(const std::string& node_id, const std::string& excluded, absl::Time now,
                   std::vector<Event>* out);
   // Status only: the node was heard from (its last_seen). Liveness is the transport's
@@ -148,7 +148,7 @@ class Job {
   // The node has stopped its workers of `round` and opened a fresh store on `store_port`.
   void WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
                       std::vector<Event>* out);
-  // Hang detection (hang.h, job_hang.cc): the node's workers of `round` stalled, or made
+  // Hang detection (hang.h, job_round.cc): the node's workers of `round` stalled, or made
   // progress again. Once every participant has stalled the round ends as a failure "hung"
   // naming the culprit (conditions' reason "Hung"), restartable as the reports say. Stale
   // rounds are ignored.

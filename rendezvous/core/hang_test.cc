@@ -133,7 +133,7 @@ TEST(JobHangTest, ANodeWhoseWorkersAllExitedZeroCountsAsWaiting) {
   std::vector<Event> out;
   h.job().WorkersSucceeded("1", 1, h.now(), &out);
   h.job().NodeStalled("2", 1, Stalled({R(2, kAllReduce), R(3, kSleep)}), h.now(), &out);
-  h.Advance(Job::kSettleWindow);  // a fatal verdict waits for it (job_settle.cc)
+  h.Advance(Job::kSettleWindow);  // a fatal verdict waits for it (settle_window.h)
   ASSERT_EQ(h.job().phase(), Job::Phase::kFinished);
   EXPECT_EQ(h.job().outcome()->root_cause->rank, 3);
   EXPECT_EQ(h.job().outcome()->exit_code, 138);  // restartable, budget 0: spent

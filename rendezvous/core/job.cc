@@ -1,7 +1,7 @@
-// Job (job.h): membership and deadlines. A node joins (checked by join_checks.h) or is
-// lost; the progress of a gathering, its last call and join timeout, and the stop timeout
-// fire in Tick. Rounds and the outcome are in job_round.cc, the status of nodes and
-// workers in job_workers.cc.
+// Job (job.h): membership and deadlines. A node joins (checked by join_checks.h), is kept
+// out by its health gate or let back in, is preempted or drained, or is lost; the progress
+// of a gathering, its last call and join timeout, and the stop timeout fire in Tick. Rounds and the
+// outcome are in job_round.cc, the status of nodes and workers in job_workers.cc.
 #include "rendezvous/core/job.h"
 
 #include <signal.h>
@@ -141,7 +141,7 @@ void Job::Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::v
       }
       break;
     case Phase::kRunning:
-      if (held_) {  // the round's failure is being judged (job_settle.cc): wait for its end
+      if (settle_.holding()) {  // the round's failure is being judged: wait for its end
         out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
                                  "a failure of the running round is being judged; joining the "
                                  "next round, if there is one"));
@@ -166,6 +166,33 @@ void Job::Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::v
     case Phase::kFinished:
       break;
   }
+}
+
+// A node's health gate (agent/health/health_gate.h, docs/design.md §3 "Health gate") keeps
+// it out of rounds, or lets it back in. The node stays live and listed (kExcluded, with its
+// reason), so that a sick node is seen in the status instead of missing from it; it counts
+// toward no round until it says it is healthy again, then it arrives as a joiner does.
+void Job::NodeHealth(const std::string& node_id, const std::string& excluded, absl::Time now,
+                     std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.left || phase_ == Phase::kFinished) return;
+  Node& node = it->second;
+  Touch(node, now);
+  const bool was_excluded = !node.info.excluded.empty();
+  node.info.excluded = excluded;
+  if (excluded.empty() == !was_excluded) return;  // the same verdict: only the reason changes
+  if (!excluded.empty()) {
+    ++excluded_count_;
+    out->push_back(MakeEvent(Event::Kind::kProgress, node_id,
+                             absl::StrCat("kept out of rounds until healthy: ", excluded)));
+    // A gathering that counted it may have lost its quorum; a running round goes on (the
+    // gate speaks between rounds: this node has stopped or is about to report so).
+    if (phase_ == Phase::kGathering && EligibleCount() < spec_.min_nodes) last_call_.reset();
+    return;
+  }
+  --excluded_count_;
+  if (IsParticipant(node_id)) return;  // it ran this round: the next one counts it again
+  Arrive(node.info, "NodeHealthy", now, out);
 }
 
 void Job::Heartbeat(const std::string& node_id, absl::Time now) {
@@ -195,7 +222,7 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   bool participant = IsParticipant(node_id);
   std::string what = absl::StrCat("node ", info.host, " (", info.address, ") lost: ", why);
   // A preempted node's loss ends the job with SIGTERM's code, as a signal to every agent.
-  const Preemption* preempted = PreemptionOf(node_id);
+  const Preemption* preempted = preemptions_.Of(node_id);
   const int lost_code = preempted ? exit_code::ForSignal(SIGTERM) : exit_code::kTransient;
   if (preempted) {
     what = absl::StrCat("node ", info.host, " (", info.address, ") preempted: ", preempted->reason);
@@ -215,8 +242,8 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   participants_.erase(std::remove_if(participants_.begin(), participants_.end(),
                                      [&](const NodeInfo& n) { return n.node_id == node_id; }),
                       participants_.end());
-  // A failure held for the settle window was this loss's consequence (job_settle.cc).
-  std::string excuse = ExcuseHeldFailure(info.host, now);
+  // A failure held for the settle window was this loss's consequence.
+  std::string excuse = settle_.Excuse(info.host, now);
   if (!excuse.empty()) excuse = absl::StrCat("; ", excuse);
   if (LiveCount() < spec_.min_nodes) {
     Failure f;
@@ -245,6 +272,76 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   }
 }
 
+// Preemption (docs/guides/preemption.md): the notice goes to every live node before anything
+// is stopped; the preempted node leaves afterwards and its loss is handled by RemoveNode,
+// with SIGTERM's code.
+absl::Status Job::Preempt(const std::string& node_id, const std::string& reason, absl::Time now,
+                          std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.left) {
+    return absl::NotFoundError(absl::StrCat("node ", node_id, " is not in job ", spec_.run_id));
+  }
+  if (phase_ != Phase::kRunning || !IsParticipant(node_id)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", it->second.info.host, " runs no workers of job ", spec_.run_id,
+                     " now (the job is between rounds or finished): nothing to preempt"));
+  }
+  if (preemptions_.Of(node_id) != nullptr) return absl::OkStatus();
+  Touch(it->second, now);
+  preemptions_.Add(
+      Preemption{.node_id = node_id, .host = it->second.info.host, .reason = reason, .since = now});
+  for (const auto& [id, node] : nodes_) {
+    if (node.left) continue;
+    Event e = MakeEvent(Event::Kind::kPreempt, id, reason);
+    e.preempted_node = node_id;
+    e.preempted_host = it->second.info.host;
+    out->push_back(std::move(e));
+  }
+  return absl::OkStatus();
+}
+
+void Job::PreemptedNodeLeft(const Preemption& p, absl::Time now, std::vector<Event>* out) {
+  if (phase_ == Phase::kFinished || LiveCount() >= spec_.min_nodes) return;
+  const int code = exit_code::ForSignal(SIGTERM);
+  const std::string what = absl::StrCat("node ", p.host, " preempted: ", p.reason);
+  Finish(
+      "NodePreempted",
+      Outcome{.exit_code = code,
+              .root_cause = Failure{.kind = FailureKind::kPreempted,
+                                    .node_id = p.node_id,
+                                    .host = p.host,
+                                    .code = code,
+                                    .what = what,
+                                    .restartable = true},
+              .reason = absl::StrCat(what, "; ", LiveCount(), " node", LiveCount() == 1 ? "" : "s",
+                                     " left, fewer than --nnodes minimum ", spec_.min_nodes)},
+      now, out);
+}
+
+absl::StatusOr<NodeInfo> Job::NodeToDrain(const std::string& node_id,
+                                          const std::string& host) const {
+  NodeInfo drained;
+  int matches = 0;
+  for (const NodeInfo& n : Nodes()) {
+    if ((!node_id.empty() && n.node_id == node_id) || (node_id.empty() && n.host == host)) {
+      drained = n;
+      ++matches;
+    }
+  }
+  if (matches == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("job ", spec_.run_id, " has no live node ",
+                     node_id.empty() ? absl::StrCat("on host ", host) : node_id,
+                     "; `muster status` lists its nodes"));
+  }
+  if (matches > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("several nodes of job ", spec_.run_id, " run on host ", host,
+                     "; name one with --node ID (`muster status` lists their ids)"));
+  }
+  return drained;
+}
+
 std::string Job::ProgressText(absl::Time now) const {
   int count = EligibleCount();
   std::string text = absl::StrCat("joined ", count, "/", spec_.max_nodes, " nodes");
@@ -271,7 +368,9 @@ std::string Job::ProgressText(absl::Time now) const {
 
 void Job::Tick(absl::Time now, std::vector<Event>* out) {
   if (phase_ == Phase::kFinished) return;
-  SettleTick(now, out);
+  if (std::optional<HeldFailure> held = settle_.Due(now)) {
+    FinishFailed(held->cause, held->failure, held->what, now, out);
+  }
   if (phase_ == Phase::kFinished) return;
   if (progress_due_ && now >= *progress_due_) {
     progress_due_.reset();
@@ -340,7 +439,7 @@ std::optional<absl::Time> Job::NextDeadline() const {
   }
   if (phase_ == Phase::kStopping) consider(stopping_since_ + spec_.stop_timeout);
   if (progress_due_) consider(*progress_due_);
-  if (held_) consider(held_->until);
+  if (std::optional<absl::Time> held = settle_.deadline()) consider(*held);
   return next;
 }
 

@@ -24,17 +24,19 @@
 // ended (WorkerEnded, WorkerFailed, WorkersSucceeded). After the outcome, nodes that hang
 // up stay listed (state "Left") so the final status still shows who ran what.
 //
-// Settle window (job_settle.cc, docs/reference/exit-codes.md): a failure that would finish a
+// Settle window (settle_window.h, docs/reference/exit-codes.md): a failure that would finish a
 // round of several nodes (not restartable, or the budget spent) is held for kSettleWindow
 // while the round keeps running: the survivors' collectives fail (exit 1) within
 // milliseconds of a node's loss, before its owner learns of the loss. A participant lost
 // meanwhile makes it a membership change; else the held failure finishes the job as it
 // would have at once. Restartable failures with budget left decide at once.
 //
-// The definitions are split by concept: job.cc (membership, deadlines), job_round.cc
-// (rounds, outcome), job_workers.cc (the status of nodes and workers), job_preempt.cc
-// (preemption notices), job_traces.cc (flight recorder dumps collected), job_settle.cc
-// (the settle window).
+// The definitions are split by concept: job.cc (membership: joins, health, preemption and
+// drain, losses; deadlines), job_round.cc (rounds, outcome, hangs, the traces of a failed
+// round), job_workers.cc (the status of nodes and workers); job_status.h builds the status
+// views from a Job. What has state of its own is a class the job holds: the settle window's held
+// failure (SettleWindow, settle_window.h), the round's preemption notices (RoundPreemptions,
+// round_preemptions.h) and the flight recorder dumps collected (TraceRounds, trace_rounds.h).
 //
 // Not thread-safe: the owner serialises calls. Both backends own it through
 // rendezvous/registry's JobHost (the server's JobRegistry holds a mutex; the etcd
@@ -53,6 +55,9 @@
 #include "absl/time/time.h"
 #include "rendezvous/core/conditions.h"
 #include "rendezvous/core/hang.h"
+#include "rendezvous/core/round_preemptions.h"
+#include "rendezvous/core/settle_window.h"
+#include "rendezvous/core/trace_rounds.h"
 #include "rendezvous/core/types.h"
 
 namespace muster::rdzv {
@@ -116,7 +121,7 @@ class Job {
   // live (listed, state kExcluded) but counts toward no round: a gathering waits for
   // another node or its recovery, and the running round goes on. A recovered node arrives
   // as a joiner does (a running round below max_nodes re-forms, uncounted). A participant
-  // that is excluded leaves the next round. Unknown nodes are ignored (job_health.cc).
+  // that is excluded leaves the next round. Unknown nodes are ignored (job.cc).
   void NodeHealth(const std::string& node_id, const std::string& excluded, absl::Time now,
                   std::vector<Event>* out);
   // Status only: the node was heard from (its last_seen). Liveness is the transport's
@@ -143,7 +148,7 @@ class Job {
   // The node has stopped its workers of `round` and opened a fresh store on `store_port`.
   void WorkersStopped(const std::string& node_id, int round, int store_port, absl::Time now,
                       std::vector<Event>* out);
-  // Hang detection (hang.h, job_hang.cc): the node's workers of `round` stalled, or made
+  // Hang detection (hang.h, job_round.cc): the node's workers of `round` stalled, or made
   // progress again. Once every participant has stalled the round ends as a failure "hung"
   // naming the culprit (conditions' reason "Hung"), restartable as the reports say. Stale
   // rounds are ignored.
@@ -154,18 +159,18 @@ class Job {
   // checkpoint before anything is stopped. The node then leaves (NodeLost): an elastic job
   // re-forms without it, a job below min_nodes finishes with 143 (SIGTERM's code).
   // NotFound for an unknown node, FailedPrecondition unless a round runs. Idempotent per
-  // node (job_preempt.cc).
+  // node (job.cc).
   absl::Status Preempt(const std::string& node_id, const std::string& reason, absl::Time now,
                        std::vector<Event>* out);
   // A node that was being preempted in the round of a previous owner of the job (the etcd
   // backend's coordinator that was lost: ContinueFrom) is gone before it joined this Job,
   // and every other node of that round that is left has joined. Below min_nodes the job
   // ends as a preempted node's loss ends it (143, "NodePreempted"); else nothing: the
-  // next round forms without it (job_preempt.cc).
+  // next round forms without it (job.cc).
   void PreemptedNodeLeft(const Preemption& p, absl::Time now, std::vector<Event>* out);
   // The live node `muster drain` names: by `node_id`, else the one node on `host`.
   // NotFound when none matches, InvalidArgument when several nodes run on `host`; both
-  // messages name the fix (job_preempt.cc).
+  // messages name the fix (job.cc).
   absl::StatusOr<NodeInfo> NodeToDrain(const std::string& node_id, const std::string& host) const;
   // The server stored `node_id`'s flight recorder dumps of `round` under `location`
   // ("HOST:DIR/"; docs/guides/collective-traces.md), or none (`stored.files` empty; `error` says
@@ -173,28 +178,22 @@ class Job {
   // `stored.files` are "HOST:PATH"s left on the node. The node hears what is stored so far
   // (kTraces); every node of the round still connected hears it once all have reported
   // (O(nodes) events per round). Idempotent per node and round; the last kMaxTraceRounds
-  // rounds are kept for the status (job_traces.cc).
+  // rounds are kept for the status (trace_rounds.h).
   void TracesStored(const std::string& node_id, int round, const std::string& location,
                     TraceNode stored, const std::string& error, absl::Time now,
                     std::vector<Event>* out);
-  const std::vector<TraceRound>& traces() const { return traces_; }
-  static constexpr size_t kMaxTraceRounds = 16;
+  const std::vector<TraceRound>& traces() const { return traces_.all(); }
+  static constexpr size_t kMaxTraceRounds = TraceRounds::kMaxRounds;
   // How long a fatal failure of a round of several nodes waits for a loss that would
-  // explain it (job_settle.cc says how it was chosen).
-  static constexpr absl::Duration kSettleWindow = absl::Seconds(3);
+  // explain it (settle_window.cc says how it was chosen).
+  static constexpr absl::Duration kSettleWindow = SettleWindow::kWindow;
   // A fatal failure held for the settle window (held_failure()).
-  struct HeldFailure {
-    Failure failure;              // the first fatal one of the round: the root cause
-    std::string what;             // "rank R on HOST failed: exit 1[: detail]"
-    const char* cause = nullptr;  // FailRound's cause (nullptr: by the failure's restartability)
-    absl::Time since;             // when it was reported
-    absl::Time until;             // when it finishes the job unless a participant is lost first
-  };
+  using HeldFailure = rdzv::HeldFailure;
   // The failure held now, if any. An owner logs HoldNotice once it appears, so that a user
   // reading logs knows why the job ends seconds after a failure.
-  const std::optional<HeldFailure>& held_failure() const { return held_; }
+  const std::optional<HeldFailure>& held_failure() const { return settle_.held(); }
   // The nodes of the running round that announced their preemption (empty otherwise).
-  const std::vector<Preemption>& preempting() const { return preempting_; }
+  const std::vector<Preemption>& preempting() const { return preemptions_.all(); }
   // Fires due deadlines: progress, last call, join timeout, stop timeout.
   void Tick(absl::Time now, std::vector<Event>* out);
   // When Tick must run next; nullopt when nothing is pending.
@@ -235,15 +234,6 @@ class Job {
   // The round's failure `failure` (described by `what`) finishes the job.
   void FinishFailed(const char* cause, const Failure& failure, const std::string& what,
                     absl::Time now, std::vector<Event>* out);
-  // Holds a fatal failure for kSettleWindow when the round has several participants and
-  // nothing is held; false: decide now (job_settle.cc).
-  bool HoldFailure(const char* cause, const Failure& failure, const std::string& what,
-                   absl::Time now);
-  // Finishes the job with the held failure once its window has passed.
-  void SettleTick(absl::Time now, std::vector<Event>* out);
-  // Drops the held failure as a consequence of `lost`'s loss; returns what the reason says
-  // of it ("" when nothing was held).
-  std::string ExcuseHeldFailure(const std::string& lost, absl::Time now);
   void MaybeFinishStopping(absl::Time now, std::vector<Event>* out);
   void Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out);
   // Marks a worker of `node` ended, unless it already is.
@@ -259,8 +249,6 @@ class Job {
   void RemoveNode(std::string node_id, const std::string& why, absl::Time now,
                   std::vector<Event>* out);
   bool IsParticipant(const std::string& node_id) const;
-  // The node's preemption in this round, or null.
-  const Preemption* PreemptionOf(const std::string& node_id) const;
   int LiveCount() const { return static_cast<int>(nodes_.size()) - left_count_; }
   // Live nodes that may take part in a round: LiveCount but the excluded ones.
   int EligibleCount() const { return LiveCount() - excluded_count_; }
@@ -293,16 +281,12 @@ class Job {
   std::vector<NodeInfo> participants_;  // current round, group-rank order
   std::vector<RestartRecord> history_;
   std::optional<Failure> pending_failure_;  // the failure that triggered kStopping
-  std::optional<HeldFailure> held_;         // kRunning only: a fatal failure in its window
+  SettleWindow settle_;                     // kRunning only: a fatal failure in its window
   std::optional<Outcome> outcome_;
   Conditions conditions_;
-  std::vector<Preemption> preempting_;  // this round's; cleared when a round starts
-  std::vector<TraceRound> traces_;      // by round, the last kMaxTraceRounds
+  RoundPreemptions preemptions_;  // this round's; cleared when a round starts
+  TraceRounds traces_;            // by round, the last kMaxTraceRounds
 };
-
-// The owner's log line for a failure just held: "holding the failure of rank R on HOST
-// (exit 1) for 3s: a node lost meanwhile makes it a membership change".
-std::string HoldNotice(const Job::HeldFailure& held);
 
 }  // namespace muster::rdzv
 

@@ -1,4 +1,4 @@
-// Job::NodeHealth and a Join that carries an exclusion (job_health.cc): a node its health
+// Job::NodeHealth and a Join that carries an exclusion (job.cc): a node its health
 // gate keeps out counts toward no round, is listed as Excluded with its reason, and
 // arrives as a joiner once healthy.
 #include <string>

@@ -1,12 +1,17 @@
 // Job (job.h): rounds and the outcome. A round forms (RankOrder decides who and in which
 // order) and runs; a failure, a success or a change of members stops it, and the job
 // either starts the next round once every participant has stopped its workers, gathers
-// again, or finishes with the outcome every node exits with.
+// again, or finishes with the outcome every node exits with. A round whose every node
+// stalled fails as hung (NodeStalled). After a failed round the nodes
+// report the flight recorder dumps they uploaded (TracesStored; kept by TraceRounds) and
+// hear what is stored.
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/exit_codes.h"
 #include "base/plural.h"
+#include "rendezvous/core/hang.h"
 #include "rendezvous/core/job.h"
 #include "rendezvous/core/rank_order.h"
 
@@ -27,9 +32,9 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
 
 void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
                     std::vector<Event>* out) {
-  // A fatal failure is held (job_settle.cc): the first is the root cause, later ones of the
+  // A fatal failure is held (settle_window.h): the first is the root cause, later ones of the
   // round are its consequences.
-  if (held_) return;
+  if (settle_.holding()) return;
   std::string what =
       absl::StrCat("rank ", failure.rank, " on ", failure.host, " failed: ", failure.what);
   if (std::string detail = FailureDetail(failure); !detail.empty()) {
@@ -47,7 +52,7 @@ void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
                   /*counted=*/true, brief, now, out);
     return;
   }
-  if (HoldFailure(cause, failure, what, now)) return;
+  if (settle_.Hold(cause, failure, what, participants_.size(), now)) return;
   FinishFailed(cause, failure, what, now, out);
 }
 
@@ -69,6 +74,50 @@ void Job::FinishFailed(const char* cause, const Failure& failure, const std::str
          now, out);
 }
 
+// Hang detection's job-wide part (hang.h). A node reports when none of its workers has used
+// CPU for the hang timeout, with its ranks' stacks; once every participant of the round has,
+// the round fails as "hung" and JudgeHang names the culprit.
+void Job::NodeStalled(const std::string& node_id, int round, const Stall& stall, absl::Time now,
+                      std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || phase_ != Phase::kRunning || round != round_) return;
+  Touch(it->second, now);
+  if (!stall.stalled) {
+    it->second.stall.reset();
+    return;
+  }
+  it->second.stall = stall;
+  std::vector<NodeStacks> stacks;
+  for (size_t i = 0; i < participants_.size(); ++i) {
+    const Node& n = nodes_.at(participants_[i].node_id);
+    if (n.succeeded) continue;  // its workers exited 0: waiting at the exit barrier
+    if (!n.stall) return;       // a node still makes progress: slow, not hung
+    stacks.push_back(NodeStacks{.node_id = n.info.node_id,
+                                .host = n.info.host,
+                                .group_rank = static_cast<int>(i),
+                                .ranks = n.stall->ranks});
+  }
+  HangVerdict v = JudgeHang(stacks);
+  Node& culprit = nodes_.count(v.node_id) ? nodes_.at(v.node_id) : it->second;
+  culprit.failed = true;
+  EndWorker(culprit, v.local_rank, v.pid, WorkerState::kFailed, 0, 0, "hung");
+  // A hang is the agents' decision to restart or not (--hang-action); 138 says "worth a
+  // restart" to whatever runs the agents, 1 says it is not.
+  const bool restartable = stall.restartable;
+  Failure f{.kind = FailureKind::kHung,
+            .node_id = culprit.info.node_id,
+            .host = culprit.info.host,
+            .rank = v.rank,
+            .local_rank = v.local_rank,
+            .pid = v.pid,
+            .code = restartable ? exit_code::kTransient : 1,
+            .what = "hung",
+            .message = v.line,
+            .stderr_tail = v.groups,
+            .restartable = restartable};
+  FailRound("Hung", f, now, out);
+}
+
 void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now,
                            std::vector<Event>* out) {
   auto it = nodes_.find(node_id);
@@ -78,7 +127,7 @@ void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now
   for (int local = 0; local < static_cast<int>(it->second.workers.size()); ++local) {
     EndWorker(it->second, local, 0, WorkerState::kSucceeded, 0, 0, "exit 0");
   }
-  if (held_) return;  // a failure of this round is held: it decides, not the successes
+  if (settle_.holding()) return;  // a failure of this round is held: it decides, not the successes
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).succeeded) return;
   }
@@ -117,7 +166,7 @@ void Job::WorkersStopped(const std::string& node_id, int round, int store_port, 
 void Job::BeginStopping(const char* cause, const std::string& reason, bool counted,
                         const std::optional<Failure>& failure, absl::Time now,
                         std::vector<Event>* out) {
-  held_.reset();  // a held failure was judged by whatever stops the round
+  settle_.Drop();  // a held failure was judged by whatever stops the round
   history_.push_back(RestartRecord{.round = round_,
                                    .attempt = attempt_,
                                    .started = round_started_,
@@ -181,7 +230,7 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   progress_to_all_ = false;
   progress_due_.reset();
   participants_.clear();
-  preempting_.clear();
+  preemptions_.Clear();
   for (auto& [id, node] : nodes_) node.prev_group_rank = -1;
   int world_size = 0;
   for (auto& [id, node] : nodes_) node.workers.clear();
@@ -218,7 +267,8 @@ std::vector<Job::Node*> Job::RoundOrder() {
   std::vector<Node*> nodes;
   std::vector<RankCandidate> candidates;
   for (auto& [id, node] : nodes_) {
-    if (!node.info.excluded.empty()) continue;  // its health gate keeps it out (job_health.cc)
+    if (!node.info.excluded.empty())
+      continue;  // its health gate keeps it out (job.cc's NodeHealth)
     nodes.push_back(&node);
     candidates.push_back(RankCandidate{.rank_hint = node.info.rank_hint,
                                        .prev_group_rank = node.prev_group_rank,
@@ -256,7 +306,7 @@ void Job::AnnounceRound(int world_size, std::vector<Event>* out) {
 }
 
 void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out) {
-  held_.reset();
+  settle_.Drop();
   phase_ = Phase::kFinished;
   outcome_ = std::move(outcome);
   bool ok = outcome_->exit_code == 0;
@@ -270,6 +320,35 @@ void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector
     EndRunningWorkers(node, "stopped: the job ended");
     Event e = MakeEvent(Event::Kind::kFinished, id, outcome_->reason);
     e.outcome = *outcome_;
+    out->push_back(std::move(e));
+  }
+}
+
+void Job::TracesStored(const std::string& node_id, int round, const std::string& location,
+                       TraceNode stored, const std::string& error, absl::Time now,
+                       std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || round <= 0 || round > round_) return;
+  Touch(it->second, now);
+  const TraceRound* r =
+      traces_.Report(round, node_id, it->second.info.host, location, std::move(stored));
+  if (r == nullptr) return;
+
+  // Who waits for it: the round's nodes still connected (an older round's: the uploader).
+  std::vector<std::string> to;
+  for (const NodeInfo& p : round == round_ ? participants_ : std::vector<NodeInfo>{}) {
+    auto n = nodes_.find(p.node_id);
+    if (n != nodes_.end() && !n->second.left) to.push_back(p.node_id);
+  }
+  if (std::find(to.begin(), to.end(), node_id) == to.end()) to.push_back(node_id);
+  const TracesSummary summary = TraceRounds::Summarize(*r, to);
+  // The uploader hears what is stored so far; every node once all have reported: O(nodes)
+  // events per round, not O(nodes^2).
+  if (summary.nodes_reported < summary.nodes_expected) to = {node_id};
+  for (const std::string& id : to) {
+    Event e = MakeEvent(Event::Kind::kTraces, id);
+    e.traces = summary;
+    if (id == node_id) e.traces.error = error;
     out->push_back(std::move(e));
   }
 }

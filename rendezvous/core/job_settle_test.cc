@@ -1,4 +1,4 @@
-// The settle window (job_settle.cc): a fatal failure of a round of several nodes waits
+// The settle window (settle_window.h): a fatal failure of a round of several nodes waits
 // kSettleWindow for a loss that would explain it.
 #include <algorithm>
 #include <string>

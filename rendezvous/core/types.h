@@ -61,7 +61,7 @@ struct NodeInfo {
 // text for people; decisions read the kind. FailureKindName is its only spelling.
 enum class FailureKind {
   kWorker,  // the worker ended on its own: an exit code or a signal (`what` says which)
-  kHung,    // the job judged the round hung and named this rank (core/job_hang.cc)
+  kHung,    // the job judged the round hung and named this rank (core/job_round.cc)
   // Not a worker's doing (the job ends with a transient code, 138 or 143): a node was lost
   // and fewer than --nnodes' minimum are left, or a preempted node left.
   kNodeLost,

@@ -27,7 +27,7 @@ void JobHost::Apply(absl::Time now, const Call& call) {
   std::vector<Event> events;
   call(&events);
   if (job_.round() != round_before) transport_->RoundStarted(job_.round_formed_in());
-  if (!held_before && job_.held_failure()) {  // rendezvous/core/job_settle.cc
+  if (!held_before && job_.held_failure()) {  // rendezvous/core/settle_window.h
     if (names_.name_job) {
       spdlog::info("{}: job {}: {}", names_.backend, job_.spec().run_id,
                    HoldNotice(*job_.held_failure()));

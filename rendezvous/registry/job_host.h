@@ -3,7 +3,7 @@
 // (the one job it coordinates). Each call stamps the Job call with `now`, hands the
 // events it made to the backend's Transport (the fan-out: to each node's stream, or to
 // each node's etcd key), tells the backend when a round started, announces a failure the
-// Job holds (job_settle.cc) and logs what preemption and drain did; Tick is the Job's
+// Job holds (settle_window.h) and logs what preemption and drain did; Tick is the Job's
 // timer, due at NextDeadline. What is not the Job's stays with the backend: membership
 // by connection or key, the backend's own deadlines, persistence.
 //

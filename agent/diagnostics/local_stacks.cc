@@ -110,43 +110,38 @@ absl::StatusOr<std::unique_ptr<LocalStacksServer>> LocalStacksServer::Start(
     return ErrnoStatus("bind @" + name, errno);
   }
   if (listen(fd.get(), 8) != 0) return ErrnoStatus("listen @" + name, errno);
-  std::unique_ptr<LocalStacksServer> server(
-      new LocalStacksServer(loop, std::move(fd), host, std::move(collect)));
+  std::unique_ptr<LocalStacksServer> server(new LocalStacksServer(loop, host, std::move(collect)));
   LocalStacksServer* self = server.get();
-  RETURN_IF_ERROR(loop->Add(self->listener_.get(), EPOLLIN, [self](uint32_t) { self->Accept(); }));
+  ASSIGN_OR_RETURN(self->acceptor_,
+                   Acceptor::Start(loop, std::move(fd), {.what = "muster stacks socket"},
+                                   [self](UniqueFd socket, const sockaddr_storage&) {
+                                     self->Accepted(std::move(socket));
+                                   }));
   return server;
 }
 
-LocalStacksServer::LocalStacksServer(EventLoop* loop, UniqueFd listener, std::string host,
-                                     Collect collect)
-    : loop_(loop),
-      listener_(std::move(listener)),
-      host_(std::move(host)),
-      collect_(std::move(collect)) {}
+LocalStacksServer::LocalStacksServer(EventLoop* loop, std::string host, Collect collect)
+    : loop_(loop), host_(std::move(host)), collect_(std::move(collect)) {}
 
 LocalStacksServer::~LocalStacksServer() {
-  loop_->Remove(listener_.get());
+  acceptor_.reset();  // stops listening first
   for (int fd : waiting_) {
     loop_->Remove(fd);
     close(fd);
   }
 }
 
-void LocalStacksServer::Accept() {
-  for (;;) {
-    int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0 && errno == EINTR) continue;  // a signal arrived; accept again
-    if (fd < 0) return;  // EAGAIN: none left (ECONNABORTED, EMFILE: the client will time out)
-    if (!PeerMayAsk(fd) || !loop_->Add(fd, EPOLLIN, [this, fd](uint32_t) { Answer(fd); }).ok()) {
-      close(fd);
-      continue;
-    }
-    waiting_.push_back(fd);
-    if (waiting_.size() > kMaxWaiting) {  // a client that connects and says nothing
-      loop_->Remove(waiting_.front());
-      close(waiting_.front());
-      waiting_.erase(waiting_.begin());
-    }
+// Out of descriptors, the acceptor rests instead of waking the loop again at once (it spun
+// here before); the client then times out.
+void LocalStacksServer::Accepted(UniqueFd socket) {
+  if (!PeerMayAsk(socket.get())) return;
+  const int fd = socket.get();
+  if (!loop_->Add(fd, EPOLLIN, [this, fd](uint32_t) { Answer(fd); }).ok()) return;
+  waiting_.push_back(socket.release());
+  if (waiting_.size() > kMaxWaiting) {  // a client that connects and says nothing
+    loop_->Remove(waiting_.front());
+    close(waiting_.front());
+    waiting_.erase(waiting_.begin());
   }
 }
 

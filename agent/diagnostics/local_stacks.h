@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/acceptor.h"
 #include "base/event_loop.h"
 #include "base/unique_fd.h"
 #include "rendezvous/core/stacks.h"
@@ -44,15 +45,15 @@ class LocalStacksServer {
   ~LocalStacksServer();  // stops listening; answers in flight still go out
 
  private:
-  LocalStacksServer(EventLoop* loop, UniqueFd listener, std::string host, Collect collect);
-  void Accept();
+  LocalStacksServer(EventLoop* loop, std::string host, Collect collect);
+  void Accepted(UniqueFd socket);
   void Answer(int fd);
 
   EventLoop* const loop_;
-  UniqueFd listener_;
   const std::string host_;
   const Collect collect_;
   std::vector<int> waiting_;  // accepted, request not read yet (removed from the loop at end)
+  std::unique_ptr<Acceptor> acceptor_;  // base/acceptor: rests when out of descriptors
 };
 
 // One local agent's socket: its run id and pid.

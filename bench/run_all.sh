@@ -3,7 +3,7 @@
 # regenerates the scoreboard in bench/RESULTS.md (bench/scoreboard.py).
 #
 # Usage: bench/run_all.sh [--quick] [--out FILE] [NAME ...]
-#   NAME      b1 b5 b6 b7 b8 b2 b2t b3 b4 b5m b10 (default: all of them, in this order)
+#   NAME      b1 b5 b6 b7 b8 b2 b2t b3 b4 b5m b10 b17 (default: all of them, in this order)
 #   --quick   few samples per configuration (minutes instead of hours); the scoreboard then
 #             goes to bench/out/<stamp>/RESULTS.md, so quick numbers never replace the
 #             committed ones (unless --out says otherwise)
@@ -23,10 +23,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=/usr/bin/python3
-ALL=(b1 b5 b6 b7 b8 b2 b2t b3 b4 b5m b10)
+ALL=(b1 b5 b6 b7 b8 b2 b2t b3 b4 b5m b10 b17)
 declare -A SCRIPT=([b1]=b1_cold_start.py [b5]=b5_respawn.py [b6]=b6_idle.py
   [b7]=b7_spawn_rate.py [b8]=b8_shutdown.py [b2]=b2_rendezvous.py [b2t]=b2_torch_baseline.py
-  [b3]=b3_store.py [b4]=b4_storm.py [b5m]=b5_multinode.py [b10]=b10_status.py)
+  [b3]=b3_store.py [b4]=b4_storm.py [b5m]=b5_multinode.py [b10]=b10_status.py [b17]=b17_warm_start.py)
 declare -A QUICK=(
   [b1]="--runs 20 --torch-runs 2 --slow-runs 1"
   [b5]="--runs 1 --restarts 30 --torch-restarts 5 --slow-restarts 1"
@@ -38,7 +38,8 @@ declare -A QUICK=(
   [b3]="--clients 1,256 --measure 0.3"
   [b4]="--ns 64,1024 --runs 1 --rounds 3"
   [b5m]="--runs 5 --torch-runs 1"
-  [b10]="--ms 64 --locals 1 --samples 30")
+  [b10]="--ms 64 --locals 1 --samples 30"
+  [b17]="--runs 1 --torch 2")
 
 quick=0
 out=""

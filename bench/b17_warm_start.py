@@ -185,9 +185,16 @@ def bench_recover(torches, runs, n, timeout):
         print(f"# torch {version}: load average (1 min) at each round: {' '.join(loads)}")
         ok = bool(oks["warm"]) and med["warm"] < 1 and bool(oks["exec"]) and \
             med["exec"] >= 5 * med["warm"]
-        tr = (f"torchrun {version}: median {med['torchrun']:.2f} s ({len(oks['torchrun'])} of "
-              f"{runs} came back)" if oks["torchrun"] else
-              f"torchrun {version}: 0 of {runs} came back")
+        tr = f"torchrun {version}: {len(oks['torchrun'])} of {runs} came back" + (
+            f", p50 {med['torchrun']:.2f} s" if oks["torchrun"] else "")
+        failed = [r for r in res["torchrun"] if r["s"] is None]
+        exits = [r for r in failed if r["rc"] is not None]
+        hung = len(failed) - len(exits)
+        if failed:
+            tr += " (" + "; ".join(
+                ([f"{len(exits)} exited {exits[0]['rc']}, first: "
+                  f"{exits[0]['error'].split(': ', 1)[-1]}"] if exits else []) +
+                ([f"{hung} hung past the {timeout:g} s deadline"] if hung else [])) + ")"
         board.append(c.board_row(
             f"B17 warm start: recover from a SIGKILLed rank, 4 ranks, torch {version}",
             "< 1 s with --warm-start, >= 5x better than exec (issue 29)",

@@ -88,6 +88,30 @@ def first_lines(text):
     return out
 
 
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        try:
+            kids = children(todo.pop())
+        except OSError:
+            continue
+        out += kids
+        todo += kids
+    return out
+
+
+def kill_tree(p):
+    """SIGKILL to the agent's process group and to every descendant: torchrun 2.x starts
+    its workers in sessions of their own, which a group kill misses (a hung torchrun run
+    otherwise leaves its attempt's ranks waiting in init_process_group)."""
+    for pid in descendants(p.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    c.kill_group(p)
+
+
 def why_failed(stderr):
     """The agent's or a rank's last word: the first exception of a rank that is not in its
     "[rankN]:" form (that is attempt 0's survivors), else the last line."""
@@ -111,7 +135,7 @@ def recover_once(variant, python, version, n, timeout):
             try:
                 rc = p.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                c.kill_group(p)
+                kill_tree(p)
                 rc = None
         text = out.read_text() if out.exists() else ""
         stderr = err.read_text(errors="replace")
@@ -336,7 +360,7 @@ def start_once(warm, python, n, timeout):
             p.returncode = os.waitstatus_to_exitcode(status)
             template_cpu = reap_orphans()
         except BaseException:
-            c.kill_group(p)
+            kill_tree(p)
             raise
         finally:
             os.close(rd)

@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -271,3 +272,54 @@ def test_hang_detection_names_a_warm_rank_by_its_own_frames(tmp_path):
     assert re.search(r"hang: rank 1 is not in the collective the others wait in: "
                      r"sleep_before_all_reduce <- hang_worker.py:\d+ main <- hang_worker.py:\d+ "
                      r"<module>; ", r.stderr), r.stderr[-3000:]
+
+
+SLOW_IMPORT = ["--preload", "warm_slow_import"]  # tests/integration/scripts/preload
+
+
+@pytest.mark.parametrize("mode", ["auto", "session"])
+def test_sigterm_while_the_template_imports_is_handled_at_once(tmp_path, mode):
+    """The first round waits for the template's imports as an event of the agent's loop
+    (agent/workers/warm_start_gate.h), not in a blocking call: a SIGTERM meanwhile ends the
+    agent at once with 143, no rank starts, and the template (mid-import) dies with it."""
+    out, log = tmp_path / "out", tmp_path / "muster.log"
+    out.mkdir()
+    env = muster_env(PYTHONPATH=SCRIPTS / "preload", WARM_IMPORT_SECONDS=300, PROBE_DIR=out)
+    with open(log, "w") as f:
+        proc = subprocess.Popen([str(MUSTER), "run", "--warm-start", *SLOW_IMPORT,
+                                 *([] if mode == "auto" else ["--containment", mode]),
+                                 "--nproc-per-node", "2", str(PROBE)], stdout=f,
+                                stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for(lambda: "its workers start once the template has imported" in log.read_text(),
+                 30, what="the round held for the template")
+        template = int(re.search(r"template pid (\d+)", log.read_text()).group(1))
+        assert pid_alive(template)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert code == 143, text[-3000:]
+    assert took < 3, (took, text[-3000:])  # the import had 300 s to go
+    assert "received SIGTERM before any worker started" in text, text[-3000:]
+    wait_for(lambda: not pid_alive(template), 5, what="the importing template to die")
+    assert not list(out.iterdir())  # no rank ran
+
+
+def test_a_slow_import_delays_the_first_round_and_its_ranks_are_still_forked(tmp_path):
+    """The held round starts once the template says ready: forked, not exec'd."""
+    status = tmp_path / "status.json"
+    env = muster_env(PYTHONPATH=SCRIPTS / "preload", WARM_IMPORT_SECONDS=2,
+                     STAMPS=tmp_path / "stamps", SLEEP=0, PYTHON_EXEC="/usr/bin/python3")
+    r = run_muster(["--warm-start", *SLOW_IMPORT, "--nproc-per-node", 2, "--status-file",
+                    status, SCRIPTS / "warm_race_rank.py"], env=env, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "its workers start once the template has imported" in r.stderr
+    assert "ready: imported warm_slow_import in 2." in r.stderr
+    assert FALLBACK not in r.stderr, r.stderr[-3000:]
+    assert [w["start"] for w in json.loads(status.read_text())["workers"]] == ["warm", "warm"]

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import (MUSTER, REPO, TORCH_PYTHON, muster_env, needs_torch, pid_alive, run_muster,
-                      wait_for)
+from conftest import (FAKE, MUSTER, REPO, TORCH_PYTHON, TORCH_VERSION, muster_env, needs_torch,
+                      pid_alive, run_muster, wait_for)
 
 SCRIPTS = REPO / "tests" / "integration" / "scripts"
 PROBE = SCRIPTS / "warm_probe.py"
@@ -148,14 +148,18 @@ def parent_of(pid):
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
-@needs_torch
-@pytest.mark.parametrize("module", [False, True], ids=["script", "module"])
-def test_a_warm_rank_starts_processes_of_its_own(module):
+@pytest.mark.parametrize("module,torch", [(False, "torch113"), (True, "torch113"),
+                                          (False, "torch2")],
+                         ids=["script", "module", "script-torch2"])
+def test_a_warm_rank_starts_processes_of_its_own(request, module, torch):
     """DataLoader workers (fork and spawn: spawn re-imports __main__ from its file or
-    module), a multiprocessing pool, a subprocess."""
+    module), a multiprocessing pool, a subprocess. torch 2.x: the script form (+17 s)."""
+    if torch == "torch113" and TORCH_VERSION is None:
+        pytest.skip(f"SKIPPED LOUDLY: no torch importable by {TORCH_PYTHON}")
+    python = TORCH_PYTHON if torch == "torch113" else request.getfixturevalue("torch2_python")
     command = ["-m", "warm_children"] if module else [SCRIPTS / "warm_children.py"]
     r = run_muster(["--warm-start", "--nproc-per-node", 2, *command], timeout=180,
-                   cwd=SCRIPTS)
+                   cwd=SCRIPTS, env=muster_env(PYTHON_EXEC=python))
     assert r.returncode == 0, r.stderr[-3000:]
     assert FALLBACK not in r.stderr
     for rank in range(2):
@@ -323,3 +327,72 @@ def test_a_slow_import_delays_the_first_round_and_its_ranks_are_still_forked(tmp
     assert "ready: imported warm_slow_import in 2." in r.stderr
     assert FALLBACK not in r.stderr, r.stderr[-3000:]
     assert [w["start"] for w in json.loads(status.read_text())["workers"]] == ["warm", "warm"]
+
+
+def deepspeed_and_accelerate(torch2_python):
+    """The torch 2.x python, once it is known to have deepspeed and accelerate (as
+    test_deepspeed_real.py's ds_python)."""
+    probe = "import deepspeed, accelerate"
+    r = subprocess.run([torch2_python, "-c", probe], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip(f"SKIPPED LOUDLY: deepspeed/accelerate not installed in {torch2_python} "
+                    f"(scripts/torch2_venv.sh installs them): {r.stderr.strip()[-300:]}")
+    return torch2_python
+
+
+def rank_lines(run, marker):
+    """The ranks' stdout lines that carry `marker`, sorted, without log timestamps."""
+    return sorted(re.sub(r"\[\d{4}-\d\d-\d\d [\d:,]+\] ", "", line)
+                  for line in run.stdout.splitlines() if marker in line)
+
+
+def warm_and_execd(tmp_path, python, command, env=None):
+    """The same job through --warm-start and through the exec path."""
+    runs = []
+    for warm in (True, False):
+        status = tmp_path / f"status-{warm}.json"
+        r = run_muster([*(["--warm-start"] if warm else []), "--nproc-per-node", 2,
+                        "--status-file", status, *command], timeout=300,
+                       env=muster_env(PYTHON_EXEC=python, **(env or {})))
+        assert r.returncode == 0, r.stderr[-3000:]
+        starts = [w["start"] for w in json.loads(status.read_text())["workers"]]
+        assert starts == (["warm", "warm"] if warm else ["exec", "exec"]), starts
+        runs.append(r)
+    assert FALLBACK not in runs[0].stderr, runs[0].stderr[-3000:]
+    return runs
+
+
+def test_deepspeed_init_distributed_and_one_step_from_the_template(tmp_path, torch2_python):
+    """deepspeed.init_distributed (gloo) + deepspeed.initialize + one step: the same ranks,
+    losses and weights as exec'd ranks (+24 s on the loaded 2-core machine: both paths)."""
+    python = deepspeed_and_accelerate(torch2_python)
+    warm, execd = warm_and_execd(tmp_path, python, [SCRIPTS / "warm_deepspeed_step.py"])
+    lines = rank_lines(warm, "deepspeed rank")
+    assert len(lines) == 2 and all(" step 1 " in line for line in lines), warm.stdout[-3000:]
+    assert len({line.rsplit(" weights ", 1)[1] for line in lines}) == 1, lines  # synchronised
+    assert lines == rank_lines(execd, "deepspeed rank")
+
+
+def test_accelerates_test_script_from_the_template(tmp_path, torch2_python):
+    """What `accelerate test` runs (accelerate.test_utils.scripts.test_script, as a module),
+    on the CPU: every check it prints, as exec'd ranks print them (+37 s loaded: both paths)."""
+    python = deepspeed_and_accelerate(torch2_python)
+    warm, execd = warm_and_execd(tmp_path, python,
+                                 ["-m", "accelerate.test_utils.scripts.test_script"],
+                                 env={"ACCELERATE_USE_CPU": "true"})
+    lines = rank_lines(warm, "]:")
+    assert any("Training yielded the same results" in line for line in lines), lines
+    assert lines == rank_lines(execd, "]:")
+
+
+def test_no_python_workers_keep_the_exec_path(tmp_path):
+    """--warm-start with --no-python: no template, every worker exec'd, and --dry-run says so."""
+    status = tmp_path / "status.json"
+    r = run_muster(["--warm-start", "--nproc-per-node", 2, "--status-file", status,
+                    "--no-python", FAKE, "exit=0"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "warm start: --no-python workers are exec'd" in r.stderr
+    assert "template pid" not in r.stderr
+    assert [w["start"] for w in json.loads(status.read_text())["workers"]] == ["exec", "exec"]
+    dry = run_muster(["--dry-run", "--warm-start", "--no-python", FAKE, "exit=0"])
+    assert "exec: --warm-start has no effect with --no-python" in dry.stdout, dry.stdout

@@ -147,7 +147,6 @@ std::string WarmSource::WhyNotWarm(const SpawnSpec& spec) const {
   }
   if (spec.argv[2] == "-m" && spec.argv.size() < 4) return "-m without a module";
   if (spec.preferred_memory_node >= 0) return "a NUMA memory policy is not applied to a fork";
-  if (spec.new_cgroup_namespace) return "a cgroup namespace is not made for a fork";
   if (spec.parent_death_signal != SIGKILL) return "the worker's parent-death signal is not SIGKILL";
   return "";
 }
@@ -180,7 +179,9 @@ absl::StatusOr<WorkerSource::Started> WarmSource::Start(const SpawnSpec& spec,
     why = std::string(forked.status().message());
   }
   NoteFallback(why);
-  return exec_.Start(spec, containment, stdout_fd, stderr_fd);
+  absl::StatusOr<Started> execd = exec_.Start(spec, containment, stdout_fd, stderr_fd);
+  if (execd.ok()) execd->fallback = why;
+  return execd;
 }
 
 absl::StatusOr<WarmSource::Forked> WarmSource::Fork(const SpawnSpec& contained, int stdout_fd,
@@ -190,9 +191,13 @@ absl::StatusOr<WarmSource::Forked> WarmSource::Fork(const SpawnSpec& contained, 
     return ErrnoStatus("socketpair", errno);
   }
   UniqueFd go_ours(go_pair[0]), go_rank(go_pair[1]);
-  nlohmann::json request = {{"argv", contained.argv}, {"env", contained.env},
-                            {"cwd", contained.cwd},   {"new_session", contained.new_session},
-                            {"cpus", contained.cpus}, {"agent_pid", getpid()}};
+  nlohmann::json request = {{"argv", contained.argv},
+                            {"env", contained.env},
+                            {"cwd", contained.cwd},
+                            {"new_session", contained.new_session},
+                            {"cpus", contained.cpus},
+                            {"agent_pid", getpid()},
+                            {"cgroup_namespace", contained.new_cgroup_namespace}};
   const int fds[3] = {stdout_fd >= 0 ? stdout_fd : STDOUT_FILENO,
                       stderr_fd >= 0 ? stderr_fd : STDERR_FILENO, go_rank.get()};
   absl::StatusOr<std::string> answer = Ask(request.dump(), fds);

@@ -8,9 +8,10 @@
 // fork is safe (one thread, no CUDA context, the import-time environment unchanged), forks
 // the rank through a middle process so that it becomes the agent's child (the agent is a
 // child subreaper), and replies with its pid. The source then contains the rank as the
-// exec path would (cgroup.procs, or the watchdog) and only then sends the go byte: no code
+// exec path would (cgroup.procs, or the watchdog; the rank makes its cgroup namespace itself
+// after the byte, where the exec path's clone3 makes one) and only then sends the go byte: no code
 // of the job runs uncontained. When a spec cannot be made warm (not `python -u ...`, a NUMA
-// memory policy, a cgroup namespace) or the template says a fork is unsafe or has died, that
+// memory policy) or the template says a fork is unsafe or has died, that
 // worker is exec'd through ExecSource, and the first such fallback is logged with its reason.
 //
 // The template is the agent's child in a session of its own with PDEATHSIG SIGKILL; it exits

@@ -3,6 +3,7 @@ torch once (docs/guides/warm-start.md, docs/design.md §4.5a). Real torch 1.13 w
 warm result is held against the exec path's on the same job."""
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -396,3 +397,81 @@ def test_no_python_workers_keep_the_exec_path(tmp_path):
     assert [w["start"] for w in json.loads(status.read_text())["workers"]] == ["exec", "exec"]
     dry = run_muster(["--dry-run", "--warm-start", "--no-python", FAKE, "exit=0"])
     assert "exec: --warm-start has no effect with --no-python" in dry.stdout, dry.stdout
+
+
+def test_muster_status_says_which_path_started_each_rank_and_why_not_warm(tmp_path):
+    """Two nodes with --warm-start: one forks its rank, the other's template preloads a
+    module that leaves a thread running, so its rank is exec'd; `muster status` (JSON and
+    table) and the agent's --status-file say so, with the reason."""
+    from multinode import serve
+    status_files = [tmp_path / "status0.json", tmp_path / "status1.json"]
+    with serve("--rdzv-id", "ws") as port:
+        endpoint = f"127.0.0.1:{port}"
+        agents = [subprocess.Popen(
+            [str(MUSTER), "run", "--rdzv-endpoint", endpoint, "--rdzv-id", "ws", "--nnodes", "2",
+             "--node-rank", str(i), "--rdzv-host", "false", "--warm-start",
+             "--preload", "" if i == 0 else "warm_starts_a_thread", "--status-file",
+             status_files[i], SCRIPTS / "warm_race_rank.py"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            env=muster_env(PYTHON_EXEC="/usr/bin/python3", PYTHONPATH=SCRIPTS / "preload",
+                           STAMPS=tmp_path / "stamps", SLEEP=600)) for i in range(2)]
+        try:
+            status = [str(MUSTER), "status", "--rdzv-endpoint", endpoint, "--rdzv-id", "ws"]
+
+            def both_started():
+                r = subprocess.run([*status, "--json"], capture_output=True, text=True,
+                                   timeout=20)
+                workers = json.loads(r.stdout)["workers"] if r.returncode == 0 else []
+                return len(workers) == 2 and all(w.get("start") for w in workers) and workers
+
+            workers = wait_for(both_started, 60, interval=0.1, what="both ranks' start")
+            by_rank = {w["rank"]: w for w in workers}
+            assert by_rank[0]["start"] == "warm" and "fallback" not in by_rank[0], by_rank
+            assert by_rank[1]["start"] == "exec", by_rank
+            assert by_rank[1]["fallback"] == "the template runs 2 Python threads", by_rank
+            table = subprocess.run(status, capture_output=True, text=True, timeout=20).stdout
+            assert re.search(r"rank 0 .* restarts 0 warm\n", table), table
+            assert re.search(r"rank 1 .* restarts 0 exec \(the template runs 2 Python "
+                             r"threads\)\n", table), table
+            own = [json.loads(f.read_text())["workers"][0] for f in status_files]
+            assert own[0]["start"] == "warm" and "fallback" not in own[0], own
+            assert own[1]["start"] == "exec", own
+            assert own[1]["fallback"] == "the template runs 2 Python threads", own
+        finally:
+            for a in agents:
+                a.send_signal(signal.SIGTERM)
+            for a in agents:
+                a.communicate(timeout=30)
+
+
+def test_dry_run_says_numa_memory_policies_are_execd():
+    r = run_muster(["--dry-run", "--warm-start", "--numa-binding", "node", PROBE])
+    assert r.returncode == 0, r.stderr
+    line = next(line for line in r.stdout.splitlines() if "worker start" in line)
+    assert "warm (--warm-start)" in line and "--numa-binding gives a NUMA memory policy" in line
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SKIPPED LOUDLY: a cgroup namespace needs root")
+@pytest.mark.parametrize("namespace", [True, False], ids=["namespace", "none"])
+def test_a_warm_rank_makes_the_cgroup_namespace_the_exec_path_would(tmp_path, namespace):
+    """On a cgroup2 mounted with nsdelegate muster gives workers a cgroup namespace rooted at
+    their leaf; a warm rank makes it itself after the go byte (not exec'd). This machine has
+    no nsdelegate, so the test plays the agent's side of the template's protocol itself
+    (scripts/warm_template_driver.py): the rank, moved into a leaf, sees "0::/" with the
+    namespace and the leaf's path without."""
+    from test_containment import cgroup2_mount
+    mount = cgroup2_mount()
+    if mount is None:
+        pytest.skip("SKIPPED LOUDLY: no cgroup2 here")
+    leaf = pathlib.Path(mount) / f"muster-warm-test-{os.getpid()}-{int(namespace)}"
+    script = tmp_path / "cgroup.py"
+    script.write_text('print(open("/proc/self/cgroup").read().splitlines()[-1])\n')
+    leaf.mkdir()
+    try:
+        r = subprocess.run(["/usr/bin/python3", SCRIPTS / "warm_template_driver.py",
+                            "/usr/bin/python3", script, leaf, "1" if namespace else "0"],
+                           capture_output=True, text=True, timeout=60, env=muster_env())
+    finally:
+        leaf.rmdir()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == ("0::/" if namespace else f"0::/{leaf.name}"), r.stdout

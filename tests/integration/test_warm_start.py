@@ -347,14 +347,25 @@ def rank_lines(run, marker):
                   for line in run.stdout.splitlines() if marker in line)
 
 
-def warm_and_execd(tmp_path, python, command, env=None):
-    """The same job through --warm-start and through the exec path."""
+# torch 2.15 under load: a rank of Accelerate's test_script aborted at its end ("terminate
+# called without an active exception", SIGABRT) once in 6 runs, on the exec path as well.
+TEARDOWN_ABORT = "signal 6 (SIGABRT): terminate called without an active exception"
+
+
+def warm_and_execd(tmp_path, python, command, env=None, retry_teardown_abort=False):
+    """The same job through --warm-start and through the exec path. With
+    `retry_teardown_abort`, a run that ends in TEARDOWN_ABORT (and nothing else) is run once
+    more, whichever path it took."""
     runs = []
     for warm in (True, False):
         status = tmp_path / f"status-{warm}.json"
-        r = run_muster([*(["--warm-start"] if warm else []), "--nproc-per-node", 2,
-                        "--status-file", status, *command], timeout=300,
-                       env=muster_env(PYTHON_EXEC=python, **(env or {})))
+        for attempt in range(2 if retry_teardown_abort else 1):
+            r = run_muster([*(["--warm-start"] if warm else []), "--nproc-per-node", 2,
+                            "--status-file", status, *command], timeout=300,
+                           env=muster_env(PYTHON_EXEC=python, **(env or {})))
+            if r.returncode != 134 or TEARDOWN_ABORT not in r.stderr:
+                break
+            print(f"{'warm' if warm else 'exec'} run {attempt}: {TEARDOWN_ABORT}; once more")
         assert r.returncode == 0, r.stderr[-3000:]
         starts = [w["start"] for w in json.loads(status.read_text())["workers"]]
         assert starts == (["warm", "warm"] if warm else ["exec", "exec"]), starts
@@ -380,10 +391,12 @@ def test_accelerates_test_script_from_the_template(tmp_path, torch2_python):
     python = deepspeed_and_accelerate(torch2_python)
     warm, execd = warm_and_execd(tmp_path, python,
                                  ["-m", "accelerate.test_utils.scripts.test_script"],
-                                 env={"ACCELERATE_USE_CPU": "true"})
+                                 env={"ACCELERATE_USE_CPU": "true"}, retry_teardown_abort=True)
     lines = rank_lines(warm, "]:")
     assert any("Training yielded the same results" in line for line in lines), lines
-    assert lines == rank_lines(execd, "]:")
+    execd_lines = rank_lines(execd, "]:")
+    assert lines == execd_lines, (sorted(set(lines) - set(execd_lines)),
+                                  sorted(set(execd_lines) - set(lines)))
 
 
 def test_no_python_workers_keep_the_exec_path(tmp_path):

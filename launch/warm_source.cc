@@ -101,7 +101,10 @@ absl::StatusOr<WarmSource::Template> WarmSource::SpawnTemplate(const Options& op
   spdlog::info("warm start: template pid {} imports {}", pid,
                options.preload.empty() ? "nothing" : absl::StrJoin(options.preload, ", "));
   // Our child, not reaped yet (reaping happens on this thread): the pid is its own.
-  return Template{.pid = pid, .pidfd = UniqueFd(PidfdOpen(pid)), .socket = std::move(ours)};
+  return Template{.pid = pid,
+                  .pidfd = UniqueFd(PidfdOpen(pid)),
+                  .socket = std::move(ours),
+                  .deadline = absl::Now() + options.first_reply};
 }
 
 WarmSource::WarmSource(Options options, Template first)
@@ -111,6 +114,7 @@ void WarmSource::Retire(std::string_view why) {
   // Stuck or gone: it is never asked again. ESRCH: it has exited already.
   if (template_.pidfd.valid()) PidfdSignal(template_.pidfd.get(), SIGKILL);
   spdlog::warn("warm start: template pid {} retired: {}", template_.pid, why);
+  retired_why_ = std::string(why);
   // One that has made ranks before is replaced (it imports while this attempt's workers are
   // exec'd); one that never answered would fail the same way again.
   bool replace = answered_once_ && replacements_ < kMaxReplacements;
@@ -126,17 +130,23 @@ void WarmSource::Retire(std::string_view why) {
   template_ = *std::move(next);
 }
 
-// EOF on its socket ends the template; the agent reaps it (it is an orphan to the reaper).
-WarmSource::~WarmSource() = default;
+// EOF on its socket ends a ready template; one still importing would read it only when its
+// imports are done, so it is killed. The agent reaps it (it is an orphan to the reaper).
+WarmSource::~WarmSource() {
+  if (!template_.ready && template_.pidfd.valid()) PidfdSignal(template_.pidfd.get(), SIGKILL);
+}
+
+int WarmSource::importing_fd() const {
+  return template_.socket.valid() && !template_.ready ? template_.socket.get() : -1;
+}
 
 std::string WarmSource::WhyNotWarm(const SpawnSpec& spec) const {
-  if (!template_.socket.valid()) return "no template (it exited)";
+  if (!template_.socket.valid()) return absl::StrCat("no template (", retired_why_, ")");
   if (spec.argv.size() < 3 || spec.argv[0] != options_.python_exec || spec.argv[1] != "-u") {
     return "the worker's command is not `python -u ...`";
   }
   if (spec.argv[2] == "-m" && spec.argv.size() < 4) return "-m without a module";
   if (spec.preferred_memory_node >= 0) return "a NUMA memory policy is not applied to a fork";
-  if (spec.new_cgroup_namespace) return "a cgroup namespace is not made for a fork";
   if (spec.parent_death_signal != SIGKILL) return "the worker's parent-death signal is not SIGKILL";
   return "";
 }
@@ -146,7 +156,7 @@ absl::StatusOr<WorkerSource::Started> WarmSource::Start(const SpawnSpec& spec,
                                                         int stdout_fd, int stderr_fd) {
   SpawnSpec contained = ContainedSpawnSpec(spec, containment);
   std::string why = WhyNotWarm(contained);
-  if (why.empty()) why = AwaitReady();
+  if (why.empty()) why = Ready();
   if (why.empty()) {
     absl::StatusOr<Forked> forked = Fork(contained, stdout_fd, stderr_fd);
     if (forked.ok()) {
@@ -169,7 +179,9 @@ absl::StatusOr<WorkerSource::Started> WarmSource::Start(const SpawnSpec& spec,
     why = std::string(forked.status().message());
   }
   NoteFallback(why);
-  return exec_.Start(spec, containment, stdout_fd, stderr_fd);
+  absl::StatusOr<Started> execd = exec_.Start(spec, containment, stdout_fd, stderr_fd);
+  if (execd.ok()) execd->fallback = why;
+  return execd;
 }
 
 absl::StatusOr<WarmSource::Forked> WarmSource::Fork(const SpawnSpec& contained, int stdout_fd,
@@ -179,9 +191,13 @@ absl::StatusOr<WarmSource::Forked> WarmSource::Fork(const SpawnSpec& contained, 
     return ErrnoStatus("socketpair", errno);
   }
   UniqueFd go_ours(go_pair[0]), go_rank(go_pair[1]);
-  nlohmann::json request = {{"argv", contained.argv}, {"env", contained.env},
-                            {"cwd", contained.cwd},   {"new_session", contained.new_session},
-                            {"cpus", contained.cpus}, {"agent_pid", getpid()}};
+  nlohmann::json request = {{"argv", contained.argv},
+                            {"env", contained.env},
+                            {"cwd", contained.cwd},
+                            {"new_session", contained.new_session},
+                            {"cpus", contained.cpus},
+                            {"agent_pid", getpid()},
+                            {"cgroup_namespace", contained.new_cgroup_namespace}};
   const int fds[3] = {stdout_fd >= 0 ? stdout_fd : STDOUT_FILENO,
                       stderr_fd >= 0 ? stderr_fd : STDERR_FILENO, go_rank.get()};
   absl::StatusOr<std::string> answer = Ask(request.dump(), fds);
@@ -217,24 +233,31 @@ absl::StatusOr<std::string> WarmSource::Ask(const std::string& request, const in
   return answer;
 }
 
-std::string WarmSource::AwaitReady() {
+std::string WarmSource::Ready() {
+  CheckReady();
   if (template_.ready) return "";
-  // The first template imports while the rendezvous forms: the first attempt waits for it,
-  // as exec'd workers would wait for their own imports. A replacement is not waited for:
-  // the attempt that found its predecessor gone is exec'd meanwhile.
-  absl::Duration wait = replacements_ == 0 ? options_.first_reply : absl::ZeroDuration();
-  absl::StatusOr<std::string> answer = ReceiveAnswer(template_.socket.get(), wait);
-  if (absl::IsDeadlineExceeded(answer.status()) && replacements_ > 0) {
-    return "the new template is still importing";
+  if (!template_.socket.valid()) return absl::StrCat("no template (", retired_why_, ")");
+  // The first attempt's start waited for the first template (the agent's gate); an attempt
+  // that found its predecessor gone is exec'd while the replacement imports.
+  return replacements_ > 0 ? "the new template is still importing"
+                           : "the template is still importing";
+}
+
+void WarmSource::CheckReady() {
+  if (template_.ready || !template_.socket.valid()) return;
+  absl::StatusOr<std::string> answer = ReceiveAnswer(template_.socket.get(), absl::ZeroDuration());
+  if (absl::IsDeadlineExceeded(answer.status())) {
+    if (absl::Now() < template_.deadline) return;  // still importing
+    answer = absl::DeadlineExceededError(
+        absl::StrCat("the warm template did not finish its imports within ",
+                     absl::FormatDuration(options_.first_reply)));
   }
-  if (!answer.ok() || *answer != "ready") {
-    std::string why = answer.ok() ? absl::StrCat("the template said '", *answer, "'")
-                                  : answer.status().ToString();
-    Retire(why);
-    return why;
+  if (answer.ok() && *answer == "ready") {
+    template_.ready = true;
+    return;
   }
-  template_.ready = true;
-  return "";
+  Retire(answer.ok() ? absl::StrCat("the template said '", *answer, "'")
+                     : std::string(answer.status().message()));
 }
 
 absl::Status WarmSource::Contain(pid_t pid, int pidfd, const WorkerContainment& containment) {

@@ -8,16 +8,19 @@
 // fork is safe (one thread, no CUDA context, the import-time environment unchanged), forks
 // the rank through a middle process so that it becomes the agent's child (the agent is a
 // child subreaper), and replies with its pid. The source then contains the rank as the
-// exec path would (cgroup.procs, or the watchdog) and only then sends the go byte: no code
+// exec path would (cgroup.procs, or the watchdog; the rank makes its cgroup namespace itself
+// after the byte, where the exec path's clone3 makes one) and only then sends the go byte: no code
 // of the job runs uncontained. When a spec cannot be made warm (not `python -u ...`, a NUMA
-// memory policy, a cgroup namespace) or the template says a fork is unsafe or has died, that
+// memory policy) or the template says a fork is unsafe or has died, that
 // worker is exec'd through ExecSource, and the first such fallback is logged with its reason.
 //
 // The template is the agent's child in a session of its own with PDEATHSIG SIGKILL; it exits
 // when the source is destroyed (EOF on its socket). One that dies or stops answering after
 // it has made ranks is killed and replaced (at most kMaxReplacements times): the workers
-// of that attempt are exec'd while the new one imports. Start() blocks the calling thread until
-// the template answers (at most the import on the first call, `Options::first_reply`).
+// of that attempt are exec'd while the new one imports. Start() never waits for an import: a
+// template still importing makes the worker exec'd. The agent waits for the first template's
+// imports as an event of its loop instead (importing_fd(), agent/workers/warm_start_gate.h),
+// so that signals are handled meanwhile; Start() waits only for one fork's answer (`reply`).
 // Not thread-safe: the loop thread only (the thread that reaps).
 #ifndef MUSTER_LAUNCH_WARM_SOURCE_H_
 #define MUSTER_LAUNCH_WARM_SOURCE_H_
@@ -47,8 +50,8 @@ class WarmSource : public WorkerSource {
     std::string python_exec;           // the workers' interpreter (argv[0] of their specs)
     std::vector<std::string> preload;  // modules the template imports
     std::vector<std::string> env;      // the template's environment
-    // How long the first attempt may wait for the first template's imports, and any rank
-    // request for the template's answer (one fork).
+    // How long a template may import (after that it is retired and the workers exec'd), and
+    // how long a rank request may wait for the template's answer (one fork).
     absl::Duration first_reply = absl::Minutes(10);
     absl::Duration reply = absl::Seconds(30);
   };
@@ -61,6 +64,15 @@ class WarmSource : public WorkerSource {
                                 int stdout_fd, int stderr_fd) override;
   bool IsOwnHelper(pid_t pid) const override { return pid > 0 && pid == template_.pid; }
 
+  // While the current template imports: its socket, readable when it says "ready" or exits;
+  // -1 once it is ready or gone.
+  int importing_fd() const;
+  // When the current template's imports are given up (spawn + `first_reply`).
+  absl::Time import_deadline() const { return template_.deadline; }
+  // Takes the template's "ready" if it has said it, without waiting; retires a template that
+  // exited or overran import_deadline(). Afterwards importing_fd() may be -1.
+  void CheckReady();
+
  private:
   // A template that died after it had made ranks is replaced at most this often.
   static constexpr int kMaxReplacements = 3;
@@ -68,8 +80,9 @@ class WarmSource : public WorkerSource {
   struct Template {
     pid_t pid = 0;
     UniqueFd pidfd;
-    UniqueFd socket;     // ours; -1: none
-    bool ready = false;  // it said "ready": its imports are done
+    UniqueFd socket;      // ours; -1: none
+    bool ready = false;   // it said "ready": its imports are done
+    absl::Time deadline;  // for "ready"
   };
   static absl::StatusOr<Template> SpawnTemplate(const Options& options);
   WarmSource(Options options, Template first);
@@ -87,9 +100,9 @@ class WarmSource : public WorkerSource {
   // The warm path. FailedPrecondition: fall back to exec (the message says why); other
   // errors: the rank could not be started.
   absl::StatusOr<Forked> Fork(const SpawnSpec& contained, int stdout_fd, int stderr_fd);
-  // Waits for the current template's "ready" (see AwaitReady's comment for how long): empty,
-  // or why the worker must be exec'd.
-  std::string AwaitReady();
+  // Whether the current template is ready, without waiting: empty, or why the worker must be
+  // exec'd.
+  std::string Ready();
   // Sends the request; the template's answer ("pid N" / "fallback WHY").
   absl::StatusOr<std::string> Ask(const std::string& request, const int fds[3]);
   // Puts rank `pid` where `containment` says, as the exec child would itself.
@@ -101,6 +114,7 @@ class WarmSource : public WorkerSource {
   bool answered_once_ = false;  // by the current template
   int replacements_ = 0;
   bool fallback_logged_ = false;
+  std::string retired_why_;  // why the last template was retired
   ExecSource exec_;
 };
 

@@ -8,7 +8,8 @@
 # the template's os.environ differs from it, and an exec'd rank's would differ the same way.
 #
 # Protocol on SOCKET_FD (SOCK_SEQPACKET, one datagram each way per rank):
-#   agent -> template: a JSON request {argv, env, cwd, new_session, cpus, agent_pid} with
+#   agent -> template: a JSON request {argv, env, cwd, new_session, cpus, agent_pid,
+#                      cgroup_namespace} with
 #                      three fds (SCM_RIGHTS): the rank's stdout, its stderr, and the rank's
 #                      end of the go socket.
 #   template -> agent: once, "ready" when the modules are imported; then per request
@@ -35,6 +36,7 @@ import types
 _IMPORT_TIME_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH")
 _IMPORT_TIME_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "PYTHON")
 _PR_SET_PDEATHSIG = 1
+_CLONE_NEWCGROUP = 0x02000000
 __file_of_template__ = sys._getframe().f_code.co_filename  # "<muster warm template>"
 _SIGKILL = 9
 
@@ -167,6 +169,12 @@ def _become_rank(request, fds):
         os._exit(128 + _SIGKILL)
     os.close(go)
     libc = ctypes.CDLL(None, use_errno=True)
+    if request.get("cgroup_namespace") and libc.unshare(_CLONE_NEWCGROUP) != 0:
+        # The exec path's clone3 makes one rooted at the rank's leaf, where the agent has put
+        # this process by now. Failing that, the rank must not run: 126, as a failed spawn.
+        os.write(err, b"muster warm start: unshare(CLONE_NEWCGROUP): %s\n"
+                 % os.strerror(ctypes.get_errno()).encode())
+        os._exit(126)
     if libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0) != 0:
         os._exit(126)
     if os.getppid() != request["agent_pid"]:

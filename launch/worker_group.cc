@@ -171,6 +171,7 @@ absl::StatusOr<bool> WorkerGroup::StartWorker(Worker& w, WorkerSource& source,
     return false;
   }
   w.start = started->how;
+  w.fallback = std::move(started->fallback);
   RETURN_IF_ERROR(Adopt(w, AdoptedWorker{.pid = started->pid,
                                          .pidfd = std::move(started->pidfd),
                                          .stdout_fd = std::move(pipes.stdout_read),
@@ -269,7 +270,7 @@ std::vector<WorkerView> WorkerGroup::Workers() const {
   std::vector<WorkerView> out;
   out.reserve(workers_.size());
   for (const Worker& w : workers_)
-    out.push_back(WorkerView{w.placement, w.pid, w.status, w.dir, w.start});
+    out.push_back(WorkerView{w.placement, w.pid, w.status, w.dir, w.start, w.fallback});
   return out;
 }
 

@@ -76,6 +76,7 @@ class WorkerGroup : public WorkerLauncher {
     std::string error_file;
     std::string dir;
     WorkerStart start = WorkerStart::kExec;
+    std::string fallback;  // WorkerSource::Started::fallback
     std::unique_ptr<WorkerOutput> output;
   };
 

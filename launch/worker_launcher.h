@@ -49,6 +49,7 @@ struct WorkerView {
   std::optional<ExitStatus> status;        // unset while it runs
   std::string dir;                         // its own directory (WorkerSpec::dir)
   WorkerStart start = WorkerStart::kExec;  // how its source started it
+  std::string fallback;  // why it was exec'd where a fork was asked for (--warm-start), or empty
 };
 
 class WorkerLauncher {

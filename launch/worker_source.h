@@ -72,6 +72,8 @@ class WorkerSource {
     pid_t pid = 0;
     UniqueFd pidfd;
     WorkerStart how = WorkerStart::kExec;
+    // Why a source that forks (WarmSource) exec'd this one instead; empty otherwise.
+    std::string fallback;
   };
 
   virtual ~WorkerSource() = default;

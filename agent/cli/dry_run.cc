@@ -23,17 +23,20 @@ std::string DescribeContainment(Containment requested, bool allow_escape) {
   return choice->description;
 }
 
-// What the policy does with a failure, in the words of docs/reference/exit-codes.md's table, and
-// the budget.
-// Which path starts the workers (launch/worker_source.h).
+// Which path starts the workers (launch/worker_source.h), and the fallbacks known before the
+// run; those found at run time are in `muster status` (docs/guides/warm-start.md).
 std::string WorkerStartDescription(const Config& c) {
   if (!c.warm_start) return "exec: each worker execs its command (default)";
   if (c.no_python) return "exec: --warm-start has no effect with --no-python";
-  return absl::StrCat("warm (--warm-start): forked from a template that imported ",
-                      c.preload.empty() ? std::string("nothing") : absl::StrJoin(c.preload, ","),
-                      " once; exec'd where a fork is unsafe (docs/guides/warm-start.md)");
+  return absl::StrCat(
+      "warm (--warm-start): forked from a template that imported ",
+      c.preload.empty() ? std::string("nothing") : absl::StrJoin(c.preload, ","),
+      " once; exec'd where a fork is unsafe (docs/guides/warm-start.md)",
+      c.numa_binding ? "; exec'd: ranks that --numa-binding gives a NUMA memory policy" : "");
 }
 
+// What the policy does with a failure, in the words of docs/reference/exit-codes.md's table, and
+// the budget.
 std::string RestartSummary(const Config& c) {
   std::string codes = absl::StrJoin(c.restartable_exit_codes, ", ");
   std::string what;

@@ -165,6 +165,8 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                              {"pid", w.pid},
                              {"state", rdzv::WorkerStateName(w.state)},
                              {"restarts", w.restarts}};
+    if (!w.start.empty()) worker["start"] = w.start;
+    if (!w.fallback.empty()) worker["fallback"] = w.fallback;
     if (w.state != rdzv::WorkerState::kPending && w.state != rdzv::WorkerState::kRunning) {
       worker["code"] = w.code;
       worker["signal"] = w.signal;
@@ -314,9 +316,15 @@ void PrintTable(const nlohmann::json& j, bool color) {
     for (const nlohmann::json* w : by_node[node_id]) {
       std::string pid = (*w)["pid"].get<int>() > 0 ? std::to_string((*w)["pid"].get<int>()) : "-";
       std::string state = (*w)["state"].get<std::string>();
-      std::printf("       rank %-5d local %-3d pid %-8s %s restarts %d%s%s\n",
+      // How it was started (docs/guides/warm-start.md), and why not forked where asked.
+      std::string start = w->value("start", "");
+      if (!start.empty()) start = absl::StrCat(" ", start);
+      if (w->contains("fallback")) {
+        absl::StrAppend(&start, " (", (*w)["fallback"].get<std::string>(), ")");
+      }
+      std::printf("       rank %-5d local %-3d pid %-8s %s restarts %d%s%s%s\n",
                   (*w)["rank"].get<int>(), (*w)["local_rank"].get<int>(), pid.c_str(),
-                  PaintPadded(state, 9, color).c_str(), (*w)["restarts"].get<int>(),
+                  PaintPadded(state, 9, color).c_str(), (*w)["restarts"].get<int>(), start.c_str(),
                   w->contains("what") ? "  " : "",
                   w->contains("what") ? (*w)["what"].get<std::string>().c_str() : "");
     }

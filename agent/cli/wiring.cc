@@ -25,6 +25,7 @@
 #include "agent/lifecycle/readiness.h"
 #include "agent/lifecycle/status_file.h"
 #include "agent/preempt/preemption.h"
+#include "agent/workers/warm_start_gate.h"
 #include "base/errno_status.h"
 #include "base/exit_codes.h"
 #include "base/log_format.h"
@@ -212,7 +213,9 @@ absl::Status WatchSupervisor(EventLoop* loop, Supervisor supervisor, std::string
 // starts importing now, while the rendezvous forms (docs/design.md §4.5a). The template's
 // environment is what every worker's starts from, with the variables the worker environment
 // adds for all ranks alike and a module may read at import (agent/workers/worker_env.cc).
-absl::StatusOr<std::unique_ptr<WorkerSource>> WorkerSourceFor(const RunPlan& plan) {
+// With a template, `*gate` is the component that holds the first round until it is ready.
+absl::StatusOr<std::unique_ptr<WorkerSource>> WorkerSourceFor(
+    const RunPlan& plan, std::unique_ptr<AgentComponent>* gate) {
   const Config& config = plan.config;
   if (config.warm_start && config.no_python) {
     spdlog::info("warm start: --no-python workers are exec'd");
@@ -224,11 +227,13 @@ absl::StatusOr<std::unique_ptr<WorkerSource>> WorkerSourceFor(const RunPlan& pla
   WarmSource::Options options{.python_exec = config.python_exec, .preload = config.preload};
   for (const auto& [name, value] : env) options.env.push_back(absl::StrCat(name, "=", value));
   ASSIGN_OR_RETURN(std::unique_ptr<WarmSource> warm, WarmSource::Create(std::move(options)));
+  *gate = std::make_unique<WarmStartGate>(*warm);
   return warm;
 }
 
 absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentChoice> containment,
-                                Supervisor supervisor, int* stop_signal) {
+                                Supervisor supervisor, int* stop_signal,
+                                std::unique_ptr<AgentComponent>* warm_gate) {
   const Config& config = plan.config;
   AgentParts parts;
   // Order matters: signals are blocked before the watchdog forks and before any thread
@@ -241,7 +246,7 @@ absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentC
     RETURN_IF_ERROR(
         WatchSupervisor(parts.loop.get(), std::move(supervisor), config.termination_log));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<WorkerSource> source, WorkerSourceFor(plan));
+  ASSIGN_OR_RETURN(std::unique_ptr<WorkerSource> source, WorkerSourceFor(plan, warm_gate));
   ASSIGN_OR_RETURN(std::unique_ptr<WorkerGroup> group,
                    WorkerGroup::Create(parts.loop.get(), config.shutdown_timeout,
                                        *std::move(containment), std::move(source)));
@@ -282,8 +287,9 @@ absl::StatusOr<AgentParts> Wire(const RunPlan& plan, absl::StatusOr<ContainmentC
 
 int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supervisor supervisor) {
   int stop_signal = 0;
+  std::unique_ptr<AgentComponent> warm_gate;  // with --warm-start
   absl::StatusOr<AgentParts> parts =
-      Wire(plan, std::move(containment), std::move(supervisor), &stop_signal);
+      Wire(plan, std::move(containment), std::move(supervisor), &stop_signal, &warm_gate);
   if (!parts.ok()) {
     int code =
         stop_signal != 0 ? exit_code::ForSignal(stop_signal) : exit_code::ForStatus(parts.status());
@@ -298,7 +304,9 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
   HostedRendezvous* hosted = parts->hosted_rendezvous.get();  // the agent keeps it
   auto health_gate = std::make_unique<HealthGate>(plan.probe_report, plan.workers.env_base);
   Agent agent(std::move(plan), *std::move(parts));
-  // The features that observe the agent's events (agent/lifecycle/agent_component.h).
+  // The features that observe the agent's events (agent/lifecycle/agent_component.h). The
+  // warm gate first: the others see a round it holds once, when it is handed on.
+  if (warm_gate) agent.Add(std::move(warm_gate));
   agent.Add(std::make_unique<Preemption>());
   agent.Add(std::make_unique<TraceCollection>(hosted));
   agent.Add(std::make_unique<LeaseFence>());

@@ -446,13 +446,16 @@ void Agent::StartWorkers(const NodeRound& round, std::vector<WorkerSpec> specs) 
   std::vector<rdzv::StartedWorker> started;
   for (const WorkerView& w : workers) {
     if (w.pid <= 0) continue;
-    started.push_back({w.placement.local_rank, w.placement.rank, w.pid});
+    started.push_back(
+        {w.placement.local_rank, w.placement.rank, w.pid, WorkerStartName(w.start), w.fallback});
     if (events_->enabled()) {
-      events_->Write("worker_started", {{"attempt", round.info.restart_count},
-                                        {"local_rank", w.placement.local_rank},
-                                        {"rank", w.placement.rank},
-                                        {"pid", w.pid},
-                                        {"start", WorkerStartName(w.start)}});
+      nlohmann::json fields = {{"attempt", round.info.restart_count},
+                               {"local_rank", w.placement.local_rank},
+                               {"rank", w.placement.rank},
+                               {"pid", w.pid},
+                               {"start", WorkerStartName(w.start)}};
+      if (!w.fallback.empty()) fields["fallback"] = w.fallback;
+      events_->Write("worker_started", fields);
     }
   }
   rdzv_->ReportWorkersStarted(round_, started);

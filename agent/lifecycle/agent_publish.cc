@@ -107,6 +107,7 @@ void Agent::FillStatus(nlohmann::json& doc) const {
                              {"pid", w.pid},
                              {"start", WorkerStartName(w.start)},
                              {"state", w.status ? "exited" : "running"}};
+    if (!w.fallback.empty()) worker["fallback"] = w.fallback;
     if (w.status) worker["code"] = w.status->code();
     doc["workers"].push_back(worker);
   }

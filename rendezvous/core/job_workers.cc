@@ -76,6 +76,8 @@ void Job::WorkersStarted(const std::string& node_id, int round,
     if (w.local_rank < 0 || w.local_rank >= static_cast<int>(node.workers.size())) continue;
     WorkerStatus& status = node.workers[w.local_rank];
     status.pid = w.pid;
+    status.start = w.start;
+    status.fallback = w.fallback;
     // The rank stays the layout's: the server handed it out, and a status that shows what an
     // agent claims instead would contradict the round (found by tests/fuzz/rendezvous_fuzz).
     if (status.state == WorkerState::kPending) status.state = WorkerState::kRunning;

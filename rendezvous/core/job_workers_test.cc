@@ -24,9 +24,14 @@ TEST(JobWorkersTest, WorkersShowRanksPidsAndHowTheyEnded) {
     EXPECT_EQ(w[r].pid, 0);
     EXPECT_EQ(w[r].restarts, 0);
   }
-  h.job().WorkersStarted(
-      "1", 1, {{.local_rank = 0, .rank = 0, .pid = 101}, {.local_rank = 1, .rank = 1, .pid = 102}},
-      h.now());
+  h.job().WorkersStarted("1", 1,
+                         {{.local_rank = 0, .rank = 0, .pid = 101, .start = "warm"},
+                          {.local_rank = 1,
+                           .rank = 1,
+                           .pid = 102,
+                           .start = "exec",
+                           .fallback = "the template runs 2 Python threads"}},
+                         h.now());
   h.job().WorkersStarted("2", 1,
                          {{.local_rank = 0, .rank = 2, .pid = 201},
                           {.local_rank = 1, .rank = 3, .pid = 202},
@@ -40,6 +45,12 @@ TEST(JobWorkersTest, WorkersShowRanksPidsAndHowTheyEnded) {
   EXPECT_EQ(w[3].pid, 202);
   EXPECT_EQ(w[2].pid, 201);
   for (const WorkerStatus& x : w) EXPECT_EQ(x.state, WorkerState::kRunning);
+  // How each was started, as its agent said (docs/guides/warm-start.md); "" when it did not.
+  EXPECT_EQ(w[0].start, "warm");
+  EXPECT_EQ(w[0].fallback, "");
+  EXPECT_EQ(w[1].start, "exec");
+  EXPECT_EQ(w[1].fallback, "the template runs 2 Python threads");
+  EXPECT_EQ(w[2].start, "");
 
   // Rank 3 is killed; then its agent's decision report arrives (it must not overwrite).
   h.job().WorkerEnded("2", 1,
@@ -91,9 +102,14 @@ TEST(JobWorkersTest, AFinishedJobLeavesNoWorkerRunningAndNoRecordOfARestartNotMa
   JobHarness h(Spec(2, 2, 0));
   ASSERT_TRUE(h.Join("1", -1, 2).ok());
   ASSERT_TRUE(h.Join("2", -1, 2).ok());
-  h.job().WorkersStarted(
-      "1", 1, {{.local_rank = 0, .rank = 0, .pid = 101}, {.local_rank = 1, .rank = 1, .pid = 102}},
-      h.now());
+  h.job().WorkersStarted("1", 1,
+                         {{.local_rank = 0, .rank = 0, .pid = 101, .start = "warm"},
+                          {.local_rank = 1,
+                           .rank = 1,
+                           .pid = 102,
+                           .start = "exec",
+                           .fallback = "the template runs 2 Python threads"}},
+                         h.now());
   h.job().WorkersStarted("2", 1, {{.local_rank = 0, .rank = 2, .pid = 201}}, h.now());
   h.Fail("2", 137, true);  // local rank 1 (rank 3): restartable, but the budget is 0
   h.Advance(Job::kSettleWindow);

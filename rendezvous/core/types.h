@@ -129,6 +129,10 @@ struct StartedWorker {
   int local_rank = 0;
   int rank = -1;  // global rank
   int pid = 0;
+  // How its agent started it, as the agent names it ("exec", "warm": launch/worker_source.h),
+  // and why it was exec'd where --warm-start asked for a fork. Shown, never compared.
+  std::string start;
+  std::string fallback;
 };
 
 // One local worker that ended, for any reason (its own exit, or stopped by its agent).
@@ -187,7 +191,9 @@ struct WorkerStatus {
   int code = 0;    // valid once ended
   int signal = 0;  // valid once ended
   std::string what;
-  int restarts = 0;  // rounds this node's workers were started in before this one
+  int restarts = 0;      // rounds this node's workers were started in before this one
+  std::string start;     // StartedWorker::start; empty until reported (or an older agent)
+  std::string fallback;  // StartedWorker::fallback
 };
 
 // A Kubernetes-style condition of the job (as seeds/001's DeepSpeedJob status):

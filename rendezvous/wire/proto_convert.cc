@@ -150,6 +150,8 @@ void ToProto(int round, const std::vector<StartedWorker>& workers, v1::WorkersSt
     p->set_local_rank(w.local_rank);
     p->set_rank(w.rank);
     p->set_pid(w.pid);
+    p->set_start(w.start);
+    p->set_fallback(w.fallback);
   }
 }
 
@@ -157,7 +159,11 @@ std::vector<StartedWorker> FromProto(const v1::WorkersStarted& in) {
   std::vector<StartedWorker> out;
   out.reserve(in.workers_size());
   for (const v1::StartedWorker& p : in.workers()) {
-    out.push_back(StartedWorker{.local_rank = p.local_rank(), .rank = p.rank(), .pid = p.pid()});
+    out.push_back(StartedWorker{.local_rank = p.local_rank(),
+                                .rank = p.rank(),
+                                .pid = p.pid(),
+                                .start = p.start(),
+                                .fallback = p.fallback()});
   }
   return out;
 }
@@ -405,6 +411,8 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_signal(w.signal);
     p->set_what(w.what);
     p->set_restarts(w.restarts);
+    p->set_start(w.start);
+    p->set_fallback(w.fallback);
   }
   for (const Preemption& pre : s.preempting) {
     v1::PreemptingNode* p = out->add_preempting();
@@ -486,6 +494,8 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
     w.signal = p.signal();
     w.what = p.what();
     w.restarts = p.restarts();
+    w.start = p.start();
+    w.fallback = p.fallback();
   }
   return s;
 }

@@ -187,6 +187,7 @@ void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
   s->set_min_nodes(spec.min_nodes);
   s->set_max_nodes(spec.max_nodes);
   s->set_max_restarts(spec.max_restarts);
+  s->set_spares(spec.spares);
   s->set_restart_after_success(spec.restart_after_success);
   s->set_join_timeout_ms(Ms(spec.join_timeout));
   s->set_last_call_timeout_ms(Ms(spec.last_call_timeout));
@@ -213,6 +214,7 @@ void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
   spec->min_nodes = s.min_nodes();
   spec->max_nodes = s.max_nodes();
   spec->max_restarts = s.max_restarts();
+  spec->spares = s.spares();
   spec->restart_after_success = s.restart_after_success();
   spec->join_timeout = absl::Milliseconds(s.join_timeout_ms());
   spec->last_call_timeout = absl::Milliseconds(s.last_call_timeout_ms());

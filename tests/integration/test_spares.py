@@ -7,7 +7,9 @@ spare and WORLD_SIZE unchanged. Both rendezvous backends. Each worker notes
 "ROLE WORLD_SIZE GROUP_RANK RESTART_COUNT" (--role names the agent) and exits 0 once `done`
 exists, or 1 once `fail` exists in its first attempt."""
 import json
+import fcntl
 import os
+import re
 import signal
 import subprocess
 import time
@@ -43,6 +45,18 @@ def status_json(backend_args):
 def states(backend_args):
     s = status_json(backend_args) or {}
     return sorted(n["state"] for n in s.get("nodes", []))
+
+
+def read_stderr_so_far(proc):
+    """What the agent wrote on stderr so far (kept, so a later communicate() sees it all)."""
+    fd = proc.stderr.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    try:
+        chunk = os.read(fd, 1 << 20)
+    except BlockingIOError:
+        chunk = b""
+    proc.seen = getattr(proc, "seen", b"") + chunk
+    return proc.seen
 
 
 def server_metric(port, line):
@@ -159,6 +173,49 @@ def test_a_spare_takes_the_place_of_a_node_its_health_gate_keeps_out(tmp_path):
         [excluded] = [n for n in status["nodes"] if n["state"] == "Excluded"]
         assert "marker present" in excluded["excluded"], excluded
         assert status["restarts_used"] == 1, status  # the failure's restart, none for the swap
+        done.touch()
+        for role in ("node0", "spare"):
+            rc, err = job.wait(role)
+            assert rc == 0, f"{role}: {err[-3000:]}"
+    finally:
+        job.kill_all()
+
+
+def test_a_spares_warm_template_stays_up_while_it_waits_and_its_rank_is_forked(tmp_path):
+    """--warm-start: the spare's template starts before its join and is still alive when the
+    spare is taken in; its worker is then forked from it (start: warm)."""
+    log, done = tmp_path / "rounds", tmp_path / "done"
+    events = tmp_path / "spare-events.jsonl"
+    train = tmp_path / "train.py"
+    train.write_text(
+        "import os, pathlib, time\n"
+        f"with open({str(log)!r}, 'a') as f:\n"
+        "    f.write(f\"{os.environ['ROLE_NAME']} {os.environ['WORLD_SIZE']} "
+        "{os.environ['GROUP_RANK']} {os.environ['TORCHELASTIC_RESTART_COUNT']}\\n\")\n"
+        f"while not pathlib.Path({str(done)!r}).exists():\n"
+        "    time.sleep(0.05)\n")
+    port = free_port()
+    job = Job(["--rdzv-endpoint", f"127.0.0.1:{port}"],
+              ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
+               "--warm-start", "--preload", "json", "--rdzv-conf", "join_timeout=60s", train])
+    try:
+        job.start("node0", "--node-rank", "0")
+        job.start("node1", "--node-rank", "1")
+        wait_for(lambda: len(rounds(log)) == 2, 60, 0.05, "round 1 on node0 and node1")
+        job.start("spare", "--event-log", events)
+        wait_for(lambda: states(job.backend_args) == ["Running", "Running", "Spare"], 30, 0.1,
+                 "the third agent listed as Spare")
+        time.sleep(1)  # waiting a while as a spare
+        template = int(wait_for(lambda: re.search(rb"template pid (\d+)",
+                                                  read_stderr_so_far(job.procs["spare"])),
+                                10, 0.05, "the spare's template pid").group(1))
+        assert os.path.exists(f"/proc/{template}"), "the spare's template died while it waited"
+        job.procs["node1"].send_signal(signal.SIGKILL)
+        wait_for(lambda: len(rounds(log)) == 4, 60, 0.02, "round 2 with the spare")
+        assert sorted(rounds(log)[2:]) == ["node0 2 0 0", "spare 2 1 0"], rounds(log)
+        started = wait_for(lambda: [json.loads(line) for line in events.read_text().splitlines()
+                                    if '"worker_started"' in line], 10, 0.05, "worker_started")
+        assert [e.get("start") for e in started] == ["warm"], started
         done.touch()
         for role in ("node0", "spare"):
             rc, err = job.wait(role)

@@ -139,8 +139,10 @@ def main():
             "surviving agent's exit)",
             ["backend", "variant", "next round", "runs", "p50", "max"], rows)
     figure = "; ".join(
-        f"{b}: spare p50 {c.fmt(c.pct(results[(b, 'spare')]['ms'], 50))}, elastic shrink "
-        f"{c.fmt(c.pct(results[(b, 'elastic shrink')]['ms'], 50))}" for b in backends)
+        f"{b}: spare (WORLD_SIZE 2) p50 {c.fmt(c.pct(results[(b, 'spare')]['ms'], 50))} ms, "
+        f"elastic shrink (WORLD_SIZE 1) {c.fmt(c.pct(results[(b, 'elastic shrink')]['ms'], 50))}"
+        f" ms" for b in backends) + f" ({args.runs} runs each; fixed --nnodes 2 without a " \
+        "spare: no next round, the job ends 138)"
     board.append(c.board_row("B16 node loss -> next round running (spare vs none)",
                              "- (issue 30 item 7 sets none: measured)", figure,
                              "- (torchrun has no spares: pytorch#114097)", "-"))

@@ -222,3 +222,15 @@ def test_a_spares_warm_template_stays_up_while_it_waits_and_its_rank_is_forked(t
             assert rc == 0, f"{role}: {err[-3000:]}"
     finally:
         job.kill_all()
+
+
+def test_dry_run_shows_the_spares():
+    r = subprocess.run([str(MUSTER), "run", "--dry-run", "--nnodes", "2", "--spares", "1",
+                        "--rdzv-endpoint", "127.0.0.1:29999", "--no-python", "true"],
+                       capture_output=True, text=True, timeout=30, env=muster_env())
+    assert r.returncode == 0, r.stderr
+    assert "spares                  up to 1: agents beyond --nnodes wait as hot spares" \
+        in r.stdout, r.stdout
+    r = subprocess.run([str(MUSTER), "run", "--spares", "-1", "--no-python", "true"],
+                       capture_output=True, text=True, timeout=30, env=muster_env())
+    assert r.returncode == 2 and "--spares" in r.stderr, r.stderr

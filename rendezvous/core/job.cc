@@ -161,7 +161,7 @@ void Job::Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::v
                 "; re-forming with ", participants_.size() + 1, " nodes"),
             /*counted=*/false, std::nullopt, now, out);
       } else {
-        out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id, SpareText()));
+        out->push_back(SpareEvent(info.node_id));
       }
       break;
     case Phase::kStopping:

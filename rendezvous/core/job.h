@@ -226,7 +226,7 @@ class Job {
   // The next round's participants by group rank (rank_order.h).
   std::vector<Node*> RoundOrder();
   // What a spare hears: the full round has no place for it (job_round.cc).
-  std::string SpareText() const;
+  Event SpareEvent(const std::string& node_id) const;
   // "; spare HOST takes its place" when the next round takes spares in, else "".
   std::string SwapInNote();
   // Tells the participants of the round just formed their assignments, and the others

@@ -301,17 +301,20 @@ void Job::AnnounceRound(int world_size, std::vector<Event>* out) {
   }
   for (const auto& [id, node] : nodes_) {
     if (node.prev_group_rank < 0 && node.info.excluded.empty()) {
-      out->push_back(MakeEvent(Event::Kind::kProgress, id, SpareText()));
+      out->push_back(SpareEvent(id));
     }
   }
 }
 
 // Spares (docs/guides/spares.md): a healthy node the full round has no place for waits,
 // warm, and takes the place of a participant that is lost or excluded in the next round.
-std::string Job::SpareText() const {
-  return absl::StrCat("spare: round ", round_, " runs with its maximum of ",
-                      Plural(spec_.max_nodes, "node", "nodes"),
-                      "; this node takes the place of one that is lost or excluded");
+Event Job::SpareEvent(const std::string& node_id) const {
+  Event e = MakeEvent(Event::Kind::kProgress, node_id,
+                      absl::StrCat("spare: round ", round_, " runs with its maximum of ",
+                                   Plural(spec_.max_nodes, "node", "nodes"),
+                                   "; this node takes the place of one that is lost or excluded"));
+  e.spare = true;
+  return e;
 }
 
 std::string Job::SwapInNote() {

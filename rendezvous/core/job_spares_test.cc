@@ -2,6 +2,7 @@
 // listed as Spare and takes the place of a participant that is lost or excluded in the next
 // round, so a fixed-size job keeps its WORLD_SIZE; with spec.spares set, one node more is
 // refused at its join.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ TEST(JobSparesTest, TheLastJoinerBeyondNIsASpareThatHoldsNoRank) {
   ASSERT_FALSE(heard.empty());
   for (const Event& e : heard) EXPECT_NE(e.kind, Event::Kind::kRoundStarted);
   EXPECT_EQ(heard.back().kind, Event::Kind::kProgress);
+  EXPECT_TRUE(heard.back().spare);
   EXPECT_EQ(heard.back().text.find("spare: round 1 runs with its maximum of 2 nodes"), 0u)
       << heard.back().text;
   // Arriving while the round ran: the same.
@@ -49,7 +51,10 @@ TEST(JobSparesTest, TheLastJoinerBeyondNIsASpareThatHoldsNoRank) {
   ASSERT_TRUE(late.Join("2").ok());
   ASSERT_TRUE(late.Join("3").ok());
   EXPECT_EQ(SpareTestState(late.job(), "3"), NodeState::kSpare);
-  EXPECT_EQ(late.Last("3", Event::Kind::kProgress)->text.find("spare: "), 0u);
+  std::optional<Event> told = late.Last("3", Event::Kind::kProgress);
+  ASSERT_TRUE(told.has_value());
+  EXPECT_EQ(told->text.find("spare: "), 0u);
+  EXPECT_TRUE(told->spare);
 }
 
 TEST(JobSparesTest, ALostNodeIsReplacedByTheSpareUncountedWithWorldSizeUnchanged) {

@@ -223,6 +223,7 @@ struct Event {
   Kind kind = Kind::kProgress;
   std::string node_id;  // recipient
   std::string text;
+  bool spare = false;              // kProgress: the node is a spare (docs/guides/spares.md)
   Assignment assignment;           // kRoundStarted
   Outcome outcome;                 // kFinished
   std::optional<Failure> failure;  // kStopWorkers: the failure that caused it, if any

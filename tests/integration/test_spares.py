@@ -91,13 +91,13 @@ class Job:
                 print(f"--- {role} (exit {p.wait()}) stderr:\n{p.communicate()[1][-2000:]}")
 
 
-def start_two_and_a_spare(job, log, first=(), second=()):
+def start_two_and_a_spare(job, log, first=(), second=(), spare=()):
     job.start("node0", *first)
     if job.backend_args[1] == "etcd":
         time.sleep(1)  # node0 coordinates: its key is the oldest
     job.start("node1", *second)
     wait_for(lambda: len(rounds(log)) == 2, 30, 0.05, "round 1 on node0 and node1")
-    job.start("spare")
+    job.start("spare", *spare)
     wait_for(lambda: states(job.backend_args) == ["Running", "Running", "Spare"], 30, 0.1,
              "the third agent listed as Spare")
     assert sorted(rounds(log)) == ["node0 2 0 0", "node1 2 1 0"], rounds(log)
@@ -120,15 +120,19 @@ def assert_spare_replaces_a_killed_node(job, log, done):
 
 def test_grpc_a_spare_takes_a_killed_nodes_place_with_world_size_unchanged(tmp_path):
     log, done, _, cmd = worker(tmp_path)
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port, spare_metrics = free_port(), free_port(), free_port()
     job = Job(["--rdzv-endpoint", f"127.0.0.1:{port}"],
               ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
                "--rdzv-conf", "join_timeout=60s", *cmd])
     try:
         # node0's agent hosts the server (node rank 0 serves); the spare gives no node rank.
         start_two_and_a_spare(job, log, first=["--node-rank", "0", "--metrics-port", metrics_port],
-                              second=["--node-rank", "1"])
+                              second=["--node-rank", "1"],
+                              spare=["--metrics-port", spare_metrics])
         assert server_metric(metrics_port, 'muster_server_nodes{state="Spare"} 1')
+        # The spare's own agent says so too (agent/health/spare_phase.h).
+        wait_for(lambda: server_metric(spare_metrics, 'muster_agent_phase{phase="Spare"} 1'),
+                 10, 0.05, 'the spare agent\'s muster_agent_phase{phase="Spare"} 1')
         assert_spare_replaces_a_killed_node(job, log, done)
     finally:
         job.kill_all()
@@ -216,6 +220,9 @@ def test_a_spares_warm_template_stays_up_while_it_waits_and_its_rank_is_forked(t
         started = wait_for(lambda: [json.loads(line) for line in events.read_text().splitlines()
                                     if '"worker_started"' in line], 10, 0.05, "worker_started")
         assert [e.get("start") for e in started] == ["warm"], started
+        spare_events = [json.loads(line) for line in events.read_text().splitlines()
+                        if '"event": "spare"' in line or '"event":"spare"' in line]
+        assert len(spare_events) == 1 and spare_events[0]["round"] == 0, spare_events
         done.touch()
         for role in ("node0", "spare"):
             rc, err = job.wait(role)

@@ -3,7 +3,8 @@
 An agent beyond --nnodes N joins as a spare: it holds no rank, `muster status` and the
 server's metrics list it as Spare, its workers do not start. When a rank-holding agent is
 SIGKILLed, or its health gate keeps it out after a failed round, the next round runs with the
-spare and WORLD_SIZE unchanged. Both rendezvous backends. Each worker notes
+spare and WORLD_SIZE unchanged; an agent beyond N + --spares is refused. Both rendezvous
+backends. Each worker notes
 "ROLE WORLD_SIZE GROUP_RANK RESTART_COUNT" (--role names the agent) and exits 0 once `done`
 exists, or 1 once `fail` exists in its first attempt."""
 import json
@@ -133,6 +134,10 @@ def test_grpc_a_spare_takes_a_killed_nodes_place_with_world_size_unchanged(tmp_p
         # The spare's own agent says so too (agent/health/spare_phase.h).
         wait_for(lambda: server_metric(spare_metrics, 'muster_agent_phase{phase="Spare"} 1'),
                  10, 0.05, 'the spare agent\'s muster_agent_phase{phase="Spare"} 1')
+        # One more than --spares 1 is refused at its join: a configuration error (exit 2).
+        job.start("extra")
+        rc, err = job.wait("extra", timeout=30)
+        assert rc == 2 and "is one too many: raise --spares" in err, (rc, err[-3000:])
         assert_spare_replaces_a_killed_node(job, log, done)
     finally:
         job.kill_all()

@@ -18,6 +18,8 @@ const char* AgentPhaseName(AgentPhase phase) {
       return "Failed";
     case AgentPhase::kExcluded:
       return "Excluded";
+    case AgentPhase::kSpare:
+      return "Spare";
   }
   return "Unknown";
 }

@@ -18,14 +18,16 @@ enum class AgentPhase {
   kSucceeded,   // the job ended with every worker exiting 0
   kFailed,      // the job ended otherwise
   kExcluded,    // joined, but its health gate keeps the node out of rounds until it passes
+  kSpare,       // joined, healthy, a hot spare: the full round has no place for it
 };
 
 // Every phase, in the order above (metrics export one series per phase).
-inline constexpr std::array<AgentPhase, 7> kAgentPhases = {
+inline constexpr std::array<AgentPhase, 8> kAgentPhases = {
     AgentPhase::kRendezvous, AgentPhase::kRunning, AgentPhase::kStopping, AgentPhase::kPreempting,
-    AgentPhase::kSucceeded,  AgentPhase::kFailed,  AgentPhase::kExcluded};
+    AgentPhase::kSucceeded,  AgentPhase::kFailed,  AgentPhase::kExcluded, AgentPhase::kSpare};
 
-// "Rendezvous", "Running", "Stopping", "Preempting", "Succeeded", "Failed", "Excluded".
+// "Rendezvous", "Running", "Stopping", "Preempting", "Succeeded", "Failed", "Excluded",
+// "Spare".
 const char* AgentPhaseName(AgentPhase phase);
 
 }  // namespace muster

@@ -106,6 +106,10 @@ std::string DescribeConfig(const Config& c, const std::map<std::string, std::str
        absl::StrCat(c.min_nodes == c.max_nodes ? std::to_string(c.max_nodes)
                                                : absl::StrCat(c.min_nodes, ":", c.max_nodes),
                     source("nnodes")));
+  line("spares",
+       absl::StrCat(c.spares == 0 ? std::string("no limit") : absl::StrCat("up to ", c.spares),
+                    ": agents beyond --nnodes wait as hot spares (docs/guides/spares.md)",
+                    source("spares")));
   line("nproc per node",
        absl::StrCat(c.nproc_per_node, " (", c.nproc_spec, ")", source("nproc-per-node")));
   line("world size", std::to_string(c.nproc_per_node * c.max_nodes));

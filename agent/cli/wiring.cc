@@ -19,6 +19,7 @@
 #include "agent/diagnostics/stack_collector.h"
 #include "agent/diagnostics/trace_collection.h"
 #include "agent/health/health_gate.h"
+#include "agent/health/spare_phase.h"
 #include "agent/lifecycle/agent.h"
 #include "agent/lifecycle/exit_barrier.h"
 #include "agent/lifecycle/lease_fence.h"
@@ -312,6 +313,7 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
   agent.Add(std::make_unique<LeaseFence>());
   agent.Add(std::make_unique<ExitBarrier>());
   agent.Add(std::move(health_gate));
+  agent.Add(std::make_unique<SparePhase>());
   return agent.Run();
 }
 

@@ -105,6 +105,7 @@ struct Config {
 
   // Shape of the job.
   int min_nodes = 1, max_nodes = 1;
+  int spares = 0;  // --spares: hot spares beyond max_nodes; 0: no limit (docs/guides/spares.md)
   std::string nproc_spec = "1";  // as given: N, cpu, gpu or auto
   // As parsed: N, or the host's count for cpu/gpu/auto (0: gpu with no GPU seen yet). The
   // count the workers run with is WorkerPlan::nproc (the probe may count GPUs for gpu/auto).

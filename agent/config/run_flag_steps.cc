@@ -91,6 +91,11 @@ absl::Status ApplyMaxRestarts(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+absl::Status ApplySpares(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(c->spares, ParseNonNegative(v.where, v.text));
+  return absl::OkStatus();
+}
+
 absl::Status ApplyRestartPolicy(const FlagValue& v, Config* c) {
   absl::StatusOr<RestartPolicy> p = ParseRestartPolicy(v.text);
   if (!p.ok()) {

@@ -74,6 +74,7 @@ absl::Status ApplyBindCoreList(const FlagValue& value, Config* config);
 absl::Status ApplyPreload(const FlagValue& value, Config* config);
 // --max-restarts: >= 0.
 absl::Status ApplyMaxRestarts(const FlagValue& value, Config* config);
+absl::Status ApplySpares(const FlagValue& value, Config* config);
 // --restart-policy: Never, OnFailure, Always or ExitCode.
 absl::Status ApplyRestartPolicy(const FlagValue& value, Config* config);
 absl::Status ApplyContainment(const FlagValue& value, Config* config);

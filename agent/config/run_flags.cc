@@ -39,6 +39,13 @@ constexpr FlagSpec kMusterFlags[] = {
      .default_text = "1",
      .help = "number of nodes, N or MIN:MAX",
      .apply = ApplyNnodes},
+    {.name = "spares",
+     .group = "Job",
+     .default_text = "0 (no limit)",
+     .help = "hot spares: agents beyond --nnodes (its MAX) wait, healthy and warm, and take "
+             "the place of a lost or excluded node in the next round, WORLD_SIZE unchanged; "
+             "one more than this is refused (docs/guides/spares.md)",
+     .apply = ApplySpares},
     {.name = "rdzv-endpoint",
      .group = "Rendezvous",
      .default_text = "none",

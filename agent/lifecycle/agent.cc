@@ -539,6 +539,7 @@ int Agent::Run() {
       .min_nodes = config_.min_nodes,
       .max_nodes = config_.max_nodes,
       .max_restarts = config_.max_restarts,
+      .spares = config_.spares,
       .restart_after_success = RestartsAfterSuccess(config_.restart_policy),
       .join_timeout = config_.join_timeout,
       .last_call_timeout = config_.last_call_timeout,

@@ -96,6 +96,13 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
                        "; give every node its own --node-rank"));
     }
   }
+  if (spec_.spares > 0 && nodes_.count(info.node_id) == 0 &&
+      LiveCount() >= spec_.max_nodes + spec_.spares) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", spec_.run_id, " has its ", spec_.max_nodes, " nodes and ",
+        Plural(spec_.spares, "spare", "spares"), " (--nnodes, --spares); ", DescribeNode(info),
+        " is one too many: raise --spares on every node to keep more"));
+  }
   auto [it, inserted] = nodes_.try_emplace(info.node_id);
   Node& node = it->second;
   if (!inserted) ForgetHint(node.info);
@@ -154,9 +161,7 @@ void Job::Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::v
                 "; re-forming with ", participants_.size() + 1, " nodes"),
             /*counted=*/false, std::nullopt, now, out);
       } else {
-        out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
-                                 absl::StrCat("the job runs with its maximum of ", spec_.max_nodes,
-                                              " nodes; waiting for a free place")));
+        out->push_back(SpareEvent(info.node_id));
       }
       break;
     case Phase::kStopping:
@@ -265,7 +270,7 @@ void Job::RemoveNode(std::string node_id, const std::string& why, absl::Time now
   if (phase_ == Phase::kRunning) {
     BeginStopping(preempted ? "NodePreempted" : "NodeLost",
                   absl::StrCat(what, excuse, "; re-forming with the ",
-                               Plural(LiveCount(), "node", "nodes"), " left"),
+                               Plural(LiveCount(), "node", "nodes"), " left", SwapInNote()),
                   /*counted=*/false, std::nullopt, now, out);
   } else {
     MaybeFinishStopping(now, out);  // it will never acknowledge the stop

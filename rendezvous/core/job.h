@@ -18,6 +18,11 @@
 // [0, max_nodes) is refused); nodes without hints keep their previous order across rounds,
 // newcomers follow in arrival order (rank_order.h).
 //
+// Spares (docs/guides/spares.md): a healthy node that a round holding max_nodes has no place
+// for is listed as kSpare; a round that re-forms after a participant is lost or excluded
+// takes it in (last in the order above), so a fixed-size job keeps its WORLD_SIZE. With
+// spec.spares > 0 a node beyond max_nodes + spares is refused at its join.
+//
 // Status (docs/design.md §4.6): besides phase, history and outcome, the job keeps Kubernetes-style
 // conditions (conditions.h) and every worker of the current round: its rank and local rank
 // from the round's layout, its pid once the agent reports it (WorkersStarted), and how it
@@ -220,6 +225,10 @@ class Job {
   void StartRound(absl::Time now, std::vector<Event>* out);
   // The next round's participants by group rank (rank_order.h).
   std::vector<Node*> RoundOrder();
+  // What a spare hears: the full round has no place for it (job_round.cc).
+  Event SpareEvent(const std::string& node_id) const;
+  // "; spare HOST takes its place" when the next round takes spares in, else "".
+  std::string SwapInNote();
   // Tells the participants of the round just formed their assignments, and the others
   // that they wait.
   void AnnounceRound(int world_size, std::vector<Event>* out);

@@ -6,9 +6,12 @@
 // report the flight recorder dumps they uploaded (TracesStored; kept by TraceRounds) and
 // hear what is stored.
 #include <algorithm>
+#include <set>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/exit_codes.h"
 #include "base/plural.h"
 #include "rendezvous/core/hang.h"
@@ -298,11 +301,31 @@ void Job::AnnounceRound(int world_size, std::vector<Event>* out) {
   }
   for (const auto& [id, node] : nodes_) {
     if (node.prev_group_rank < 0 && node.info.excluded.empty()) {
-      out->push_back(MakeEvent(Event::Kind::kProgress, id,
-                               absl::StrCat("round ", round_, " runs with the maximum of ",
-                                            spec_.max_nodes, " nodes; waiting for a place")));
+      out->push_back(SpareEvent(id));
     }
   }
+}
+
+// Spares (docs/guides/spares.md): a healthy node the full round has no place for waits,
+// warm, and takes the place of a participant that is lost or excluded in the next round.
+Event Job::SpareEvent(const std::string& node_id) const {
+  Event e = MakeEvent(Event::Kind::kProgress, node_id,
+                      absl::StrCat("spare: round ", round_, " runs with its maximum of ",
+                                   Plural(spec_.max_nodes, "node", "nodes"),
+                                   "; this node takes the place of one that is lost or excluded"));
+  e.spare = true;
+  return e;
+}
+
+std::string Job::SwapInNote() {
+  std::set<std::string_view> in_round;
+  for (const NodeInfo& p : participants_) in_round.insert(p.node_id);
+  std::vector<std::string> hosts;
+  for (const Node* n : RoundOrder()) {
+    if (in_round.count(n->info.node_id) == 0) hosts.push_back(n->info.host);
+  }
+  if (hosts.empty()) return "";
+  return absl::StrCat("; spare ", absl::StrJoin(hosts, ", "), " takes its place");
 }
 
 void Job::Finish(const char* cause, Outcome outcome, absl::Time now, std::vector<Event>* out) {

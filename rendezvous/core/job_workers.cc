@@ -16,6 +16,8 @@ std::vector<Job::NodeView> Job::NodeViews() const {
       round_size = std::max(round_size, static_cast<size_t>(node.prev_group_rank + 1));
     }
   }
+  // A healthy node out of a round that holds max_nodes is a spare (docs/guides/spares.md).
+  const bool round_full = static_cast<int>(participants_.size()) >= spec_.max_nodes;
   std::vector<NodeView> ranked(round_size);
   std::vector<NodeView> waiting;
   for (const auto& [id, node] : nodes_) {
@@ -27,7 +29,9 @@ std::vector<Job::NodeView> Job::NodeViews() const {
     if (node.left) {
       v.state = NodeState::kLeft;
     } else if (!in_round) {
-      v.state = node.info.excluded.empty() ? NodeState::kWaiting : NodeState::kExcluded;
+      v.state = !node.info.excluded.empty() ? NodeState::kExcluded
+                : round_full                ? NodeState::kSpare
+                                            : NodeState::kWaiting;
     } else if (node.failed) {
       v.state = NodeState::kFailed;
     } else if (node.succeeded) {

@@ -183,7 +183,7 @@ TEST(JobWorkersTest, NodeViewsListParticipantsByGroupRankThenWaitingNodes) {
   JobHarness h(Spec(2, 2));
   ASSERT_TRUE(h.Join("2", 1).ok());
   ASSERT_TRUE(h.Join("1", 0).ok());
-  ASSERT_TRUE(h.Join("3").ok());  // the round runs at its maximum: waits
+  ASSERT_TRUE(h.Join("3").ok());  // the round runs at its maximum: a spare (job.h)
   std::vector<Job::NodeView> nodes = h.job().NodeViews();
   ASSERT_EQ(nodes.size(), 3u);
   EXPECT_EQ(nodes[0].info.node_id, "1");
@@ -192,8 +192,8 @@ TEST(JobWorkersTest, NodeViewsListParticipantsByGroupRankThenWaitingNodes) {
   EXPECT_EQ(nodes[1].info.node_id, "2");
   EXPECT_EQ(nodes[2].info.node_id, "3");
   EXPECT_EQ(nodes[2].group_rank, -1);
-  EXPECT_EQ(nodes[2].state, NodeState::kWaiting);
-  EXPECT_EQ(h.job().Workers().size(), 4u);  // the waiting node has none
+  EXPECT_EQ(nodes[2].state, NodeState::kSpare);
+  EXPECT_EQ(h.job().Workers().size(), 4u);  // the spare has none
 }
 
 }  // namespace

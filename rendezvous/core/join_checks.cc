@@ -17,6 +17,7 @@ absl::Status CheckJobSpec(const JobSpec& spec, const NodeInfo& who) {
         absl::StrCat("--nnodes ", spec.min_nodes, ":", spec.max_nodes, " needs 1 <= MIN <= MAX"));
   }
   if (spec.max_restarts < 0) return bad(absl::StrCat("--max-restarts ", spec.max_restarts, " < 0"));
+  if (spec.spares < 0) return bad(absl::StrCat("--spares ", spec.spares, " < 0"));
   if (spec.heartbeat_interval <= absl::ZeroDuration() || spec.heartbeat_misses < 1) {
     return bad("heartbeat_interval and heartbeat_misses must be positive (--rdzv-conf)");
   }
@@ -41,6 +42,9 @@ absl::Status CheckSameJobSpec(const JobSpec& job, const JobSpec& node, const Nod
   if (node.max_restarts != job.max_restarts) {
     return differs("--max-restarts", std::to_string(node.max_restarts),
                    std::to_string(job.max_restarts));
+  }
+  if (node.spares != job.spares) {
+    return differs("--spares", std::to_string(node.spares), std::to_string(job.spares));
   }
   if (node.restart_after_success != job.restart_after_success) {
     return differs("--restart-policy", node.restart_after_success ? "Always" : "not Always",

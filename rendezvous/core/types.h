@@ -20,7 +20,10 @@ struct JobSpec {
   std::string run_id = "none";
   int min_nodes = 1;
   int max_nodes = 1;
-  int max_restarts = 0;                // one budget for the whole job
+  int max_restarts = 0;  // one budget for the whole job
+  // --spares: live nodes beyond max_nodes the job keeps as hot spares (docs/guides/spares.md);
+  // one more is refused at its join. 0: no limit (a node beyond max_nodes waits as a spare).
+  int spares = 0;
   bool restart_after_success = false;  // restart policy Always
   absl::Duration join_timeout = absl::Seconds(600);
   absl::Duration last_call_timeout = absl::Seconds(30);
@@ -155,14 +158,17 @@ enum class NodeState {
   kStopped,    // its workers are stopped
   kLeft,       // gone after the outcome
   kExcluded,   // alive, kept out of rounds by its health gate (NodeInfo::excluded says why)
+  kSpare,      // alive and healthy, out of a round that is full: takes a lost node's place
 };
 
 // Every state, in the order above (metrics export one series per state).
-inline constexpr std::array<NodeState, 8> kNodeStates = {
-    NodeState::kWaiting,  NodeState::kRunning, NodeState::kSucceeded, NodeState::kFailed,
-    NodeState::kStopping, NodeState::kStopped, NodeState::kLeft,      NodeState::kExcluded};
+inline constexpr std::array<NodeState, 9> kNodeStates = {
+    NodeState::kWaiting, NodeState::kRunning,  NodeState::kSucceeded,
+    NodeState::kFailed,  NodeState::kStopping, NodeState::kStopped,
+    NodeState::kLeft,    NodeState::kExcluded, NodeState::kSpare};
 
-// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded": the names
+// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded", "Spare":
+// the names
 // `muster status` and the JobStatus service show (the service carries the name).
 const char* NodeStateName(NodeState state);
 // The state NodeStateName(state) names, if any.
@@ -223,6 +229,7 @@ struct Event {
   Kind kind = Kind::kProgress;
   std::string node_id;  // recipient
   std::string text;
+  bool spare = false;              // kProgress: the node is a spare (docs/guides/spares.md)
   Assignment assignment;           // kRoundStarted
   Outcome outcome;                 // kFinished
   std::optional<Failure> failure;  // kStopWorkers: the failure that caused it, if any

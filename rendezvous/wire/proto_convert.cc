@@ -193,6 +193,7 @@ void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
   s->set_min_nodes(spec.min_nodes);
   s->set_max_nodes(spec.max_nodes);
   s->set_max_restarts(spec.max_restarts);
+  s->set_spares(spec.spares);
   s->set_restart_after_success(spec.restart_after_success);
   s->set_join_timeout_ms(Ms(spec.join_timeout));
   s->set_last_call_timeout_ms(Ms(spec.last_call_timeout));
@@ -219,6 +220,7 @@ void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
   spec->min_nodes = s.min_nodes();
   spec->max_nodes = s.max_nodes();
   spec->max_restarts = s.max_restarts();
+  spec->spares = s.spares();
   spec->restart_after_success = s.restart_after_success();
   spec->join_timeout = absl::Milliseconds(s.join_timeout_ms());
   spec->last_call_timeout = absl::Milliseconds(s.last_call_timeout_ms());
@@ -287,6 +289,7 @@ void ToProto(const Event& event, v1::ServerMessage* out) {
   switch (event.kind) {
     case Event::Kind::kProgress:
       out->mutable_progress()->set_text(event.text);
+      out->mutable_progress()->set_spare(event.spare);
       break;
     case Event::Kind::kRoundStarted:
       ToProto(event.assignment, out->mutable_round_started()->mutable_assignment());
@@ -321,6 +324,7 @@ bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* o
     case v1::ServerMessage::kProgress:
       out->kind = Event::Kind::kProgress;
       out->text = in.progress().text();
+      out->spare = in.progress().spare();
       return true;
     case v1::ServerMessage::kRoundStarted:
       out->kind = Event::Kind::kRoundStarted;

@@ -27,7 +27,9 @@ std::vector<Job::NodeView> Job::NodeViews() const {
     if (node.left) {
       v.state = NodeState::kLeft;
     } else if (!in_round) {
-      v.state = node.info.excluded.empty() ? NodeState::kWaiting : NodeState::kExcluded;
+      v.state = node.quarantined            ? NodeState::kQuarantined
+                : node.info.excluded.empty() ? NodeState::kWaiting
+                                             : NodeState::kExcluded;
     } else if (node.failed) {
       v.state = NodeState::kFailed;
     } else if (node.succeeded) {

@@ -48,6 +48,8 @@ const char* NodeStateName(NodeState state) {
       return "Left";
     case NodeState::kExcluded:
       return "Excluded";
+    case NodeState::kQuarantined:
+      return "Quarantined";
   }
   return "Unknown";
 }

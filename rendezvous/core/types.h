@@ -29,6 +29,10 @@ struct JobSpec {
   // How long a node may take to report its workers stopped after kStopWorkers before it
   // is declared lost (agents stop within --shutdown-timeout plus reaping).
   absl::Duration stop_timeout = absl::Seconds(60);
+  // Bad-node memory (bad_nodes.h): a host that was the root cause of this many failed
+  // attempts is quarantined when the next round can form without it; 0: never. The agent
+  // sends --quarantine-after (default 2).
+  int quarantine_after = 0;
 };
 
 // One agent (one incarnation of it: a restarted Pod is a new node).
@@ -151,14 +155,19 @@ enum class NodeState {
   kStopped,    // its workers are stopped
   kLeft,       // gone after the outcome
   kExcluded,   // alive, kept out of rounds by its health gate (NodeInfo::excluded says why)
+  // alive, kept out for the rest of the job by the bad-node memory (bad_nodes.h;
+  // NodeInfo::excluded says why)
+  kQuarantined,
 };
 
 // Every state, in the order above (metrics export one series per state).
-inline constexpr std::array<NodeState, 8> kNodeStates = {
-    NodeState::kWaiting,  NodeState::kRunning, NodeState::kSucceeded, NodeState::kFailed,
-    NodeState::kStopping, NodeState::kStopped, NodeState::kLeft,      NodeState::kExcluded};
+inline constexpr std::array<NodeState, 9> kNodeStates = {
+    NodeState::kWaiting,  NodeState::kRunning, NodeState::kSucceeded,
+    NodeState::kFailed,   NodeState::kStopping, NodeState::kStopped,
+    NodeState::kLeft,     NodeState::kExcluded, NodeState::kQuarantined};
 
-// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded": the names
+// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded",
+// "Quarantined": the names
 // `muster status` and the JobStatus service show (the service carries the name).
 const char* NodeStateName(NodeState state);
 // The state NodeStateName(state) names, if any.

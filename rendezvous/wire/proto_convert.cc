@@ -193,6 +193,7 @@ void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
   s->set_heartbeat_interval_ms(Ms(spec.heartbeat_interval));
   s->set_heartbeat_misses(spec.heartbeat_misses);
   s->set_stop_timeout_ms(Ms(spec.stop_timeout));
+  s->set_quarantine_after(spec.quarantine_after);
   ToProto(node, out->mutable_node());
   out->set_probe(node.probe);
   out->set_command(node.command);
@@ -219,6 +220,7 @@ void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
   spec->heartbeat_interval = absl::Milliseconds(s.heartbeat_interval_ms());
   spec->heartbeat_misses = s.heartbeat_misses();
   spec->stop_timeout = absl::Milliseconds(s.stop_timeout_ms());
+  spec->quarantine_after = s.quarantine_after();
 }
 
 void ToProto(const Failure& f, v1::Failure* out) {

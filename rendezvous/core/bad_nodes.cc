@@ -12,8 +12,8 @@ bool BadNodes::Record(int round, const Failure& root_cause) {
   }
   Host& h = hosts_[root_cause.host];
   ++h.count;
-  std::string reason = absl::StrCat("round ", round, ": rank ", root_cause.rank, " ",
-                                    root_cause.what);
+  std::string reason =
+      absl::StrCat("round ", round, ": rank ", root_cause.rank, " ", root_cause.what);
   if (std::string detail = FailureDetail(root_cause); !detail.empty()) {
     absl::StrAppend(&reason, ": ", detail);
   }

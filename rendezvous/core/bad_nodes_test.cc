@@ -75,7 +75,9 @@ TEST(BadNodesTest, ReplayCountsTheCountedFailuresOfAHistory) {
   std::vector<RestartRecord> history = {
       {.round = 1, .reason = "worker failure", .counted = true, .failure = On("a")},
       {.round = 2, .reason = "node joined", .counted = false},
-      {.round = 3, .reason = "node lost: the coordinator", .counted = false,
+      {.round = 3,
+       .reason = "node lost: the coordinator",
+       .counted = false,
        .failure = On("a", FailureKind::kNodeLost, 138)},
       {.round = 4, .reason = "worker failure", .counted = true, .failure = On("b")},
   };

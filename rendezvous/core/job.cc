@@ -118,9 +118,9 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
   }
   Touch(node, now);
   if (node.quarantined) {
-    out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
-                             absl::StrCat("kept out of rounds for the rest of the job: ",
-                                          node.info.excluded)));
+    out->push_back(MakeEvent(
+        Event::Kind::kProgress, info.node_id,
+        absl::StrCat("kept out of rounds for the rest of the job: ", node.info.excluded)));
     return absl::OkStatus();
   }
   if (!info.excluded.empty()) {
@@ -227,12 +227,12 @@ std::string Job::QuarantineDue(bool explain, absl::Time now, std::vector<Event>*
     const int left = EligibleCount() - eligible_there;
     if (left < spec_.min_nodes) {
       if (explain) {
-        notes.push_back(absl::StrCat(
-            "host ", host, " stays in the job though it was the root cause of ",
-            bad_nodes_.count(host), " failed attempts (--quarantine-after ",
-            spec_.quarantine_after, "): without it ", Plural(left, "node", "nodes"),
-            " would be left, fewer than the minimum ", spec_.min_nodes,
-            " (--nnodes); a spare or another node would let it go"));
+        notes.push_back(
+            absl::StrCat("host ", host, " stays in the job though it was the root cause of ",
+                         bad_nodes_.count(host), " failed attempts (--quarantine-after ",
+                         spec_.quarantine_after, "): without it ", Plural(left, "node", "nodes"),
+                         " would be left, fewer than the minimum ", spec_.min_nodes,
+                         " (--nnodes); a spare or another node would let it go"));
       }
       continue;
     }
@@ -243,9 +243,9 @@ std::string Job::QuarantineDue(bool explain, absl::Time now, std::vector<Event>*
       node->quarantined = true;
       node->info.excluded = reason;
       Touch(*node, now);
-      out->push_back(MakeEvent(Event::Kind::kProgress, node->info.node_id,
-                               absl::StrCat("kept out of rounds for the rest of the job: ",
-                                            reason)));
+      out->push_back(
+          MakeEvent(Event::Kind::kProgress, node->info.node_id,
+                    absl::StrCat("kept out of rounds for the rest of the job: ", reason)));
     }
     notes.push_back(absl::StrCat("host ", host, " ", reason));
   }

@@ -36,7 +36,8 @@
 // round), job_workers.cc (the status of nodes and workers); job_status.h builds the status
 // views from a Job. What has state of its own is a class the job holds: the settle window's held
 // failure (SettleWindow, settle_window.h), the round's preemption notices (RoundPreemptions,
-// round_preemptions.h) and the flight recorder dumps collected (TraceRounds, trace_rounds.h).
+// round_preemptions.h), the flight recorder dumps collected (TraceRounds, trace_rounds.h)
+// and the bad-node memory (BadNodes, bad_nodes.h).
 //
 // Bad-node memory (bad_nodes.h, docs/guides/health-gate.md "Bad-node memory"): the root
 // cause of every restart is counted on its host; a host due for quarantine

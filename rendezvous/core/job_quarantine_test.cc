@@ -131,8 +131,7 @@ TEST(JobQuarantineTest, ANextOwnerContinuesTheCountsFromTheHistory) {
 
   // The etcd backend's next coordinator: a new Job continued from the first one's history.
   JobHarness next(QuarantineSpec(1, 3));
-  next.job().ContinueFrom(first.job().round(), first.job().restarts_used(),
-                          first.job().history());
+  next.job().ContinueFrom(first.job().round(), first.job().restarts_used(), first.job().history());
   EXPECT_EQ(next.job().bad_nodes().count("host-2"), 1);
   for (const char* id : {"1", "2", "3"}) ASSERT_TRUE(next.Join(id).ok());
   FailAndStop(next, "2");

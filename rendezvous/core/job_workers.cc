@@ -27,7 +27,7 @@ std::vector<Job::NodeView> Job::NodeViews() const {
     if (node.left) {
       v.state = NodeState::kLeft;
     } else if (!in_round) {
-      v.state = node.quarantined            ? NodeState::kQuarantined
+      v.state = node.quarantined             ? NodeState::kQuarantined
                 : node.info.excluded.empty() ? NodeState::kWaiting
                                              : NodeState::kExcluded;
     } else if (node.failed) {

@@ -162,9 +162,9 @@ enum class NodeState {
 
 // Every state, in the order above (metrics export one series per state).
 inline constexpr std::array<NodeState, 9> kNodeStates = {
-    NodeState::kWaiting,  NodeState::kRunning, NodeState::kSucceeded,
-    NodeState::kFailed,   NodeState::kStopping, NodeState::kStopped,
-    NodeState::kLeft,     NodeState::kExcluded, NodeState::kQuarantined};
+    NodeState::kWaiting, NodeState::kRunning,  NodeState::kSucceeded,
+    NodeState::kFailed,  NodeState::kStopping, NodeState::kStopped,
+    NodeState::kLeft,    NodeState::kExcluded, NodeState::kQuarantined};
 
 // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded",
 // "Quarantined": the names

@@ -226,7 +226,9 @@ std::string Job::QuarantineDue(bool explain, absl::Time now, std::vector<Event>*
     }
     const int left = EligibleCount() - eligible_there;
     if (left < spec_.min_nodes) {
-      if (explain) {
+      // Said only where other hosts take part: a one-node job, or every agent on one machine,
+      // has no host to go on with.
+      if (explain && on_host.size() < static_cast<size_t>(LiveCount())) {
         notes.push_back(
             absl::StrCat("host ", host, " stays in the job though it was the root cause of ",
                          bad_nodes_.count(host), " failed attempts (--quarantine-after ",

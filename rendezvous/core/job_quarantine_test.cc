@@ -107,6 +107,17 @@ TEST(JobQuarantineTest, AFixedSizeJobKeepsADueHostAndSaysWhy) {
   EXPECT_EQ(NodeOf(JobStatusOf(h.job()), "2")->state, NodeState::kRunning);
 }
 
+TEST(JobQuarantineTest, AOneNodeJobSaysNothingOfAQuarantineItCannotHave) {
+  JobHarness h(QuarantineSpec(1, 1));
+  ASSERT_TRUE(h.Join("1").ok());
+  for (int i = 0; i < 3; ++i) FailAndStop(h, "1");
+  EXPECT_EQ(h.job().history().back().reason.find("host-1 stays"), std::string::npos)
+      << h.job().history().back().reason;
+  EXPECT_EQ(h.job().history()[1].reason.find("stays"), std::string::npos)
+      << h.job().history()[1].reason;
+  EXPECT_EQ(ParticipantIds(h.job()), (std::vector<std::string>{"1"}));
+}
+
 TEST(JobQuarantineTest, ADueHostLeavesOnceAnotherNodeLetsTheRoundFormWithoutIt) {
   JobHarness h(QuarantineSpec(2, 3));
   for (const char* id : {"1", "2"}) ASSERT_TRUE(h.Join(id).ok());

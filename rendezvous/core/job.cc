@@ -214,7 +214,7 @@ void Job::NodeHealth(const std::string& node_id, const std::string& excluded, ab
 // the eligible nodes left (a spare counts as any eligible node) reach --nnodes' minimum.
 // Otherwise it stays and takes part, and the next round formation asks again (a spare or a
 // recovered node may have arrived meanwhile). O(nodes) per due host, and only while one is.
-std::string Job::QuarantineDue(bool explain, absl::Time now, std::vector<Event>* out) {
+std::string Job::QuarantineDue(bool explain, std::vector<Event>* out) {
   std::vector<std::string> notes;
   for (const std::string& host : bad_nodes_.Due()) {
     std::vector<Node*> on_host;
@@ -244,7 +244,6 @@ std::string Job::QuarantineDue(bool explain, absl::Time now, std::vector<Event>*
       if (node->info.excluded.empty()) ++excluded_count_;
       node->quarantined = true;
       node->info.excluded = reason;
-      Touch(*node, now);
       out->push_back(
           MakeEvent(Event::Kind::kProgress, node->info.node_id,
                     absl::StrCat("kept out of rounds for the rest of the job: ", reason)));

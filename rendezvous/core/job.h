@@ -267,7 +267,7 @@ class Job {
   // without: EligibleCount() without them >= min_nodes. Returns what it decided in one
   // line for the round's stop reason ("" when nothing is due); `explain`: also say why a
   // due host stays (job.cc).
-  std::string QuarantineDue(bool explain, absl::Time now, std::vector<Event>* out);
+  std::string QuarantineDue(bool explain, std::vector<Event>* out);
   // A node that may take part (joined, or recovered) arrives: the gathering counts it, a
   // running round below max_nodes re-forms (`cause`: the conditions' reason).
   void Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::vector<Event>* out);

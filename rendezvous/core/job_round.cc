@@ -50,7 +50,7 @@ void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
                                       spec_.max_restarts, " restarts used)");
     // The root cause counts against its host; one due now leaves before the next round.
     if (bad_nodes_.Record(round_, failure)) {
-      if (std::string q = QuarantineDue(/*explain=*/true, now, out); !q.empty()) {
+      if (std::string q = QuarantineDue(/*explain=*/true, out); !q.empty()) {
         absl::StrAppend(&reason, "; ", q);
       }
     }
@@ -199,7 +199,7 @@ void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).stopped) return;
   }
-  QuarantineDue(/*explain=*/false, now, out);  // a host that stayed may go now
+  QuarantineDue(/*explain=*/false, out);  // a host that stayed may go now
   if (EligibleCount() >= spec_.min_nodes) {
     StartRound(now, out);
     return;
@@ -219,7 +219,7 @@ void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
 
 void Job::MaybeCompleteRound(absl::Time now, std::vector<Event>* out) {
   if (phase_ != Phase::kGathering) return;
-  QuarantineDue(/*explain=*/false, now, out);
+  QuarantineDue(/*explain=*/false, out);
   int count = EligibleCount();
   if (count >= spec_.max_nodes || (count >= spec_.min_nodes && last_call_ && now >= *last_call_)) {
     StartRound(now, out);

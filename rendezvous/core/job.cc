@@ -118,9 +118,11 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
   }
   Touch(node, now);
   if (node.quarantined) {
-    out->push_back(MakeEvent(
-        Event::Kind::kProgress, info.node_id,
-        absl::StrCat("kept out of rounds for the rest of the job: ", node.info.excluded)));
+    Event e =
+        MakeEvent(Event::Kind::kProgress, info.node_id,
+                  absl::StrCat("kept out of rounds for the rest of the job: ", node.info.excluded));
+    e.quarantined = node.info.excluded;
+    out->push_back(std::move(e));
     return absl::OkStatus();
   }
   if (!info.excluded.empty()) {
@@ -244,9 +246,10 @@ std::string Job::QuarantineDue(bool explain, std::vector<Event>* out) {
       if (node->info.excluded.empty()) ++excluded_count_;
       node->quarantined = true;
       node->info.excluded = reason;
-      out->push_back(
-          MakeEvent(Event::Kind::kProgress, node->info.node_id,
-                    absl::StrCat("kept out of rounds for the rest of the job: ", reason)));
+      Event e = MakeEvent(Event::Kind::kProgress, node->info.node_id,
+                          absl::StrCat("kept out of rounds for the rest of the job: ", reason));
+      e.quarantined = reason;
+      out->push_back(std::move(e));
     }
     notes.push_back(absl::StrCat("host ", host, " ", reason));
   }

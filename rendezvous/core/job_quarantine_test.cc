@@ -61,6 +61,7 @@ TEST(JobQuarantineTest, AnElasticJobQuarantinesAHostAfterTwoRootCausesAndRunsWit
                             "of 2 failed attempts"),
             0u)
       << told->text;
+  EXPECT_EQ(told->quarantined.find("quarantined: root cause of 2 failed attempts"), 0u);
   h.StopAll();
   ASSERT_EQ(h.job().phase(), Job::Phase::kRunning);
   EXPECT_EQ(ParticipantIds(h.job()), (std::vector<std::string>{"1", "3"}));
@@ -79,6 +80,8 @@ TEST(JobQuarantineTest, AnElasticJobQuarantinesAHostAfterTwoRootCausesAndRunsWit
   std::vector<Event> events;
   NodeInfo again{.node_id = "4", .host = "host-2", .address = "10.0.0.4", .local_world_size = 2};
   ASSERT_TRUE(h.job().Join(again, h.spec(), h.now(), &events).ok());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].quarantined, NodeOf(JobStatusOf(h.job()), "4")->excluded);
   EXPECT_EQ(NodeOf(JobStatusOf(h.job()), "4")->state, NodeState::kQuarantined);
   EXPECT_EQ(h.job().phase(), Job::Phase::kRunning);  // no re-forming for it
   EXPECT_EQ(ParticipantIds(h.job()), (std::vector<std::string>{"1", "3"}));

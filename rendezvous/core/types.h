@@ -233,6 +233,9 @@ struct Event {
   std::string preempted_node;      // kPreempt: the node id being preempted
   std::string preempted_host;      // kPreempt: its host, for people
   TracesSummary traces;            // kTraces
+  // kProgress: the job quarantined this node for the rest of the job (bad_nodes.h): why
+  // ("quarantined: root cause of N failed attempts (...)"); "" otherwise.
+  std::string quarantined;
 };
 
 // A node of the running round that announced its preemption (Job::Preempt).

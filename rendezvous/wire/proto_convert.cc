@@ -283,6 +283,7 @@ void ToProto(const Event& event, v1::ServerMessage* out) {
   switch (event.kind) {
     case Event::Kind::kProgress:
       out->mutable_progress()->set_text(event.text);
+      out->mutable_progress()->set_quarantined(event.quarantined);
       break;
     case Event::Kind::kRoundStarted:
       ToProto(event.assignment, out->mutable_round_started()->mutable_assignment());
@@ -317,6 +318,7 @@ bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* o
     case v1::ServerMessage::kProgress:
       out->kind = Event::Kind::kProgress;
       out->text = in.progress().text();
+      out->quarantined = in.progress().quarantined();
       return true;
     case v1::ServerMessage::kRoundStarted:
       out->kind = Event::Kind::kRoundStarted;

@@ -84,6 +84,7 @@ def survivor(worlds, done):
 def test_grpc_a_host_failing_twice_is_quarantined_and_the_job_runs_without_it(tmp_path):
     skip_unless_uts_namespaces()
     worlds, done, event_log = tmp_path / "worlds", tmp_path / "done", tmp_path / "events.jsonl"
+    bad_events, bad_status = tmp_path / "b-events.jsonl", tmp_path / "b-status.json"
     port, metrics_port = free_port(), free_port()
     common = ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "test", "--nnodes", "1:2",
               "--nproc-per-node", "1", "--max-restarts", "3",
@@ -93,7 +94,8 @@ def test_grpc_a_host_failing_twice_is_quarantined_and_the_job_runs_without_it(tm
     try:
         procs["a"] = agent("qa-a", [*common, "--node-rank", 0, "--metrics-port", metrics_port,
                                     "--event-log", event_log], survivor(worlds, done))
-        procs["b"] = agent("qa-b", [*common, "--node-rank", 1], FAILING)
+        procs["b"] = agent("qa-b", [*common, "--node-rank", 1, "--event-log", bad_events,
+                                    "--status-file", bad_status], FAILING)
         status = wait_for(lambda: quarantined(backend, "qa-b"), 60, 0.2, "qa-b quarantined")
         bad = node_on(status, "qa-b")
         # (The rounds are 1 and 2 unless qa-a ran a round alone before qa-b joined.)
@@ -112,6 +114,12 @@ def test_grpc_a_host_failing_twice_is_quarantined_and_the_job_runs_without_it(tm
             text
         assert 'muster_server_nodes{state="Quarantined"} 1' in \
             metric(metrics_port, "muster_server_nodes"), metric(metrics_port, "muster_server_nodes")
+        # The quarantined agent says so itself: its event log and its status file.
+        [told] = wait_for(lambda: events(bad_events, "node_quarantined"), 10, 0.1,
+                          "qa-b's node_quarantined event")
+        assert told["reason"] == bad["excluded"], told
+        own = json.loads(bad_status.read_text())
+        assert own["phase"] == "Excluded" and own["health"]["quarantined"] == bad["excluded"], own
         decided = events(event_log, "restart_decided")
         assert "host qa-b quarantined: root cause of 2 failed attempts" in \
             decided[-1]["reason"], decided
@@ -123,6 +131,8 @@ def test_grpc_a_host_failing_twice_is_quarantined_and_the_job_runs_without_it(tm
             if host == "b":
                 assert "rendezvous: kept out of rounds for the rest of the job: quarantined: " \
                        "root cause of 2 failed attempts" in err, err[-3000:]
+                assert "health gate: the job quarantined: root cause of 2 failed attempts" in err, \
+                    err[-3000:]
     finally:
         for p in procs.values():
             if p.poll() is None:

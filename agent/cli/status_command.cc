@@ -294,8 +294,9 @@ void PrintTable(const nlohmann::json& j, bool color) {
   for (const auto& n : j["nodes"]) {
     std::string ranks = n.contains("ranks")
                             ? absl::StrCat(n["ranks"][0].get<int>(), "-", n["ranks"][1].get<int>())
-                        : n.value("excluded", "").empty() ? "waiting"
-                                                          : "excluded";
+                        : n.value("state", "") == "Quarantined" ? "quarantined"
+                        : n.value("excluded", "").empty()       ? "waiting"
+                                                                : "excluded";
     std::string group =
         n["group_rank"].get<int>() >= 0 ? std::to_string(n["group_rank"].get<int>()) : "-";
     std::string node_id = n["node_id"].get<std::string>();

@@ -180,6 +180,11 @@ absl::Status ApplyHealthCheckTimeout(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+absl::Status ApplyQuarantineAfter(const FlagValue& v, Config* c) {
+  ASSIGN_OR_RETURN(c->quarantine_after, ParseNonNegative(v.where, v.text));
+  return absl::OkStatus();
+}
+
 absl::Status ApplyHealthMinFreeSpace(const FlagValue& v, Config* c) {
   if (v.text == "0") {
     c->health_min_free_bytes = 0;

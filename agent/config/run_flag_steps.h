@@ -90,6 +90,7 @@ absl::Status ApplyDebugPort(const FlagValue& value, Config* config);
 // --probe-timeout: a positive duration.
 absl::Status ApplyProbeTimeout(const FlagValue& value, Config* config);
 absl::Status ApplyHealthCheckTimeout(const FlagValue& value, Config* config);
+absl::Status ApplyQuarantineAfter(const FlagValue& value, Config* config);
 // A size (ParseByteSize), or 0: the health gate checks no free space.
 absl::Status ApplyHealthMinFreeSpace(const FlagValue& value, Config* config);
 

@@ -405,6 +405,13 @@ constexpr FlagSpec kMusterFlags[] = {
      .help = "the free space the node's log/run directory must keep before a round; 0: not "
              "checked",
      .apply = ApplyHealthMinFreeSpace},
+    {.name = "quarantine-after",
+     .group = "Health",
+     .default_text = "2",
+     .help = "quarantine a host for the rest of the job once the root cause of this many "
+             "failed attempts was found there, when the next round can form without it (a "
+             "spare, or --nnodes' minimum); 0: never (docs/guides/health-gate.md)",
+     .apply = ApplyQuarantineAfter},
     {.name = "debug",
      .takes_value = false,
      .group = "Debug",

@@ -560,5 +560,21 @@ TEST(StopFlagsTest, RestartGraceAndExitBarrierTimeout) {
   EXPECT_FALSE(Parse({"--rdzv-conf", "exit_barrier_timeout=soon", "x"}).ok());
 }
 
+TEST(FlagsTest, QuarantineAfter) {
+  auto c = Parse({"--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quarantine_after, 2);  // docs/guides/health-gate.md "Bad-node memory"
+  c = Parse({"--quarantine-after", "0", "--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quarantine_after, 0);
+  c = Parse({"--quarantine_after=5", "--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quarantine_after, 5);
+  ExpectError(Parse({"--quarantine-after", "-1", "--no-python", "/bin/true"}),
+              "--quarantine-after");
+  ExpectError(Parse({"--quarantine-after", "twice", "--no-python", "/bin/true"}),
+              "--quarantine-after");
+}
+
 }  // namespace
 }  // namespace muster

@@ -93,8 +93,25 @@ void HealthGate::BeforeJoin(rdzv::NodeInfo& node, bool first) {
   agent_->Publish();
 }
 
+bool HealthGate::OnRendezvousEvent(const rdzv::Event& event) {
+  if (event.kind != rdzv::Event::Kind::kProgress || event.quarantined.empty() ||
+      !quarantined_.empty()) {
+    return false;
+  }
+  quarantined_ = event.quarantined;
+  CancelRecheck();  // out for good: no check of its own can bring it back
+  spdlog::warn(
+      "health gate: the job {}; this agent stays without workers and exits with the "
+      "job's outcome",
+      quarantined_);
+  agent_->events().Write("node_quarantined", {{"reason", quarantined_}});
+  agent_->Publish();
+  return false;  // the agent logs the job's word as for any progress
+}
+
 void HealthGate::Recheck() {
   recheck_ = 0;
+  if (!quarantined_.empty()) return;
   // Only a node that waits out of rounds checks again: the job may have ended meanwhile.
   if (agent_->phase() != LifecyclePhase::kRendezvous || agent_->outcome() != nullptr ||
       agent_->rendezvous() == nullptr) {
@@ -115,13 +132,15 @@ void HealthGate::CancelRecheck() {
 }
 
 void HealthGate::Describe(PublishedState& state) const {
-  if (checks_ == 0) return;
-  if (!excluded_.empty() && agent_->phase() == LifecyclePhase::kRendezvous) {
+  if (checks_ == 0 && quarantined_.empty()) return;
+  if ((!excluded_.empty() || !quarantined_.empty()) &&
+      agent_->phase() == LifecyclePhase::kRendezvous) {
     state.phase = AgentPhase::kExcluded;
   }
   if (state.status != nullptr) {
     (*state.status)["health"] = {{"healthy", excluded_.empty()}, {"checks", checks_}};
     if (!excluded_.empty()) (*state.status)["health"]["excluded"] = excluded_;
+    if (!quarantined_.empty()) (*state.status)["health"]["quarantined"] = quarantined_;
   }
 }
 

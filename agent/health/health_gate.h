@@ -7,7 +7,10 @@
 // and lists it as Excluded, the agent publishes the phase Excluded (status file, health
 // service, muster_agent_phase) and writes a `health_check` event. While excluded the gate
 // checks again on a backoff (HealthBackoff) and, once healthy, tells the job, which takes
-// the node into a round as it would a joiner.
+// the node into a round as it would a joiner. When the job quarantines the node for the
+// rest of the job (the bad-node memory, docs/guides/health-gate.md "Bad-node memory"), the
+// gate says so once (log, `node_quarantined` event, the status file's `health.quarantined`),
+// keeps the phase Excluded and checks no more: no verdict of its own can bring it back.
 //
 // The checks run on the agent's loop thread, each within its deadline (the user's
 // command within --health-check-timeout): between rounds the node has no workers to
@@ -40,6 +43,7 @@ class HealthGate : public AgentComponent {
 
   absl::Status Start(AgentControl& agent) override;
   void BeforeJoin(rdzv::NodeInfo& node, bool first) override;
+  bool OnRendezvousEvent(const rdzv::Event& event) override;
   void Describe(PublishedState& state) const override;
 
  private:
@@ -57,6 +61,7 @@ class HealthGate : public AgentComponent {
   std::string probe_binary_;  // muster-probe, when it ran at the agent's start
   int expected_gpus_ = 0;     // what it found then
   std::string excluded_;      // the last verdict: "" healthy
+  std::string quarantined_;   // why the job quarantined the node; "" when it did not
   int checks_ = 0;
   int checked_round_ = -1;  // the round whose stop BeforeJoin last checked (0: the join)
   HealthBackoff backoff_;

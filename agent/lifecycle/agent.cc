@@ -548,6 +548,7 @@ int Agent::Run() {
       // Agents stop their workers for a restart within --restart-grace plus the SIGKILL grace.
       .stop_timeout =
           std::max(config_.shutdown_timeout, config_.RestartGrace()) + absl::Seconds(30),
+      .quarantine_after = config_.quarantine_after,
   };
   phase_ = Phase::kRendezvous;
   for (const std::unique_ptr<AgentComponent>& c : components_) c->BeforeJoin(node_, true);

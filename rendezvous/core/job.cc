@@ -32,7 +32,10 @@ std::string Seconds(absl::Duration d) {
 }  // namespace
 
 Job::Job(JobSpec spec, absl::Time now)
-    : spec_(std::move(spec)), gathering_since_(now), conditions_(now) {}
+    : spec_(std::move(spec)),
+      gathering_since_(now),
+      conditions_(now),
+      bad_nodes_(spec_.quarantine_after) {}
 
 std::vector<NodeInfo> Job::Nodes() const {
   std::vector<NodeInfo> out;
@@ -65,6 +68,7 @@ void Job::ContinueFrom(int round, int restarts_used, std::vector<RestartRecord> 
   restarts_used_ = restarts_used;
   attempt_ = restarts_used;
   history_ = std::move(history);
+  bad_nodes_.Replay(history_);
 }
 
 void Job::ForgetHint(const NodeInfo& info) {
@@ -108,7 +112,10 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
   if (!inserted) ForgetHint(node.info);
   if (!inserted && !node.info.excluded.empty()) --excluded_count_;
   node.info = info;
-  if (!info.excluded.empty()) ++excluded_count_;
+  // A node of a quarantined host (its agent restarted, or another agent there) stays out.
+  node.quarantined = bad_nodes_.quarantined(info.host);
+  if (node.quarantined) node.info.excluded = bad_nodes_.Reason(info.host);
+  if (!node.info.excluded.empty()) ++excluded_count_;
   if (info.rank_hint >= 0) hinted_[info.rank_hint] = info.node_id;
   if (inserted) {
     node.joined_at = now;
@@ -117,6 +124,14 @@ absl::Status Job::Join(const NodeInfo& info, const JobSpec& spec, absl::Time now
     if (carried != carried_ranks_.end()) node.prev_group_rank = carried->second;
   }
   Touch(node, now);
+  if (node.quarantined) {
+    Event e =
+        MakeEvent(Event::Kind::kProgress, info.node_id,
+                  absl::StrCat("kept out of rounds for the rest of the job: ", node.info.excluded));
+    e.quarantined = node.info.excluded;
+    out->push_back(std::move(e));
+    return absl::OkStatus();
+  }
   if (!info.excluded.empty()) {
     out->push_back(MakeEvent(Event::Kind::kProgress, info.node_id,
                              absl::StrCat("kept out of rounds until healthy: ", info.excluded)));
@@ -183,6 +198,7 @@ void Job::NodeHealth(const std::string& node_id, const std::string& excluded, ab
   if (it == nodes_.end() || it->second.left || phase_ == Phase::kFinished) return;
   Node& node = it->second;
   Touch(node, now);
+  if (node.quarantined) return;  // out for the rest of the job, whatever its gate says
   const bool was_excluded = !node.info.excluded.empty();
   node.info.excluded = excluded;
   if (excluded.empty() == !was_excluded) return;  // the same verdict: only the reason changes
@@ -198,6 +214,51 @@ void Job::NodeHealth(const std::string& node_id, const std::string& excluded, ab
   --excluded_count_;
   if (IsParticipant(node_id)) return;  // it ran this round: the next one counts it again
   Arrive(node.info, "NodeHealthy", now, out);
+}
+
+// The bad-node memory's verdicts (bad_nodes.h, docs/guides/health-gate.md "Bad-node
+// memory"). A due host is quarantined only when the next round can still form without it:
+// the eligible nodes left (a spare counts as any eligible node) reach --nnodes' minimum.
+// Otherwise it stays and takes part, and the next round formation asks again (a spare or a
+// recovered node may have arrived meanwhile). O(nodes) per due host, and only while one is.
+std::string Job::QuarantineDue(bool explain, std::vector<Event>* out) {
+  std::vector<std::string> notes;
+  for (const std::string& host : bad_nodes_.Due()) {
+    std::vector<Node*> on_host;
+    int eligible_there = 0;
+    for (auto& [id, node] : nodes_) {
+      if (node.left || node.info.host != host) continue;
+      on_host.push_back(&node);
+      if (node.info.excluded.empty()) ++eligible_there;
+    }
+    const int left = EligibleCount() - eligible_there;
+    if (left < spec_.min_nodes) {
+      // Said only where other hosts take part: a one-node job, or every agent on one machine,
+      // has no host to go on with.
+      if (explain && on_host.size() < static_cast<size_t>(LiveCount())) {
+        notes.push_back(
+            absl::StrCat("host ", host, " stays in the job though it was the root cause of ",
+                         bad_nodes_.count(host), " failed attempts (--quarantine-after ",
+                         spec_.quarantine_after, "): without it ", Plural(left, "node", "nodes"),
+                         " would be left, fewer than the minimum ", spec_.min_nodes,
+                         " (--nnodes); a spare or another node would let it go"));
+      }
+      continue;
+    }
+    bad_nodes_.Quarantine(host);
+    const std::string reason = bad_nodes_.Reason(host);
+    for (Node* node : on_host) {
+      if (node->info.excluded.empty()) ++excluded_count_;
+      node->quarantined = true;
+      node->info.excluded = reason;
+      Event e = MakeEvent(Event::Kind::kProgress, node->info.node_id,
+                          absl::StrCat("kept out of rounds for the rest of the job: ", reason));
+      e.quarantined = reason;
+      out->push_back(std::move(e));
+    }
+    notes.push_back(absl::StrCat("host ", host, " ", reason));
+  }
+  return absl::StrJoin(notes, "; ");
 }
 
 void Job::Heartbeat(const std::string& node_id, absl::Time now) {
@@ -352,7 +413,7 @@ std::string Job::ProgressText(absl::Time now) const {
   std::string text = absl::StrCat("joined ", count, "/", spec_.max_nodes, " nodes");
   if (spec_.min_nodes != spec_.max_nodes) absl::StrAppend(&text, " (min ", spec_.min_nodes, ")");
   if (excluded_count_ > 0) {
-    absl::StrAppend(&text, "; ", excluded_count_, " more kept out by its health gate");
+    absl::StrAppend(&text, "; ", excluded_count_, " more kept out (health gate or quarantine)");
   }
   if (count >= spec_.min_nodes && last_call_) {
     absl::StrAppend(&text, "; waiting up to ", Seconds(*last_call_ - now), " for more");

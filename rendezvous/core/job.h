@@ -41,7 +41,13 @@
 // round), job_workers.cc (the status of nodes and workers); job_status.h builds the status
 // views from a Job. What has state of its own is a class the job holds: the settle window's held
 // failure (SettleWindow, settle_window.h), the round's preemption notices (RoundPreemptions,
-// round_preemptions.h) and the flight recorder dumps collected (TraceRounds, trace_rounds.h).
+// round_preemptions.h), the flight recorder dumps collected (TraceRounds, trace_rounds.h)
+// and the bad-node memory (BadNodes, bad_nodes.h).
+//
+// Bad-node memory (bad_nodes.h, docs/guides/health-gate.md "Bad-node memory"): the root
+// cause of every restart is counted on its host; a host due for quarantine
+// (spec.quarantine_after) is kept out for the rest of the job (kQuarantined, with its
+// reasons) once the next round can still form without it (QuarantineDue, job.cc).
 //
 // Not thread-safe: the owner serialises calls. Both backends own it through
 // rendezvous/registry's JobHost (the server's JobRegistry holds a mutex; the etcd
@@ -58,6 +64,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rendezvous/core/bad_nodes.h"
 #include "rendezvous/core/conditions.h"
 #include "rendezvous/core/hang.h"
 #include "rendezvous/core/round_preemptions.h"
@@ -105,12 +112,15 @@ class Job {
   // Workers of the current round (or of the last one), by global rank.
   std::vector<WorkerStatus> Workers() const;
   const std::vector<Condition>& conditions() const { return conditions_.all(); }
+  // The bad-node memory: root causes by host, and the hosts quarantined.
+  const BadNodes& bad_nodes() const { return bad_nodes_; }
 
   // Continues a job whose owner is gone (the etcd backend's next coordinator): the next
   // round is `round` + 1 and the restart budget used and the history are the previous
   // owner's. `previous_order`: the node ids of the previous owner's last round by group
   // rank; those of them that join keep that order (as survivors do within one owner).
-  // Call before the first Join.
+  // The bad-node memory is rebuilt from `history` (BadNodes::Replay). Call before the
+  // first Join.
   void ContinueFrom(int round, int restarts_used, std::vector<RestartRecord> history,
                     const std::vector<std::string>& previous_order = {});
 
@@ -215,6 +225,7 @@ class Job {
     bool stopped = false;               // acked kStopWorkers for this round
     bool failed = false;                // reported a failure this round
     bool left = false;                  // hung up after the outcome; kept for the final status
+    bool quarantined = false;           // its host is quarantined (info.excluded says why)
     int rounds_started = 0;             // rounds this node's workers were started in
     std::vector<WorkerStatus> workers;  // this round's, by local rank
     std::optional<Stall> stall;         // its workers stalled this round (NodeStalled)
@@ -261,6 +272,11 @@ class Job {
   int LiveCount() const { return static_cast<int>(nodes_.size()) - left_count_; }
   // Live nodes that may take part in a round: LiveCount but the excluded ones.
   int EligibleCount() const { return LiveCount() - excluded_count_; }
+  // Quarantines every host due for it (bad_nodes_) whose live nodes the next round can do
+  // without: EligibleCount() without them >= min_nodes. Returns what it decided in one
+  // line for the round's stop reason ("" when nothing is due); `explain`: also say why a
+  // due host stays (job.cc).
+  std::string QuarantineDue(bool explain, std::vector<Event>* out);
   // A node that may take part (joined, or recovered) arrives: the gathering counts it, a
   // running round below max_nodes re-forms (`cause`: the conditions' reason).
   void Arrive(const NodeInfo& info, const char* cause, absl::Time now, std::vector<Event>* out);
@@ -295,6 +311,7 @@ class Job {
   Conditions conditions_;
   RoundPreemptions preemptions_;  // this round's; cleared when a round starts
   TraceRounds traces_;            // by round, the last kMaxTraceRounds
+  BadNodes bad_nodes_;            // root causes by host; the hosts quarantined
 };
 
 }  // namespace muster::rdzv

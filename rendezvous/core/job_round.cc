@@ -49,10 +49,16 @@ void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,
   brief.stderr_tail.clear();
   if (failure.restartable && restarts_used_ < spec_.max_restarts) {
     ++restarts_used_;
-    BeginStopping(cause != nullptr ? cause : "WorkerFailed",
-                  absl::StrCat(what, "; restarting (", restarts_used_, " of ", spec_.max_restarts,
-                               " restarts used)"),
-                  /*counted=*/true, brief, now, out);
+    std::string reason = absl::StrCat(what, "; restarting (", restarts_used_, " of ",
+                                      spec_.max_restarts, " restarts used)");
+    // The root cause counts against its host; one due now leaves before the next round.
+    if (bad_nodes_.Record(round_, failure)) {
+      if (std::string q = QuarantineDue(/*explain=*/true, out); !q.empty()) {
+        absl::StrAppend(&reason, "; ", q);
+      }
+    }
+    BeginStopping(cause != nullptr ? cause : "WorkerFailed", reason, /*counted=*/true, brief, now,
+                  out);
     return;
   }
   if (settle_.Hold(cause, failure, what, participants_.size(), now)) return;
@@ -196,6 +202,7 @@ void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
   for (const NodeInfo& p : participants_) {
     if (!nodes_.at(p.node_id).stopped) return;
   }
+  QuarantineDue(/*explain=*/false, out);  // a host that stayed may go now
   if (EligibleCount() >= spec_.min_nodes) {
     StartRound(now, out);
     return;
@@ -215,6 +222,7 @@ void Job::MaybeFinishStopping(absl::Time now, std::vector<Event>* out) {
 
 void Job::MaybeCompleteRound(absl::Time now, std::vector<Event>* out) {
   if (phase_ != Phase::kGathering) return;
+  QuarantineDue(/*explain=*/false, out);
   int count = EligibleCount();
   if (count >= spec_.max_nodes || (count >= spec_.min_nodes && last_call_ && now >= *last_call_)) {
     StartRound(now, out);

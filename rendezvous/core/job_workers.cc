@@ -29,9 +29,10 @@ std::vector<Job::NodeView> Job::NodeViews() const {
     if (node.left) {
       v.state = NodeState::kLeft;
     } else if (!in_round) {
-      v.state = !node.info.excluded.empty() ? NodeState::kExcluded
-                : round_full                ? NodeState::kSpare
-                                            : NodeState::kWaiting;
+      v.state = node.quarantined               ? NodeState::kQuarantined
+                : !node.info.excluded.empty() ? NodeState::kExcluded
+                : round_full                  ? NodeState::kSpare
+                                              : NodeState::kWaiting;
     } else if (node.failed) {
       v.state = NodeState::kFailed;
     } else if (node.succeeded) {

@@ -25,6 +25,9 @@ absl::Status CheckJobSpec(const JobSpec& spec, const NodeInfo& who) {
       spec.stop_timeout < absl::ZeroDuration()) {
     return bad("negative join, last-call or stop timeout (--rdzv-conf)");
   }
+  if (spec.quarantine_after < 0) {
+    return bad(absl::StrCat("--quarantine-after ", spec.quarantine_after, " < 0"));
+  }
   return absl::OkStatus();
 }
 
@@ -49,6 +52,10 @@ absl::Status CheckSameJobSpec(const JobSpec& job, const JobSpec& node, const Nod
   if (node.restart_after_success != job.restart_after_success) {
     return differs("--restart-policy", node.restart_after_success ? "Always" : "not Always",
                    job.restart_after_success ? "Always" : "not Always");
+  }
+  if (node.quarantine_after != job.quarantine_after) {
+    return differs("--quarantine-after", std::to_string(node.quarantine_after),
+                   std::to_string(job.quarantine_after));
   }
   return absl::OkStatus();
 }

@@ -48,6 +48,18 @@ TEST(JoinChecksTest, ASpecNoJobCanRunIsRefused) {
   EXPECT_TRUE(Refused(CheckJobSpec(Spec(0, 0), Node()), "host1 (10.0.0.1, node n1)"));
 }
 
+TEST(JoinChecksTest, EveryNodeMustShareTheQuarantineThreshold) {
+  JobSpec job = Spec(1, 3);
+  job.quarantine_after = 2;
+  JobSpec other = job;
+  other.quarantine_after = 0;
+  EXPECT_TRUE(Refused(CheckSameJobSpec(job, other, Node()),
+                      "--quarantine-after 0 of node host1 (10.0.0.1, node n1) differs from the "
+                      "job's 2"));
+  other.quarantine_after = -1;
+  EXPECT_TRUE(Refused(CheckJobSpec(other, Node()), "--quarantine-after -1 < 0"));
+}
+
 TEST(JoinChecksTest, EveryNodeMustShareTheJobsSpecNamingTheFlag) {
   JobSpec job = Spec(2, 4);
   EXPECT_TRUE(CheckSameJobSpec(job, job, Node()).ok());

@@ -50,6 +50,8 @@ const char* NodeStateName(NodeState state) {
       return "Excluded";
     case NodeState::kSpare:
       return "Spare";
+    case NodeState::kQuarantined:
+      return "Quarantined";
   }
   return "Unknown";
 }

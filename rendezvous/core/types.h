@@ -32,6 +32,10 @@ struct JobSpec {
   // How long a node may take to report its workers stopped after kStopWorkers before it
   // is declared lost (agents stop within --shutdown-timeout plus reaping).
   absl::Duration stop_timeout = absl::Seconds(60);
+  // Bad-node memory (bad_nodes.h): a host that was the root cause of this many failed
+  // attempts is quarantined when the next round can form without it; 0: never. The agent
+  // sends --quarantine-after (default 2).
+  int quarantine_after = 0;
 };
 
 // One agent (one incarnation of it: a restarted Pod is a new node).
@@ -159,16 +163,19 @@ enum class NodeState {
   kLeft,       // gone after the outcome
   kExcluded,   // alive, kept out of rounds by its health gate (NodeInfo::excluded says why)
   kSpare,      // alive and healthy, out of a round that is full: takes a lost node's place
+  // alive, kept out for the rest of the job by the bad-node memory (bad_nodes.h;
+  // NodeInfo::excluded says why)
+  kQuarantined,
 };
 
 // Every state, in the order above (metrics export one series per state).
-inline constexpr std::array<NodeState, 9> kNodeStates = {
+inline constexpr std::array<NodeState, 10> kNodeStates = {
     NodeState::kWaiting, NodeState::kRunning,  NodeState::kSucceeded,
     NodeState::kFailed,  NodeState::kStopping, NodeState::kStopped,
-    NodeState::kLeft,    NodeState::kExcluded, NodeState::kSpare};
+    NodeState::kLeft,    NodeState::kExcluded, NodeState::kSpare, NodeState::kQuarantined};
 
-// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded", "Spare":
-// the names
+// "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded", "Spare",
+// "Quarantined": the names
 // `muster status` and the JobStatus service show (the service carries the name).
 const char* NodeStateName(NodeState state);
 // The state NodeStateName(state) names, if any.
@@ -237,6 +244,9 @@ struct Event {
   std::string preempted_node;      // kPreempt: the node id being preempted
   std::string preempted_host;      // kPreempt: its host, for people
   TracesSummary traces;            // kTraces
+  // kProgress: the job quarantined this node for the rest of the job (bad_nodes.h): why
+  // ("quarantined: root cause of N failed attempts (...)"); "" otherwise.
+  std::string quarantined;
 };
 
 // A node of the running round that announced its preemption (Job::Preempt).

@@ -200,6 +200,7 @@ void ToProto(const NodeInfo& node, const JobSpec& spec, v1::Join* out) {
   s->set_heartbeat_interval_ms(Ms(spec.heartbeat_interval));
   s->set_heartbeat_misses(spec.heartbeat_misses);
   s->set_stop_timeout_ms(Ms(spec.stop_timeout));
+  s->set_quarantine_after(spec.quarantine_after);
   ToProto(node, out->mutable_node());
   out->set_probe(node.probe);
   out->set_command(node.command);
@@ -227,6 +228,7 @@ void FromProto(const v1::Join& in, NodeInfo* node, JobSpec* spec) {
   spec->heartbeat_interval = absl::Milliseconds(s.heartbeat_interval_ms());
   spec->heartbeat_misses = s.heartbeat_misses();
   spec->stop_timeout = absl::Milliseconds(s.stop_timeout_ms());
+  spec->quarantine_after = s.quarantine_after();
 }
 
 void ToProto(const Failure& f, v1::Failure* out) {
@@ -290,6 +292,7 @@ void ToProto(const Event& event, v1::ServerMessage* out) {
     case Event::Kind::kProgress:
       out->mutable_progress()->set_text(event.text);
       out->mutable_progress()->set_spare(event.spare);
+      out->mutable_progress()->set_quarantined(event.quarantined);
       break;
     case Event::Kind::kRoundStarted:
       ToProto(event.assignment, out->mutable_round_started()->mutable_assignment());
@@ -325,6 +328,7 @@ bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* o
       out->kind = Event::Kind::kProgress;
       out->text = in.progress().text();
       out->spare = in.progress().spare();
+      out->quarantined = in.progress().quarantined();
       return true;
     case v1::ServerMessage::kRoundStarted:
       out->kind = Event::Kind::kRoundStarted;

@@ -135,6 +135,11 @@ class Chaos:
         args = ["sh", "-c", WRAP, "sh", MUSTER, "run", "--nnodes", f"2:{len(NPROC)}",
                 "--nproc-per-node", NPROC[i], *rdzv, "--rdzv-id", RUN_ID,
                 "--max-restarts", 100000, "--rdzv-conf", ETCD_CONF if self.etcd else CONF,
+                # The kills are the driver's, not a sick pod's: the bad-node memory
+                # (docs/guides/health-gate.md "Bad-node memory") would quarantine a pod
+                # killed twice and the job would shrink to --nnodes' minimum. Off here, so
+                # that every pod keeps taking part in the rounds these invariants check.
+                "--quarantine-after", "0",
                 "--shutdown-timeout", "5s",
                 "--event-log", events, "--status-file", self.root / f"{pod.name}.{k}.status.json",
                 TRAIN]

@@ -17,6 +17,7 @@
 #include "agent/diagnostics/local_stacks.h"
 #include "agent/diagnostics/py_spy.h"
 #include "agent/diagnostics/stack_collector.h"
+#include "agent/diagnostics/straggler_watch.h"
 #include "agent/diagnostics/trace_collection.h"
 #include "agent/health/health_gate.h"
 #include "agent/lifecycle/agent.h"
@@ -297,6 +298,7 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
   }
   HostedRendezvous* hosted = parts->hosted_rendezvous.get();  // the agent keeps it
   auto health_gate = std::make_unique<HealthGate>(plan.probe_report, plan.workers.env_base);
+  std::unique_ptr<StragglerWatch> stragglers = StragglerWatch::ForConfig(plan.config);
   Agent agent(std::move(plan), *std::move(parts));
   // The features that observe the agent's events (agent/lifecycle/agent_component.h).
   agent.Add(std::make_unique<Preemption>());
@@ -304,6 +306,7 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
   agent.Add(std::make_unique<LeaseFence>());
   agent.Add(std::make_unique<ExitBarrier>());
   agent.Add(std::move(health_gate));
+  if (stragglers) agent.Add(std::move(stragglers));
   return agent.Run();
 }
 

@@ -1,13 +1,15 @@
 // Stragglers' job-wide rule (issue 30 item 4, docs/guides/hangs-and-stacks.md "Stragglers"), as
 // plain data and a small class: each node reports its ranks' main-thread stacks every sample
-// interval (a StragglerSample); once every node of the round has reported a fresh one, the job
-// takes them together as one job-wide sample and asks which ranks the others wait for: when at
-// least half the ranks are in a collective and some are not, the ranks outside are "last". Over
-// the last `window` job-wide samples, the rank that was last in at least `share` of them is the
-// straggler; it stays named until its share falls below half of `share`.
+// interval (a StragglerSample); once every node of the round has reported the same tick, the
+// job takes them together as one job-wide sample (unless the job is still starting) and asks which
+// ranks the others wait for: when at least half the ranks are in a collective and some are not, the
+// ranks outside are "last". Over the last `window` job-wide samples, the rank that was last in at
+// least `share` of them is the straggler; it stays named until its share falls below half of
+// `share`.
 #ifndef MUSTER_RENDEZVOUS_CORE_STRAGGLER_H_
 #define MUSTER_RENDEZVOUS_CORE_STRAGGLER_H_
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
@@ -21,6 +23,10 @@ namespace muster::rdzv {
 // One node's sample: its ranks' main-thread stacks in one line each (or why there is none),
 // and the rule's parameters the agents were given (--straggler-window, --straggler-share).
 struct StragglerSample {
+  // Which sample: the wall clock divided by the interval. Every node samples at the same
+  // ticks of the wall clock, so that the samples of one tick are taken at the same moment
+  // (as close as the nodes' clocks agree); the job joins samples of the same tick only.
+  int64_t tick = 0;
   int window = 30;  // job-wide samples the share is taken over
   double share = 0.3;
   std::vector<RankStack> ranks;
@@ -38,6 +44,10 @@ struct StragglerVerdict {
   // "rank 3 on node1 (host h1) kept the others waiting in 18 of 30 samples (60 %): ..."
   std::string line;
 };
+
+// Whether some rank of the sample is still in init_process_group (the others wait there for
+// the ranks still starting): such samples are not judged, the job is starting.
+bool Starting(const std::vector<NodeStacks>& nodes);
 
 // The ranks of one job-wide sample that the others wait for (by rank): empty unless at least
 // half the ranks with a stack are in a collective (LooksLikeCollective) and some are not.
@@ -66,8 +76,12 @@ class StragglerTally {
   std::optional<StragglerVerdict> Judge(const std::vector<NodeStacks>& participants, int window,
                                         double share);
 
-  std::map<std::string, std::vector<RankStack>> fresh_;  // node id -> its sample not yet used
-  std::deque<Seen> window_;                              // the job-wide samples, newest last
+  struct Fresh {
+    int64_t tick = 0;
+    std::vector<RankStack> ranks;
+  };
+  std::map<std::string, Fresh> fresh_;  // node id -> its latest sample not yet used
+  std::deque<Seen> window_;             // the job-wide samples, newest last
   std::optional<StragglerVerdict> named_;
 };
 

@@ -47,6 +47,14 @@ TEST(LastRanksTest, TheRanksOutsideTheCollectiveMostRanksWaitIn) {
   EXPECT_EQ(LastRanks({Node("a", {R(0, kCompute), R(1, kAllReduce)})}), std::vector<int>{0});
 }
 
+TEST(LastRanksTest, ASampleWhileARankIsInInitProcessGroupIsTheJobStarting) {
+  EXPECT_TRUE(Starting({Node("a", {R(0,
+                                     "_store_based_barrier <- distributed_c10d.py:1 "
+                                     "init_process_group <- train.py:3 <module>"),
+                                   R(1, "_call_with_frames_removed <- <frozen importlib>:241")})}));
+  EXPECT_FALSE(Starting({Node("a", {R(0, kAllReduce), R(1, kCompute)})}));
+}
+
 TEST(LastRanksTest, NoOneIsLastWhenFewWaitOrAllWait) {
   // Most ranks compute: nobody waits for one rank in particular.
   EXPECT_TRUE(LastRanks({Node("a", {R(0, kCompute), R(1, kCompute), R(2, kAllReduce)})}).empty());
@@ -57,10 +65,10 @@ TEST(LastRanksTest, NoOneIsLastWhenFewWaitOrAllWait) {
   EXPECT_TRUE(LastRanks({Node("a", {R(0, kAllReduce), R(1, kAllReduce), none})}).empty());
 }
 
-TEST(StragglerTallyTest, NamesTheRankLastInTheShareOnceHalfTheWindowIsSeen) {
+TEST(StragglerTallyTest, NamesTheRankLastInTheShareOnceAWholeWindowIsSeen) {
   StragglerTally tally;
-  // Window 10: at least 5 job-wide samples before anyone is named.
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(AddJobSample(tally, 3), std::nullopt) << i;
+  // Window 10: 10 job-wide samples before anyone is named.
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(AddJobSample(tally, 3), std::nullopt) << i;
   std::optional<StragglerVerdict> v = AddJobSample(tally, 3);
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(v->rank, 3);
@@ -71,7 +79,7 @@ TEST(StragglerTallyTest, NamesTheRankLastInTheShareOnceHalfTheWindowIsSeen) {
   EXPECT_EQ(v->stack, kCompute);
   EXPECT_EQ(v->line,
             std::string("rank 3 (local rank 1 on node b, host host-b) is the straggler: the "
-                        "others waited for it in 5 of 5 samples (100 %); it was in: ") +
+                        "others waited for it in 10 of 10 samples (100 %); it was in: ") +
                 kCompute);
   // Named once: more of the same says nothing new.
   EXPECT_EQ(AddJobSample(tally, 3), std::nullopt);
@@ -121,6 +129,29 @@ TEST(StragglerTallyTest, ClearsBelowHalfTheShareAndRenamesWhenAnotherTakesOver) 
             "rank 0 no longer keeps the others waiting (last in 1 of 10 samples, 10 %): "
             "no straggler");
   EXPECT_FALSE(tally.named().has_value());
+}
+
+TEST(StragglerTallyTest, JoinsOnlySamplesOfTheSameTickAndSkipsTheStart) {
+  StragglerTally tally;
+  StragglerSample a = Sample({R(0, kCompute), R(1, kAllReduce)}, 1, 0.3);
+  StragglerSample b = Sample({R(2, kAllReduce), R(3, kAllReduce)}, 1, 0.3);
+  a.tick = 7;
+  b.tick = 8;  // node a skipped tick 8 (a slow dump): no job-wide sample of 7 or 8
+  EXPECT_EQ(tally.Add("a", Round(), a), std::nullopt);
+  EXPECT_EQ(tally.Add("b", Round(), b), std::nullopt);
+  a.tick = 9;
+  EXPECT_EQ(tally.Add("a", Round(), a), std::nullopt);
+  // Tick 9 while a rank is still in init_process_group: the job is starting, not judged.
+  StragglerSample starting = b;
+  starting.tick = 9;
+  starting.ranks[0].text = "_store_based_barrier <- distributed_c10d.py:1 init_process_group";
+  EXPECT_EQ(tally.Add("b", Round(), starting), std::nullopt);
+  a.tick = b.tick = 10;
+  EXPECT_EQ(tally.Add("a", Round(), a), std::nullopt);
+  std::optional<StragglerVerdict> v = tally.Add("b", Round(), b);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 0);
+  EXPECT_EQ(v->samples, 1);
 }
 
 TEST(StragglerTallyTest, WaitsForEveryNodeAndIgnoresOthers) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/core/straggler.h"
 #include "rendezvous/core/traces.h"
 
 namespace muster::rdzv {
@@ -213,6 +214,8 @@ struct Event {
     kPreempt,
     // `traces`: flight recorder dumps of a failed round stored on the server (traces.h)
     kTraces,
+    // `straggler`: the job named the rank the others wait for, or cleared it (straggler.h)
+    kStraggler,
   };
   Kind kind = Kind::kProgress;
   std::string node_id;  // recipient
@@ -224,6 +227,7 @@ struct Event {
   std::string preempted_node;      // kPreempt: the node id being preempted
   std::string preempted_host;      // kPreempt: its host, for people
   TracesSummary traces;            // kTraces
+  StragglerVerdict straggler;      // kStraggler
 };
 
 // A node of the running round that announced its preemption (Job::Preempt).

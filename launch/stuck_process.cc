@@ -3,10 +3,12 @@
 
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/proc_stat.h"
 
 namespace muster {
 namespace {
@@ -40,10 +42,7 @@ const char* StateName(char state) {
 
 StuckProcess DescribeStuckProcess(pid_t pid) {
   StuckProcess p{.pid = pid};
-  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses, the last ')' ends it.
-  const std::string stat = ReadProcFile(pid, "stat");
-  const size_t close = stat.rfind(')');
-  if (close != std::string::npos && close + 2 < stat.size()) p.state = stat[close + 2];
+  if (std::optional<ProcStat> stat = ReadProcStat(pid)) p.state = stat->state;
   p.wchan = std::string(absl::StripAsciiWhitespace(ReadProcFile(pid, "wchan")));
   if (p.wchan == "0") p.wchan.clear();  // running, or the kernel does not say
   return p;

@@ -116,18 +116,6 @@ TEST(ExitCodeLabel, BoundedSet) {
   EXPECT_EQ(ExitCodeLabel(200), "other_signal");
 }
 
-TEST(ParseProcStat, CommandWithSpacesAndParentheses) {
-  // pid (comm) state ppid ... : utime=100 stime=50 starttime=1000 vsize=4096 rss=3
-  std::string text = "42 (a) b) c) S 1 1 1 0 -1 0 0 0 0 0 100 50 0 0 20 0 1 0 1000 4096 3 rest";
-  auto stat = ParseProcStat(text, 100, 4096);
-  ASSERT_TRUE(stat.has_value());
-  EXPECT_DOUBLE_EQ(stat->cpu_seconds, 1.5);
-  EXPECT_DOUBLE_EQ(stat->start_seconds, 10);
-  EXPECT_DOUBLE_EQ(stat->virtual_bytes, 4096);
-  EXPECT_DOUBLE_EQ(stat->resident_bytes, 3 * 4096);
-  EXPECT_FALSE(ParseProcStat("42 (x) S 1", 100, 4096).has_value());
-}
-
 TEST(MetricsServer, ServesAgentAndServerFamiliesAndKeepsSigchld) {
   // An ignored SIGCHLD would let the kernel reap workers (civetweb used to set it).
   ASSERT_NE(signal(SIGCHLD, SIG_DFL), SIG_ERR);

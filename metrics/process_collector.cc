@@ -5,10 +5,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "base/proc_stat.h"
 
 namespace muster::metrics {
 namespace {
@@ -56,47 +57,23 @@ prometheus::MetricFamily OneValueFamily(const char* name, const char* help,
 
 }  // namespace
 
-std::optional<ProcStat> ParseProcStat(const std::string& text, long ticks_per_second,
-                                      long page_size) {
-  size_t close = text.rfind(')');
-  if (close == std::string::npos || ticks_per_second <= 0) return std::nullopt;
-  // After ")": field 3 (state) is fields[0]; utime is field 14, stime 15, starttime 22,
-  // vsize 23, rss 24 (proc(5)).
-  std::vector<std::string> fields =
-      absl::StrSplit(text.substr(close + 1), ' ', absl::SkipWhitespace());
-  auto field = [&](int n, double* out) {
-    size_t i = static_cast<size_t>(n - 3);
-    return i < fields.size() && absl::SimpleAtod(fields[i], out);
-  };
-  double utime = 0, stime = 0, start = 0, vsize = 0, rss = 0;
-  if (!field(14, &utime) || !field(15, &stime) || !field(22, &start) || !field(23, &vsize) ||
-      !field(24, &rss)) {
-    return std::nullopt;
-  }
-  const double hz = static_cast<double>(ticks_per_second);
-  return ProcStat{.cpu_seconds = (utime + stime) / hz,
-                  .start_seconds = start / hz,
-                  .virtual_bytes = vsize,
-                  .resident_bytes = rss * static_cast<double>(page_size)};
-}
-
 std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   using prometheus::MetricType;
   std::vector<prometheus::MetricFamily> out;
-  std::optional<ProcStat> stat =
-      ParseProcStat(ReadAll("/proc/self/stat"), sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE));
-  if (stat) {
+  if (std::optional<ProcStat> stat = ReadProcStat(0)) {
+    const double hz = static_cast<double>(ClockTicksPerSecond());
     out.push_back(OneValueFamily("process_cpu_seconds_total",
                                  "User and system CPU time spent in seconds.", MetricType::Counter,
-                                 stat->cpu_seconds));
-    out.push_back(OneValueFamily("process_resident_memory_bytes", "Resident memory size in bytes.",
-                                 MetricType::Gauge, stat->resident_bytes));
+                                 static_cast<double>(stat->utime + stat->stime) / hz));
+    out.push_back(OneValueFamily(
+        "process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
+        static_cast<double>(stat->rss_pages) * static_cast<double>(sysconf(_SC_PAGESIZE))));
     out.push_back(OneValueFamily("process_virtual_memory_bytes", "Virtual memory size in bytes.",
-                                 MetricType::Gauge, stat->virtual_bytes));
+                                 MetricType::Gauge, static_cast<double>(stat->vsize)));
     if (double boot = BootTime(); boot > 0) {
-      out.push_back(OneValueFamily("process_start_time_seconds",
-                                   "Start time of the process since unix epoch in seconds.",
-                                   MetricType::Gauge, boot + stat->start_seconds));
+      out.push_back(OneValueFamily(
+          "process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+          MetricType::Gauge, boot + static_cast<double>(stat->starttime) / hz));
     }
   }
   if (int fds = OpenFds(); fds >= 0) {

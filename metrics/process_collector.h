@@ -6,27 +6,12 @@
 #ifndef MUSTER_METRICS_PROCESS_COLLECTOR_H_
 #define MUSTER_METRICS_PROCESS_COLLECTOR_H_
 
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 
 namespace muster::metrics {
-
-// The fields of /proc/PID/stat the collector reports.
-struct ProcStat {
-  double cpu_seconds = 0;     // utime + stime
-  double start_seconds = 0;   // since boot
-  double virtual_bytes = 0;   // vsize
-  double resident_bytes = 0;  // rss pages x page size
-};
-
-// Parses /proc/PID/stat's text (the command name may hold spaces and parentheses: the
-// fields follow the last ')'). nullopt when it is not that format.
-std::optional<ProcStat> ParseProcStat(const std::string& text, long ticks_per_second,
-                                      long page_size);
 
 class ProcessCollector : public prometheus::Collectable {
  public:

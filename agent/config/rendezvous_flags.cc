@@ -199,21 +199,6 @@ absl::Status CheckNodeRankInRange(const Config& c) {
                    " allows ", Plural(c.max_nodes, "node", "nodes"), ")"));
 }
 
-// With node ranks given, node rank 0's agent serves the rendezvous at --rdzv-endpoint (when
-// the endpoint names its host) and the others only join, also when they share that host:
-// group rank 0 (node rank 0) serves the round's store, which shares the endpoint's port only
-// in the agent that serves the rendezvous (docs/design.md §4.3 "Ports"). Had node rank 1 bound the
-// port first, the store would land on a second port. --rdzv-host and is_host still decide.
-void JoinUnlessNodeRankZero(Config* c) {
-  if (c->node_rank <= 0 || c->rdzv_host_name.empty() || c->rdzv_backend == rdzv::Backend::kEtcd ||
-      c->rdzv_hosting != RdzvHosting::kAuto || c->sources.count("rdzv-host") != 0) {
-    return;
-  }
-  c->rdzv_hosting = RdzvHosting::kNever;
-  c->sources["rdzv-host"] =
-      absl::StrCat(c->SourceOf("node-rank"), " ", c->node_rank, ": node rank 0 serves");
-}
-
 }  // namespace
 
 absl::Status ApplyNodeRank(const FlagValue& v, Config* c) {
@@ -258,11 +243,25 @@ absl::Status FinishRendezvousFlags(const std::map<std::string, std::string>& env
   }
   RETURN_IF_ERROR(ApplyOperatorConventions(env, hostname, c));
   RETURN_IF_ERROR(CheckNodeRankInRange(*c));
-  JoinUnlessNodeRankZero(c);
   if (c->tls_cert.empty() != c->tls_key.empty()) {
     return FlagError("--tls-cert/--tls-key", "give both or neither");
   }
   return absl::OkStatus();
+}
+
+// With node ranks given, node rank 0's agent serves the rendezvous at --rdzv-endpoint (when
+// the endpoint names its host) and the others only join, also when they share that host:
+// group rank 0 (node rank 0) serves the round's store, which shares the endpoint's port only
+// in the agent that serves the rendezvous (docs/design.md §4.3 "Ports"). Had node rank 1 bound the
+// port first, the store would land on a second port. --rdzv-host and is_host still decide.
+void FinishNodeRankHosting(Config* c) {
+  if (c->node_rank <= 0 || c->rdzv_host_name.empty() || c->rdzv_backend == rdzv::Backend::kEtcd ||
+      c->rdzv_hosting != RdzvHosting::kAuto || c->sources.count("rdzv-host") != 0) {
+    return;
+  }
+  c->rdzv_hosting = RdzvHosting::kNever;
+  c->sources["rdzv-host"] =
+      absl::StrCat(c->SourceOf("node-rank"), " ", c->node_rank, ": node rank 0 serves");
 }
 
 absl::Status FinishEtcdEndpoints(Config* c) {

@@ -57,6 +57,9 @@ absl::Status FinishStaticForm(Config* config);
 // Once --rdzv-backend is known: --rdzv-endpoint lists etcd's members H:P,H:P,... (port 2379
 // by default) for etcd; the other backends take one endpoint.
 absl::Status FinishEtcdEndpoints(Config* config);
+// Once --rdzv-backend is known: with node ranks given, node rank 0's agent serves muster's
+// own rendezvous and the others only join (etcd serves nothing, so it is left alone).
+void FinishNodeRankHosting(Config* config);
 // Port 0, torchrun's "any free port" (torchtitan's `--rdzv-endpoint localhost:0`, the form
 // torchrun's --standalone uses; `--master-port 0`): on one node the rendezvous runs in this
 // agent and the store takes a free port; with several nodes InvalidArgument, as the others

@@ -684,6 +684,7 @@ absl::StatusOr<Config> ParseRunFlags(const FlagValues& flags, const HostInfo& ho
   RETURN_IF_ERROR(FinishRendezvousFlags(env, host.hostname, &c));
   RETURN_IF_ERROR(ApplyFlags(flags, table.subspan(kRendezvousEnd), &c));
   RETURN_IF_ERROR(FinishEtcdEndpoints(&c));  // reads --rdzv-backend
+  FinishNodeRankHosting(&c);                 // reads --rdzv-backend
   RETURN_IF_ERROR(FinishStaticForm(&c));     // reads --master-addr/--master-port
   RETURN_IF_ERROR(FinishAnyFreePort(&c));
   RETURN_IF_ERROR(FinishEtcdSecurity(env, &c));

@@ -249,6 +249,12 @@ TEST(FlagsTest, NodeRankZeroServesTheRendezvous) {
   EXPECT_EQ(with({"--node-rank", "1", "--rdzv-host", "true"})->rdzv_hosting, RdzvHosting::kAlways);
   EXPECT_EQ(with({"--node-rank", "1", "--rdzv-conf", "is_host=1"})->rdzv_hosting,
             RdzvHosting::kAlways);
+  // etcd hosts nothing: node rank 1 is not told that rank 0 serves (--rdzv-backend comes
+  // after the rendezvous flags in the table, so the rule must wait for it).
+  auto etcd = with({"--node-rank", "1", "--rdzv-backend", "etcd"});
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  EXPECT_EQ(etcd->rdzv_hosting, RdzvHosting::kAuto);
+  EXPECT_EQ(etcd->sources.count("rdzv-host"), 0u);
 }
 
 // Config's modes are enums; each flag spelling maps to one, and the error lists them all.

@@ -14,17 +14,15 @@
 namespace muster {
 namespace {
 
-TEST(ProcessCpuTest, ParsesStatWithAnAwkwardCommand) {
+TEST(ProcessCpuTest, CountsOwnAndReapedChildrensTime) {
   // comm "(a) b)" holds spaces and parentheses; fields after it: state ppid ... utime(14)
   // stime(15) cutime(16) cstime(17).
   const char* line =
       "4242 ((a) b)) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 1 0 100 0 0\n";
-  ProcStat st;
-  ASSERT_TRUE(ParseProcStat(line, &st));
-  EXPECT_EQ(st.ppid, 17);
-  EXPECT_EQ(st.cpu, absl::Seconds(310) / sysconf(_SC_CLK_TCK));
-  EXPECT_FALSE(ParseProcStat("4242 (cut", &st));
-  EXPECT_FALSE(ParseProcStat("4242 (x) S 1 2", &st));
+  std::optional<ProcStat> st = ParseProcStat(line);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->ppid, 17);
+  EXPECT_EQ(TreeCpuOf(*st), absl::Seconds(310) / sysconf(_SC_CLK_TCK));
 }
 
 // A child that spins counts in its parent's tree; a sleeping one adds nothing.

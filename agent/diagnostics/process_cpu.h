@@ -8,20 +8,16 @@
 #include <sys/types.h>
 
 #include <map>
-#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/proc_stat.h"
 
 namespace muster {
 
-// One /proc/<pid>/stat line's parent and CPU time (user + system, its own and its reaped
-// children's); false when the line is not one.
-struct ProcStat {
-  pid_t ppid = 0;
-  absl::Duration cpu;
-};
-bool ParseProcStat(std::string_view line, ProcStat* out);
+// A process's CPU time as hang detection counts it: user + system, its own and its reaped
+// children's (base/proc_stat.h holds the fields).
+absl::Duration TreeCpuOf(const ProcStat& st);
 
 // For each of `roots`: the CPU time of it and its live descendants. A root that is gone is
 // left out. One pass over /proc: O(processes on the machine).

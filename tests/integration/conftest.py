@@ -153,6 +153,13 @@ def fake(*actions):
     return ["--no-python", str(FAKE), *actions]
 
 
+def shell_script(path, body):
+    """Writes an executable /bin/sh script at `path` (a worker for `--no-python`); returns it."""
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
 def wait_for(predicate, timeout, interval=0.01, what="condition"):
     """Waits for predicate() to be truthy; fails the test after `timeout` seconds."""
     deadline = time.monotonic() + timeout

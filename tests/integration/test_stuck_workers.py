@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import MUSTER, muster_env, run_muster
+from conftest import MUSTER, muster_env, run_muster, shell_script
 from multinode import Agents
 from test_containment import MODES, contain
 
@@ -80,14 +80,12 @@ def wait_until_in_d_state(pid_file, timeout=20):
 def test_worker_in_d_state_is_named_and_the_agent_exits_138(tmp_path, mode):
     with frozen_filesystem(tmp_path) as mnt:
         pids = tmp_path / "pids"
-        script = tmp_path / "worker.sh"
         # Rank 0 writes into the frozen filesystem (D state); rank 1 fails once rank 0 is
         # stuck, which stops the round for a restart.
-        script.write_text("#!/bin/sh\n"
-                          f"if [ \"$RANK\" = 0 ]; then echo $$ > {pids}; echo x > {mnt}/a; fi\n"
-                          f"while [ ! -s {pids} ]; do sleep 0.05; done\n"
-                          "sleep 1; exit 1\n")
-        script.chmod(0o755)
+        script = shell_script(tmp_path / "worker.sh",
+                              f"if [ \"$RANK\" = 0 ]; then echo $$ > {pids}; echo x > {mnt}/a; fi\n"
+                              f"while [ ! -s {pids} ]; do sleep 0.05; done\n"
+                              "sleep 1; exit 1\n")
         start = time.monotonic()
         r = run_muster([*contain(mode), "--nproc-per-node", "2", "--max-restarts", "3",
                         "--shutdown-timeout", "60s", "--restart-grace", "1s",
@@ -118,12 +116,10 @@ def test_a_stuck_orphan_of_a_failed_worker_is_named_too(tmp_path, mode):
     agent adopted, or a process of the attempt's cgroup): named by pid, state and wchan."""
     with frozen_filesystem(tmp_path) as mnt:
         pids = tmp_path / "pids"
-        script = tmp_path / "worker.sh"
-        script.write_text("#!/bin/sh\n"
-                          f"/bin/sh -c 'echo $$ > {pids}; echo x > {mnt}/a' &\n"
-                          f"while [ ! -s {pids} ]; do sleep 0.05; done\n"
-                          "sleep 0.5; exit 1\n")
-        script.chmod(0o755)
+        script = shell_script(tmp_path / "worker.sh",
+                              f"/bin/sh -c 'echo $$ > {pids}; echo x > {mnt}/a' &\n"
+                              f"while [ ! -s {pids} ]; do sleep 0.05; done\n"
+                              "sleep 0.5; exit 1\n")
         r = run_muster([*contain(mode), "--max-restarts", "3", "--restart-grace", "1s",
                         "--no-python", str(script)], timeout=90)
         stuck = int(pids.read_text().split()[0])
@@ -138,9 +134,7 @@ def test_d_state_while_exiting_keeps_the_exit_code_and_names_it(tmp_path):
     up on a stuck worker keeps its code and names the worker in the last line."""
     with frozen_filesystem(tmp_path) as mnt:
         pids = tmp_path / "pids"
-        script = tmp_path / "worker.sh"
-        script.write_text(f"#!/bin/sh\necho $$ > {pids}\necho x > {mnt}/a\n")
-        script.chmod(0o755)
+        script = shell_script(tmp_path / "worker.sh", f"echo $$ > {pids}\necho x > {mnt}/a\n")
         proc = subprocess.Popen([str(MUSTER), "run", "--shutdown-timeout", "1s",
                                  "--no-python", str(script)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -164,9 +158,8 @@ def test_exit_barrier_timeout_ends_the_wait_with_138(tmp_path, how):
     """Node 0's workers exit 0 at once; node 1's run on. With a 2 s exit barrier node 0
     leaves the job 2 s later and exits 138, saying why; the job, short of a node, ends on
     node 1 with the reason. On main node 0 waited as long as node 1 ran (60 s here)."""
-    script = tmp_path / "worker.sh"
-    script.write_text("#!/bin/sh\nif [ \"$GROUP_RANK\" = 0 ]; then exit 0; fi\nexec sleep 60\n")
-    script.chmod(0o755)
+    script = shell_script(tmp_path / "worker.sh",
+                          "if [ \"$GROUP_RANK\" = 0 ]; then exit 0; fi\nexec sleep 60\n")
     barrier = (["--exit-barrier-timeout", "2s"] if how == "flag"
                else ["--rdzv-conf", "exit_barrier_timeout=2"])
     start = time.monotonic()
@@ -188,9 +181,8 @@ def test_exit_barrier_timeout_ends_the_wait_with_138(tmp_path, how):
 
 def test_without_exit_barrier_timeout_the_node_waits_for_the_job(tmp_path):
     """The default keeps the wait: node 0 exits 0 only once node 1's workers have."""
-    script = tmp_path / "worker.sh"
-    script.write_text("#!/bin/sh\nif [ \"$GROUP_RANK\" = 0 ]; then exit 0; fi\nexec sleep 4\n")
-    script.chmod(0o755)
+    script = shell_script(tmp_path / "worker.sh",
+                          "if [ \"$GROUP_RANK\" = 0 ]; then exit 0; fi\nexec sleep 4\n")
     start = time.monotonic()
     agents = Agents(2, ["--nnodes", "2", "--no-python", str(script)],
                     per_agent=lambda i: ["--node-rank", i])

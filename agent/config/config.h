@@ -180,7 +180,7 @@ struct Config {
   // samples is named.
   absl::Duration straggler_window = absl::ZeroDuration();
   absl::Duration straggler_interval = absl::Seconds(1);
-  double straggler_share = 0.3;
+  double straggler_share = 0.4;
 
   // Output.
   std::string log_dir;  // empty: a temporary directory, removed at exit

@@ -271,7 +271,7 @@ constexpr FlagSpec kMusterFlags[] = {
      .apply = ApplyStragglerInterval},
     {.name = "straggler-share",
      .group = "Failures",
-     .default_text = "0.3",
+     .default_text = "0.4",
      .help = "the share of the window's samples a rank must keep the others waiting to be named; "
              "it is cleared below half of it",
      .apply = ApplyStragglerShare},

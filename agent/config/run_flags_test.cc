@@ -487,7 +487,7 @@ TEST(HangFlagsTest, StragglerWindowIntervalAndShare) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->straggler_window, absl::ZeroDuration());  // off by default
   EXPECT_EQ(c->straggler_interval, absl::Seconds(1));
-  EXPECT_DOUBLE_EQ(c->straggler_share, 0.3);
+  EXPECT_DOUBLE_EQ(c->straggler_share, 0.4);
   c = Parse({"--straggler-window", "1m", "--straggler-interval", "500ms", "--straggler-share",
              "0.5", "script.py"});
   ASSERT_TRUE(c.ok()) << c.status();

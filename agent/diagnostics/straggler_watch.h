@@ -36,7 +36,7 @@ class StragglerWatch : public AgentComponent {
   struct Options {
     absl::Duration interval = absl::Seconds(1);
     int window = 30;  // job-wide samples
-    double share = 0.3;
+    double share = 0.4;
   };
 
   // The watch `config` asks for (--straggler-window, --straggler-interval, --straggler-share),

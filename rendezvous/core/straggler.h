@@ -28,7 +28,7 @@ struct StragglerSample {
   // (as close as the nodes' clocks agree); the job joins samples of the same tick only.
   int64_t tick = 0;
   int window = 30;  // job-wide samples the share is taken over
-  double share = 0.3;
+  double share = 0.4;
   std::vector<RankStack> ranks;
 };
 

@@ -8,9 +8,9 @@ event log, `muster status` and the metric within NAMED_WITHIN_S; an even job nam
 The machine is small and shared (2 cores, load average 10+ from parallel builds): a worker's
 fair share of a CPU there (one autogroup among a dozen) is below the 30 % the throttle
 allows, so that the throttle alone would change nothing. The test therefore puts the four
-ranks, once they run, in cgroups with a CPU weight far above the other load (both tests
-alike), so that the job gets most of the 2 cores and the quota is the one difference between
-the ranks."""
+ranks and the two agents, once the ranks run, in cgroups with the highest CPU weight (both
+tests alike), so that the job gets most of the 2 cores, the quota is the one difference
+between the ranks, and the agents' timers fire on time."""
 import json
 import os
 import subprocess
@@ -138,6 +138,23 @@ def events(path):
     return [e for e in map(json.loads, path.read_text().splitlines()) if e["event"] == "straggler"]
 
 
+def agent_children(pid):
+    """The muster processes `pid` started (the agent, when the process stays its supervisor)."""
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            kids = open(f"/proc/{pid}/task/{task}/children").read().split()
+        except OSError:
+            continue
+        for kid in map(int, kids):
+            try:
+                if open(f"/proc/{kid}/comm").read().strip() == "muster":
+                    out.append(kid)
+            except OSError:
+                pass
+    return out
+
+
 def start_job(tmp_path, metrics_ports, groups):
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -152,6 +169,12 @@ def start_job(tmp_path, metrics_ports, groups):
                     "every rank up")
     for pid in pids:
         groups.move(pid)
+    # The agents too: on this loaded machine an agent's timer otherwise fires up to 100s of
+    # ms late, and its node's sample is then of another moment of the step than the other
+    # node's (docs/guides/hangs-and-stacks.md "Stragglers", blind spots).
+    for p in agents.procs:
+        for pid in [p.pid, *agent_children(p.pid)]:
+            groups.move(pid)
     return agents, marks, pids
 
 

@@ -103,7 +103,27 @@ AgentMetrics::AgentMetrics(MetricsServer* server) : registry_(server->registry()
            .Register(r)
            .Add({}, prometheus::Histogram::BucketBoundaries{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
                                                             10, 30, 60, 120, 300, 600});
+  straggler_rank_ = &prometheus::BuildGauge()
+                         .Name("muster_straggler_rank")
+                         .Help(
+                             "The rank the job named a straggler (the others wait for it in "
+                             "collectives), -1 while none is (docs/guides/hangs-and-stacks.md).")
+                         .Register(r)
+                         .Add({});
+  straggler_rank_->Set(-1);
+  straggler_share_ = &prometheus::BuildGauge()
+                          .Name("muster_straggler_share")
+                          .Help(
+                              "The share of the window's samples in which the others waited "
+                              "for the named straggler, 0 while none is.")
+                          .Register(r)
+                          .Add({});
   transition_ns_->store(SteadyNowNs());
+}
+
+void AgentMetrics::SetStraggler(int rank, double share) {
+  straggler_rank_->Set(rank >= 0 ? rank : -1);
+  straggler_share_->Set(rank >= 0 ? share : 0);
 }
 
 void AgentMetrics::SetPhase(AgentPhase phase) {

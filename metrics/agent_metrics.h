@@ -8,6 +8,8 @@
 //   muster_rounds_total                             rounds this agent took part in
 //   muster_rendezvous_round_duration_seconds        joining (or reporting stopped) -> round start
 //   muster_store_connections                        open connections to this agent's c10d store
+//   muster_straggler_rank                           the rank the job named a straggler, -1: none
+//   muster_straggler_share                          the share of samples the others waited for it
 //
 // Updated from the agent's loop thread: counters and gauges are atomics, the histogram
 // takes its own short lock; nothing waits for a scrape or does I/O. Values computed at a
@@ -54,6 +56,8 @@ class AgentMetrics {
   void RoundStarted(int restart_count);
   // The attempt's workers: `started` running (the previous attempt's are forgotten).
   void WorkersStarted(int started);
+  // The job named a straggler (rank >= 0, the share of samples), or none (rank -1).
+  void SetStraggler(int rank, double share);
   // `was_running`: it had a process (one that could not be made was never running).
   void WorkerExited(int code, bool while_stopping, bool was_running);
   // Shared with every round's store (c10d::StoreServer::Options::connection_gauge).
@@ -72,6 +76,8 @@ class AgentMetrics {
   prometheus::Counter* restarts_;
   prometheus::Counter* rounds_;
   prometheus::Histogram* rendezvous_seconds_;
+  prometheus::Gauge* straggler_rank_;
+  prometheus::Gauge* straggler_share_;
   std::optional<AgentPhase> phase_;  // loop thread only
   int restart_count_ = 0;            // loop thread only
   std::chrono::steady_clock::time_point rendezvous_opened_;

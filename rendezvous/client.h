@@ -47,6 +47,11 @@ class RendezvousClient {
   // stalled, or progress again. The job decides once every node has stalled. A backend
   // without the job-wide path ignores it (the agent refuses --hang-timeout there).
   virtual void ReportStalled(int round, const Stall& stall) = 0;
+  // Stragglers (--straggler-window, rendezvous/core/straggler.h): this node's ranks' stacks,
+  // sampled while the workers of `round` run. The job judges once every node's sample is in
+  // and tells every node when the rank named changes (kStraggler). A backend without the
+  // job-wide path ignores it.
+  virtual void ReportSample(int /*round*/, const StragglerSample& /*sample*/) {}
   // This node is being preempted (docs/guides/preemption.md): the job tells every node (kPreempt,
   // this one included) before anything is stopped. A backend without notices ignores it.
   virtual void Preempt(const std::string& /*reason*/) {}

@@ -56,6 +56,12 @@ void LocalRendezvous::ReportStalled(int round, const Stall& stall) {
   Deliver(std::move(out));
 }
 
+void LocalRendezvous::ReportSample(int round, const StragglerSample& sample) {
+  std::vector<Event> out;
+  job_->NodeSampled(node_id_, round, sample, EventLoop::Now(), &out);
+  Deliver(std::move(out));
+}
+
 void LocalRendezvous::ReportHealth(const std::string& excluded) {
   std::vector<Event> out;
   job_->NodeHealth(node_id_, excluded, EventLoop::Now(), &out);

@@ -29,6 +29,7 @@ class LocalRendezvous : public RendezvousClient {
   void ReportWorkerEnded(int round, const EndedWorker& worker) override;
   void ReportStopped(int round, int store_port) override;
   void ReportStalled(int round, const Stall& stall) override;
+  void ReportSample(int round, const StragglerSample& sample) override;
   void ReportHealth(const std::string& excluded) override;
   void Preempt(const std::string& reason) override;
   // One node: its dumps already are in one place, its attempt folder; none is copied.

@@ -62,6 +62,10 @@ class MeteredRendezvous : public rdzv::RendezvousClient {
     auto counted = [metrics = metrics_, events = std::move(events)](const rdzv::Event& e) {
       if (e.kind == rdzv::Event::Kind::kRoundStarted) {
         metrics->RoundStarted(e.assignment.restart_count);
+        metrics->SetStraggler(-1, 0);  // a new round: a new tally (rendezvous/core/straggler.h)
+      }
+      if (e.kind == rdzv::Event::Kind::kStraggler) {
+        metrics->SetStraggler(e.straggler.rank, e.straggler.share);
       }
       events(e);
     };
@@ -83,6 +87,9 @@ class MeteredRendezvous : public rdzv::RendezvousClient {
   }
   void ReportStalled(int round, const rdzv::Stall& stall) override {
     inner_->ReportStalled(round, stall);
+  }
+  void ReportSample(int round, const rdzv::StragglerSample& sample) override {
+    inner_->ReportSample(round, sample);
   }
   void ReportHealth(const std::string& excluded) override { inner_->ReportHealth(excluded); }
   void Preempt(const std::string& reason) override { inner_->Preempt(reason); }

@@ -98,6 +98,15 @@ void AddPreempting(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   }
 }
 
+// The rank the job names a straggler, while one is (docs/guides/hangs-and-stacks.md).
+void AddStraggler(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
+  if (!s.straggler) return;
+  const rdzv::StragglerVerdict& v = *s.straggler;
+  j["straggler"] = {
+      {"rank", v.rank},   {"local_rank", v.local_rank}, {"node_id", v.node_id}, {"host", v.host},
+      {"share", v.share}, {"samples", v.samples},       {"stack", v.stack},     {"line", v.line}};
+}
+
 // Flight recorder dumps the server collected, by round (docs/guides/collective-traces.md).
 void AddTraces(const rdzv::JobStatusSnapshot& s, nlohmann::json& j) {
   for (const rdzv::TraceRound& r : s.traces) {
@@ -148,6 +157,7 @@ nlohmann::json ToJson(const rdzv::JobStatusSnapshot& s) {
                       {"history", nlohmann::json::array()}};
   AddTiming(s, j);
   AddPreempting(s, j);
+  AddStraggler(s, j);
   AddTraces(s, j);
   for (const rdzv::Condition& c : s.conditions) {
     j["conditions"].push_back({{"type", c.type},
@@ -274,6 +284,9 @@ void PrintTable(const nlohmann::json& j, bool color) {
               j.value("attempt", 0), j["restarts_used"].get<int>(), j["max_restarts"].get<int>(),
               j["nodes"].size(), j["min_nodes"].get<int>(), j["max_nodes"].get<int>());
   PrintTiming(j);
+  if (j.contains("straggler")) {
+    std::printf("straggler: %s\n", j["straggler"].value("line", "").c_str());
+  }
   for (const auto& p : j.value("preempting", nlohmann::json::array())) {
     std::printf("preempting node %s (%s): %s\n", p["host"].get<std::string>().c_str(),
                 p["node_id"].get<std::string>().c_str(), p["reason"].get<std::string>().c_str());

@@ -17,6 +17,7 @@
 #include "agent/diagnostics/local_stacks.h"
 #include "agent/diagnostics/py_spy.h"
 #include "agent/diagnostics/stack_collector.h"
+#include "agent/diagnostics/straggler_watch.h"
 #include "agent/diagnostics/trace_collection.h"
 #include "agent/health/health_gate.h"
 #include "agent/health/spare_phase.h"
@@ -304,6 +305,7 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
   }
   HostedRendezvous* hosted = parts->hosted_rendezvous.get();  // the agent keeps it
   auto health_gate = std::make_unique<HealthGate>(plan.probe_report, plan.workers.env_base);
+  std::unique_ptr<StragglerWatch> stragglers = StragglerWatch::ForConfig(plan.config);
   Agent agent(std::move(plan), *std::move(parts));
   // The features that observe the agent's events (agent/lifecycle/agent_component.h). The
   // warm gate first: the others see a round it holds once, when it is handed on.
@@ -314,6 +316,7 @@ int WireAndRun(RunPlan plan, absl::StatusOr<ContainmentChoice> containment, Supe
   agent.Add(std::make_unique<ExitBarrier>());
   agent.Add(std::move(health_gate));
   agent.Add(std::make_unique<SparePhase>());
+  if (stragglers) agent.Add(std::move(stragglers));
   return agent.Run();
 }
 

@@ -176,6 +176,12 @@ struct Config {
   // the budget) unless --hang-action fail.
   absl::Duration hang_timeout = absl::ZeroDuration();
   bool hang_restart = true;
+  // Stragglers (agent/diagnostics/straggler_watch.h): a zero window is off; every interval each
+  // agent samples its ranks' stacks; a rank the others wait for in >= share of the window's
+  // samples is named.
+  absl::Duration straggler_window = absl::ZeroDuration();
+  absl::Duration straggler_interval = absl::Seconds(1);
+  double straggler_share = 0.4;
 
   // Output.
   std::string log_dir;  // empty: a temporary directory, removed at exit

@@ -1,5 +1,6 @@
 #include "agent/config/hang_flags.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/config/flag_parsers.h"
 #include "base/duration.h"
@@ -27,6 +28,36 @@ absl::Status ApplyHangAction(const FlagValue& v, Config* c) {
                                            "or fail"));
   }
   c->hang_restart = v.text == "restart";
+  return absl::OkStatus();
+}
+
+absl::Status ApplyStragglerWindow(const FlagValue& v, Config* c) {
+  absl::StatusOr<absl::Duration> d = ParseDuration(v.text);
+  if (!d.ok()) return FlagError(v.where, d.status().message());
+  if (*d < absl::ZeroDuration()) return FlagError(v.where, "must be 0 (off) or a duration");
+  c->straggler_window = *d;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyStragglerInterval(const FlagValue& v, Config* c) {
+  absl::StatusOr<absl::Duration> d = ParseDuration(v.text);
+  if (!d.ok()) return FlagError(v.where, d.status().message());
+  if (*d < kMinStragglerInterval) {
+    return FlagError(v.where, absl::StrCat("'", EscapeForMessage(v.text), "' is below ",
+                                           HumanDuration(kMinStragglerInterval)));
+  }
+  c->straggler_interval = *d;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyStragglerShare(const FlagValue& v, Config* c) {
+  double share = 0;
+  if (!absl::SimpleAtod(v.text, &share) || !(share > 0 && share <= 1)) {
+    return FlagError(v.where, absl::StrCat("'", EscapeForMessage(v.text),
+                                           "' must be a fraction above 0, at most 1 (0.3: "
+                                           "30 % of the window's samples)"));
+  }
+  c->straggler_share = share;
   return absl::OkStatus();
 }
 

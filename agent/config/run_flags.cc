@@ -263,6 +263,25 @@ constexpr FlagSpec kMusterFlags[] = {
      .help = "on a hang: restart (the restart budget applies; exit 138 once spent) or fail "
              "(exit 1)",
      .apply = ApplyHangAction},
+    {.name = "straggler-window",
+     .group = "Failures",
+     .default_text = "0 (off)",
+     .help = "name the rank the others wait for in collectives: every --straggler-interval each "
+             "agent samples its ranks' stacks; a rank outside the collective most ranks wait in, "
+             "in >= --straggler-share of this window's samples, is named in the log, `muster "
+             "status` and metrics (docs/guides/hangs-and-stacks.md)",
+     .apply = ApplyStragglerWindow},
+    {.name = "straggler-interval",
+     .group = "Failures",
+     .default_text = "1s",
+     .help = "how often stragglers are sampled (a stack dump per rank, about 0.25 ms of its CPU)",
+     .apply = ApplyStragglerInterval},
+    {.name = "straggler-share",
+     .group = "Failures",
+     .default_text = "0.4",
+     .help = "the share of the window's samples a rank must keep the others waiting to be named; "
+             "it is cleared below half of it",
+     .apply = ApplyStragglerShare},
     {.name = "preempt-signal",
      .group = "Failures",
      .default_text = "SIGUSR1",

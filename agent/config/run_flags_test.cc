@@ -482,6 +482,30 @@ TEST(FlagsTest, MoreWorkersThanCpusWithoutGpusWarns) {
 namespace muster {
 namespace {
 
+TEST(HangFlagsTest, StragglerWindowIntervalAndShare) {
+  absl::StatusOr<Config> c = Parse({"script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->straggler_window, absl::ZeroDuration());  // off by default
+  EXPECT_EQ(c->straggler_interval, absl::Seconds(1));
+  EXPECT_DOUBLE_EQ(c->straggler_share, 0.4);
+  c = Parse({"--straggler-window", "1m", "--straggler-interval", "500ms", "--straggler-share",
+             "0.5", "script.py"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->straggler_window, absl::Minutes(1));
+  EXPECT_EQ(c->straggler_interval, absl::Milliseconds(500));
+  EXPECT_DOUBLE_EQ(c->straggler_share, 0.5);
+  for (auto [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--straggler-interval", "10ms", "x"}, "--straggler-interval: '10ms' is below 100ms"},
+           {{"--straggler-window", "soon", "x"}, "--straggler-window"},
+           {{"--straggler-share", "0", "x"}, "--straggler-share: '0' must be a fraction"},
+           {{"--straggler-share", "1.5", "x"}, "--straggler-share: '1.5' must be a fraction"}}) {
+    absl::StatusOr<Config> bad = Parse(args);
+    ASSERT_FALSE(bad.ok()) << says;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(says), std::string::npos) << bad.status();
+  }
+}
+
 TEST(HangFlagsTest, TimeoutActionAndTheirRdzvConfKeys) {
   absl::StatusOr<Config> c = Parse({"script.py"});
   ASSERT_TRUE(c.ok()) << c.status();

@@ -17,24 +17,6 @@ namespace {
 // How long a stack sample may take (StackCollector's deadline).
 constexpr absl::Duration kStacksTimeout = absl::Seconds(2);
 
-// Each rank's main-thread stack in one line, or its reason for having none.
-std::vector<rdzv::RankStack> Summarize(const std::vector<rdzv::RankStack>& ranks) {
-  std::vector<rdzv::RankStack> out;
-  for (const rdzv::RankStack& r : ranks) {
-    rdzv::RankStack s{.rank = r.rank, .local_rank = r.local_rank, .pid = r.pid};
-    if (r.unavailable.empty()) {
-      std::vector<ThreadStack> threads = ParseFaulthandler(r.text);
-      const ThreadStack* main = MainThread(threads);
-      s.text = main != nullptr ? OneLine(main->frames) : "";
-      if (main == nullptr) s.unavailable = "the dump holds no thread";
-    } else {
-      s.unavailable = r.unavailable;
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 bool SameStacks(const std::vector<rdzv::RankStack>& a, const std::vector<rdzv::RankStack>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(),
                     [](const rdzv::RankStack& x, const rdzv::RankStack& y) {
@@ -162,7 +144,7 @@ void HangWatch::CollectStacks() {
 void HangWatch::OnStacks(std::vector<rdzv::RankStack> ranks) {
   collecting_ = false;
   Sample s{.full = std::move(ranks)};
-  s.summary = Summarize(s.full);
+  s.summary = MainThreadLines(s.full);
   if (!first_ || EventLoop::Now() - last_progress_ < options_.timeout ||
       !SameStacks(first_->summary, s.summary)) {
     first_ = std::move(s);  // the first sample, or one that moved: compare with the next

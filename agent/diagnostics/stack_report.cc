@@ -191,4 +191,21 @@ nlohmann::json StacksJson(const std::vector<rdzv::NodeStacks>& nodes) {
   return j;
 }
 
+std::vector<rdzv::RankStack> MainThreadLines(const std::vector<rdzv::RankStack>& ranks) {
+  std::vector<rdzv::RankStack> out;
+  for (const rdzv::RankStack& r : ranks) {
+    rdzv::RankStack s{.rank = r.rank, .local_rank = r.local_rank, .pid = r.pid};
+    if (r.unavailable.empty()) {
+      std::vector<ThreadStack> threads = ParseFaulthandler(r.text);
+      const ThreadStack* main = MainThread(threads);
+      s.text = main != nullptr ? OneLine(main->frames) : "";
+      if (main == nullptr) s.unavailable = "the dump holds no thread";
+    } else {
+      s.unavailable = r.unavailable;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace muster

@@ -42,6 +42,10 @@ const ThreadStack* MainThread(const std::vector<ThreadStack>& threads);
 // then each caller's file (base name), line and function, at most `max_frames` frames.
 std::string OneLine(const std::vector<StackFrame>& frames, size_t max_frames = 8);
 
+// Each rank's main-thread stack in one line (OneLine), or its reason for having none: what
+// hang detection and stragglers compare (rendezvous/core/hang.h, rendezvous/core/straggler.h).
+std::vector<rdzv::RankStack> MainThreadLines(const std::vector<rdzv::RankStack>& ranks);
+
 // "0-6,8,10-11"
 std::string RankRanges(std::vector<int> ranks);
 

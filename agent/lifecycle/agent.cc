@@ -332,6 +332,7 @@ void Agent::OnRendezvousEvent(const rdzv::Event& e) {
       return OnFinished(e.outcome);
     case rdzv::Event::Kind::kPreempt:  // for the components (without one: no notice)
     case rdzv::Event::Kind::kTraces:
+    case rdzv::Event::Kind::kStraggler:
       return;
   }
 }

@@ -25,15 +25,6 @@ struct Group {
   bool collective = false;
 };
 
-// Frames a rank waiting in a torch collective has in its one-line stack.
-bool LooksLikeCollective(const std::string& stack) {
-  static constexpr const char* kMarks[] = {
-      "distributed_c10d.py", "c10d_logger.py", "all_reduce", "all_gather",       "reduce_scatter",
-      "broadcast",           "barrier",        "all_to_all", "monitored_barrier"};
-  return std::any_of(std::begin(kMarks), std::end(kMarks),
-                     [&](const char* m) { return absl::StrContains(stack, m); });
-}
-
 std::string Ranks(const std::vector<Member>& members) {
   std::vector<int> ranks;
   for (const Member& m : members) ranks.push_back(m.rank->rank);
@@ -79,6 +70,14 @@ std::vector<Group> GroupByStack(const std::vector<NodeStacks>& nodes) {
 }
 
 }  // namespace
+
+bool LooksLikeCollective(const std::string& stack) {
+  static constexpr const char* kMarks[] = {
+      "distributed_c10d.py", "c10d_logger.py", "all_reduce", "all_gather",       "reduce_scatter",
+      "broadcast",           "barrier",        "all_to_all", "monitored_barrier"};
+  return std::any_of(std::begin(kMarks), std::end(kMarks),
+                     [&](const char* m) { return absl::StrContains(stack, m); });
+}
 
 HangVerdict JudgeHang(const std::vector<NodeStacks>& nodes) {
   HangVerdict v;

@@ -42,6 +42,10 @@ struct HangVerdict {
 // distributed frame or a collective's name) wins, then the lowest rank.
 HangVerdict JudgeHang(const std::vector<NodeStacks>& nodes);
 
+// Whether a one-line stack has the frames of a rank waiting in a torch collective (a
+// torch.distributed frame or a collective's name); stragglers use it too (straggler.h).
+bool LooksLikeCollective(const std::string& stack);
+
 }  // namespace muster::rdzv
 
 #endif  // MUSTER_RENDEZVOUS_CORE_HANG_H_

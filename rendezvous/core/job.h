@@ -69,6 +69,7 @@
 #include "rendezvous/core/hang.h"
 #include "rendezvous/core/round_preemptions.h"
 #include "rendezvous/core/settle_window.h"
+#include "rendezvous/core/straggler.h"
 #include "rendezvous/core/trace_rounds.h"
 #include "rendezvous/core/types.h"
 
@@ -209,6 +210,13 @@ class Job {
   const std::optional<HeldFailure>& held_failure() const { return settle_.held(); }
   // The nodes of the running round that announced their preemption (empty otherwise).
   const std::vector<Preemption>& preempting() const { return preemptions_.all(); }
+  // Stragglers (straggler.h, job_round.cc): a node of the running round sampled its ranks'
+  // stacks. Once every participant has sent a fresh sample they are judged together; when
+  // the rank named changes (or clears) every participant gets kStraggler. Stale rounds and
+  // nodes outside the round are ignored; a new round starts a new tally.
+  void NodeSampled(const std::string& node_id, int round, const StragglerSample& sample,
+                   absl::Time now, std::vector<Event>* out);
+  const std::optional<StragglerVerdict>& straggler() const { return stragglers_.named(); }
   // Fires due deadlines: progress, last call, join timeout, stop timeout.
   void Tick(absl::Time now, std::vector<Event>* out);
   // When Tick must run next; nullopt when nothing is pending.
@@ -312,6 +320,7 @@ class Job {
   RoundPreemptions preemptions_;  // this round's; cleared when a round starts
   TraceRounds traces_;            // by round, the last kMaxTraceRounds
   BadNodes bad_nodes_;            // root causes by host; the hosts quarantined
+  StragglerTally stragglers_;     // this round's; cleared when a round starts
 };
 
 }  // namespace muster::rdzv

@@ -127,6 +127,27 @@ void Job::NodeStalled(const std::string& node_id, int round, const Stall& stall,
   FailRound("Hung", f, now, out);
 }
 
+// Stragglers' job-wide part (straggler.h): the participants' samples judged together.
+void Job::NodeSampled(const std::string& node_id, int round, const StragglerSample& sample,
+                      absl::Time now, std::vector<Event>* out) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || phase_ != Phase::kRunning || round != round_) return;
+  Touch(it->second, now);
+  std::vector<NodeStacks> round_nodes;
+  for (size_t i = 0; i < participants_.size(); ++i) {
+    round_nodes.push_back(NodeStacks{.node_id = participants_[i].node_id,
+                                     .host = participants_[i].host,
+                                     .group_rank = static_cast<int>(i)});
+  }
+  std::optional<StragglerVerdict> changed = stragglers_.Add(node_id, round_nodes, sample);
+  if (!changed) return;
+  for (const NodeInfo& p : participants_) {
+    Event e = MakeEvent(Event::Kind::kStraggler, p.node_id, changed->line);
+    e.straggler = *changed;
+    out->push_back(std::move(e));
+  }
+}
+
 void Job::WorkersSucceeded(const std::string& node_id, int round, absl::Time now,
                            std::vector<Event>* out) {
   auto it = nodes_.find(node_id);
@@ -242,6 +263,7 @@ void Job::StartRound(absl::Time now, std::vector<Event>* out) {
   progress_due_.reset();
   participants_.clear();
   preemptions_.Clear();
+  stragglers_.Clear();
   for (auto& [id, node] : nodes_) node.prev_group_rank = -1;
   int world_size = 0;
   for (auto& [id, node] : nodes_) node.workers.clear();

@@ -54,6 +54,7 @@ JobStatusSnapshot JobStatusOf(const Job& job) {
   s.conditions = job.conditions();
   s.workers = job.Workers();
   s.preempting = job.preempting();
+  s.straggler = job.straggler();
   s.traces = job.traces();
   std::vector<Job::NodeView> views = job.NodeViews();
   s.nodes.reserve(views.size());

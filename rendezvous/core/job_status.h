@@ -56,11 +56,12 @@ struct JobStatusSnapshot {
   std::vector<NodeStatus> nodes;       // every live node, by group rank then node id
   std::vector<NodeInfo> participants;  // current round, group-rank order
   std::vector<RestartRecord> history;
-  std::optional<Outcome> outcome;      // set once finished; root cause inside
-  std::vector<Condition> conditions;   // Created, Running, Restarting, Succeeded, Failed
-  std::vector<WorkerStatus> workers;   // current (or last) round, by rank
-  std::vector<Preemption> preempting;  // nodes of the running round being preempted
-  std::vector<TraceRound> traces;      // flight recorder dumps collected, by round
+  std::optional<Outcome> outcome;             // set once finished; root cause inside
+  std::vector<Condition> conditions;          // Created, Running, Restarting, Succeeded, Failed
+  std::vector<WorkerStatus> workers;          // current (or last) round, by rank
+  std::vector<Preemption> preempting;         // nodes of the running round being preempted
+  std::vector<TraceRound> traces;             // flight recorder dumps collected, by round
+  std::optional<StragglerVerdict> straggler;  // the rank named (straggler.h), while one is
 };
 
 // One job of the server's list (JobStatus.List): its status' header, no nodes or workers.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/core/straggler.h"
 #include "rendezvous/core/traces.h"
 
 namespace muster::rdzv {
@@ -232,6 +233,8 @@ struct Event {
     kPreempt,
     // `traces`: flight recorder dumps of a failed round stored on the server (traces.h)
     kTraces,
+    // `straggler`: the job named the rank the others wait for, or cleared it (straggler.h)
+    kStraggler,
   };
   Kind kind = Kind::kProgress;
   std::string node_id;  // recipient
@@ -247,6 +250,7 @@ struct Event {
   // kProgress: the job quarantined this node for the rest of the job (bad_nodes.h): why
   // ("quarantined: root cause of N failed attempts (...)"); "" otherwise.
   std::string quarantined;
+  StragglerVerdict straggler;      // kStraggler
 };
 
 // A node of the running round that announced its preemption (Job::Preempt).

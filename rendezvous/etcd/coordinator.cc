@@ -135,6 +135,10 @@ void Coordinator::Report(const std::string& node_id, const v1::AgentMessage& m, 
     case v1::AgentMessage::kStalled:
       host_.NodeStalled(node_id, m.stalled().round(), FromProto(m.stalled()), now);
       break;
+    case v1::AgentMessage::kStragglerSample:
+      host_.NodeSampled(node_id, m.straggler_sample().round(), FromProto(m.straggler_sample()),
+                        now);
+      break;
     case v1::AgentMessage::kHealth:
       host_.NodeHealth(node_id, m.health().excluded(), now);
       break;

@@ -582,6 +582,12 @@ void EtcdRendezvousClient::ReportStalled(int round, const Stall& stall) {
   impl_->Report(std::move(m));
 }
 
+void EtcdRendezvousClient::ReportSample(int round, const StragglerSample& sample) {
+  v1::AgentMessage m;
+  wire::ToProto(round, sample, m.mutable_straggler_sample());
+  impl_->Report(std::move(m));
+}
+
 void EtcdRendezvousClient::ReportHealth(const std::string& excluded) { impl_->Health(excluded); }
 
 void EtcdRendezvousClient::Preempt(const std::string& reason) {

@@ -59,6 +59,7 @@ class EtcdRendezvousClient : public RendezvousClient {
   // Hang detection and preemption notices travel as reports to the coordinator, whose Job
   // decides (a hang once every node stalled) and answers through the events key.
   void ReportStalled(int round, const Stall& stall) override;
+  void ReportSample(int round, const StragglerSample& sample) override;
   void ReportHealth(const std::string& excluded) override;
   void Preempt(const std::string& reason) override;
   // Flight recorder dumps (docs/guides/collective-traces.md): etcd values are too small to carry

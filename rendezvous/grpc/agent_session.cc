@@ -178,6 +178,10 @@ class AgentSession : public SessionReactor,
         registry_->NodeStalled(node_id_, msg.stalled().round(), stall);
         break;
       }
+      case v1::AgentMessage::kStragglerSample:
+        registry_->NodeSampled(node_id_, msg.straggler_sample().round(),
+                               FromProto(msg.straggler_sample()));
+        break;
       case v1::AgentMessage::kPreempt:
         registry_->Preempt(node_id_, msg.preempt().reason());
         break;

@@ -461,6 +461,12 @@ void GrpcRendezvousClient::ReportStalled(int round, const Stall& stall) {
   impl_->Send(std::move(msg));
 }
 
+void GrpcRendezvousClient::ReportSample(int round, const StragglerSample& sample) {
+  v1::AgentMessage msg;
+  wire::ToProto(round, sample, msg.mutable_straggler_sample());
+  impl_->Send(std::move(msg));
+}
+
 void GrpcRendezvousClient::ReportHealth(const std::string& excluded) {
   v1::AgentMessage msg;
   msg.mutable_health()->set_excluded(excluded);

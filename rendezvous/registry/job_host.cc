@@ -89,6 +89,11 @@ void JobHost::NodeStalled(const std::string& node_id, int round, const Stall& st
   Apply(now, [&](std::vector<Event>* out) { job_.NodeStalled(node_id, round, stall, now, out); });
 }
 
+void JobHost::NodeSampled(const std::string& node_id, int round, const StragglerSample& sample,
+                          absl::Time now) {
+  Apply(now, [&](std::vector<Event>* out) { job_.NodeSampled(node_id, round, sample, now, out); });
+}
+
 void JobHost::NodeHealth(const std::string& node_id, const std::string& excluded, absl::Time now) {
   Apply(now, [&](std::vector<Event>* out) { job_.NodeHealth(node_id, excluded, now, out); });
 }

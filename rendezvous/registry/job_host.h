@@ -67,6 +67,8 @@ class JobHost {
                       const std::vector<StartedWorker>& workers, absl::Time now);
   void WorkerEnded(const std::string& node_id, int round, const EndedWorker& ended, absl::Time now);
   void NodeStalled(const std::string& node_id, int round, const Stall& stall, absl::Time now);
+  void NodeSampled(const std::string& node_id, int round, const StragglerSample& sample,
+                   absl::Time now);
   void NodeHealth(const std::string& node_id, const std::string& excluded, absl::Time now);
   void TracesStored(const std::string& node_id, int round, const std::string& location,
                     TraceNode node, const std::string& error, absl::Time now);

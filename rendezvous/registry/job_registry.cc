@@ -129,6 +129,13 @@ void JobRegistry::NodeStalled(const std::string& node_id, int round, const Stall
               [&](JobHost& host, absl::Time now) { host.NodeStalled(node_id, round, stall, now); });
 }
 
+void JobRegistry::NodeSampled(const std::string& node_id, int round,
+                              const StragglerSample& sample) {
+  WithNodeJob(node_id, [&](JobHost& host, absl::Time now) {
+    host.NodeSampled(node_id, round, sample, now);
+  });
+}
+
 void JobRegistry::NodeHealth(const std::string& node_id, const std::string& excluded) {
   WithNodeJob(node_id,
               [&](JobHost& host, absl::Time now) { host.NodeHealth(node_id, excluded, now); });

@@ -114,6 +114,8 @@ class JobRegistry {
   void WorkersStopped(const std::string& node_id, int round, int store_port);
   // Hang detection (rendezvous/core/hang.h): see Job::NodeStalled.
   void NodeStalled(const std::string& node_id, int round, const Stall& stall);
+  // Stragglers (rendezvous/core/straggler.h): see Job::NodeSampled.
+  void NodeSampled(const std::string& node_id, int round, const StragglerSample& sample);
   // The node's health gate: see Job::NodeHealth.
   void NodeHealth(const std::string& node_id, const std::string& excluded);
   // The node is being preempted (docs/guides/preemption.md): every node of its job hears it.

@@ -1,6 +1,7 @@
 #include "rendezvous/wire/proto_convert.h"
 
 #include "muster/v1/rendezvous.pb.h"
+#include "rendezvous/wire/stacks_convert.h"
 #include "rendezvous/wire/traces_convert.h"
 
 namespace muster::rdzv::wire {
@@ -317,6 +318,9 @@ void ToProto(const Event& event, v1::ServerMessage* out) {
     case Event::Kind::kTraces:
       ToProto(event.traces, out->mutable_traces_stored());
       break;
+    case Event::Kind::kStraggler:
+      ToProto(event.straggler, out->mutable_straggler());
+      break;
   }
 }
 
@@ -354,6 +358,11 @@ bool FromProto(const v1::ServerMessage& in, const std::string& node_id, Event* o
     case v1::ServerMessage::kTracesStored:
       out->kind = Event::Kind::kTraces;
       out->traces = FromProto(in.traces_stored());
+      return true;
+    case v1::ServerMessage::kStraggler:
+      out->kind = Event::Kind::kStraggler;
+      out->straggler = FromProto(in.straggler());
+      out->text = out->straggler.line;
       return true;
     default:
       return false;
@@ -430,6 +439,7 @@ void ToProto(const JobStatusSnapshot& s, v1::JobStatusReply* out) {
     p->set_since_unix_ms(UnixMs(pre.since));
   }
   for (const TraceRound& r : s.traces) ToProto(r, out->add_traces());
+  if (s.straggler) ToProto(*s.straggler, out->mutable_straggler());
 }
 
 JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
@@ -450,6 +460,7 @@ JobStatusSnapshot FromProto(const v1::JobStatusReply& in) {
                                       .since = FromUnixMs(p.since_unix_ms())});
   }
   for (const v1::TraceRound& r : in.traces()) s.traces.push_back(FromProto(r));
+  if (in.has_straggler()) s.straggler = FromProto(in.straggler());
   for (const v1::NodeStatus& p : in.nodes()) {
     NodeStatus n;
     n.node_id = p.node_id();

@@ -292,8 +292,9 @@ class Session {
         msg.mutable_leave()->set_why("finished");
         break;
       case Event::Kind::kProgress:
-      case Event::Kind::kPreempt:  // workers checkpoint; the job's next word follows
-      case Event::Kind::kTraces:   // where the dumps are; nothing to answer
+      case Event::Kind::kPreempt:    // workers checkpoint; the job's next word follows
+      case Event::Kind::kTraces:     // where the dumps are; nothing to answer
+      case Event::Kind::kStraggler:  // a rank named; nothing to answer
         msg.mutable_heartbeat();
         break;
     }

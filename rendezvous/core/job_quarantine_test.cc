@@ -93,6 +93,27 @@ TEST(JobQuarantineTest, AnElasticJobQuarantinesAHostAfterTwoRootCausesAndRunsWit
   EXPECT_EQ(h.job().outcome()->exit_code, 0);
 }
 
+// A fixed-size job with a hot spare (docs/guides/spares.md): the spare is the one more
+// eligible node that lets the due host go; the next round runs with the spare in its place
+// and the same number of nodes.
+TEST(JobQuarantineTest, ASpareLetsAFixedSizeJobQuarantineAndTakesThePlace) {
+  JobSpec spec = QuarantineSpec(2, 2);
+  spec.spares = 1;
+  JobHarness h(spec);
+  for (const char* id : {"1", "2", "3"}) ASSERT_TRUE(h.Join(id).ok());
+  ASSERT_EQ(ParticipantIds(h.job()), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(NodeOf(JobStatusOf(h.job()), "3")->state, NodeState::kSpare);
+  FailAndStop(h, "2");
+  ASSERT_EQ(ParticipantIds(h.job()), (std::vector<std::string>{"1", "2"}));
+  h.Take("2");
+  FailAndStop(h, "2");  // twice: out, and the spare comes in
+  ASSERT_EQ(h.job().phase(), Job::Phase::kRunning);
+  EXPECT_EQ(ParticipantIds(h.job()), (std::vector<std::string>{"1", "3"}));
+  EXPECT_EQ(NodeOf(JobStatusOf(h.job()), "2")->state, NodeState::kQuarantined);
+  EXPECT_NE(h.job().history().back().reason.find("host host-2 quarantined"), std::string::npos)
+      << h.job().history().back().reason;
+}
+
 TEST(JobQuarantineTest, AFixedSizeJobKeepsADueHostAndSaysWhy) {
   JobHarness h(QuarantineSpec(2, 2));
   for (const char* id : {"1", "2"}) ASSERT_TRUE(h.Join(id).ok());

@@ -28,12 +28,15 @@ def free_port():
 class Agents:
     """N `muster run` agents sharing one rendezvous endpoint on 127.0.0.1."""
 
-    def __init__(self, n, common, per_agent=None, env=None):
+    def __init__(self, n, common, per_agent=None, env=None, rdzv=None):
+        """`rdzv`: the rendezvous flags instead of muster's own on a free port (e.g.
+        `--rdzv-backend etcd --rdzv-endpoint ...`)."""
         self.port = free_port()
         self.procs = []
+        rdzv = rdzv or ["--rdzv-endpoint", f"127.0.0.1:{self.port}"]
         for i in range(n):
             extra = per_agent(i) if per_agent else []
-            args = [str(MUSTER), "run", "--rdzv-endpoint", f"127.0.0.1:{self.port}",
+            args = [str(MUSTER), "run", *map(str, rdzv),
                     "--rdzv-id", "test", *map(str, extra), *map(str, common)]
             self.procs.append(subprocess.Popen(args, stdout=subprocess.PIPE,
                                                stderr=subprocess.PIPE, text=True,

@@ -7,9 +7,9 @@
 #                                            glibc does not provide (ldd); DIR/gpu_check.sh.
 #                                            Must stay under 60 MiB.
 #   DIR/gpu_check.sh --run DIR OUTDIR        (there: python3 = torch with CUDA + NCCL, root,
-#                                            no network) three steps, each with its own
-#                                            timeout (30+60+120+60+30 s at worst), the whole
-#                                            under 6 minutes:
+#                                            no network) four steps, each with its own
+#                                            timeout (30+60+120+60+30+90 s at worst), the whole
+#                                            under 7 minutes:
 #     1. `muster run --nproc-per-node 1` of an NCCL all_reduce on cuda:LOCAL_RANK (world
 #        size 1: NCCL refuses two ranks on one GPU); prints the result.
 #     2. flight recorder: the rank spins the GPU (torch.cuda._sleep), then all_reduces with
@@ -19,6 +19,9 @@
 #        in torch.cuda.synchronize() behind a spin: the stack must show synchronize.
 #     2b. the serving agent's stored copy of the dumps (<run dir>/traces/round1/NODE/) is
 #        byte-identical to each listed dump.
+#     4. `muster run --warm-start` (issue 29): the rank forked from the template finds no CUDA
+#        context made before it, runs an NCCL all_reduce, SIGKILLs itself; the next attempt's
+#        rank (forked again) does the same and prints the time from the kill (90 s at most).
 #   Without CUDA the steps run CPU stand-ins (gloo, time.sleep) and say so loudly: the
 #   plumbing is checked, the GPU facts are not. Everything goes to OUTDIR (summary.txt, one
 #   log per step); the exit code is the number of failed steps.
@@ -176,6 +179,21 @@ torch.cuda.nccl.version() if torch.cuda.is_available() else None)'"
   wait "$job"
   grep -q "rank 0: synchronize" "$OUT/stacks.log"
   verdict stacks $(( rc != 0 || $? != 0 )) "muster stacks exit $rc, rank 0 in synchronize"
+
+  # 4. warm start: ranks forked from a template that imported torch and holds no CUDA context
+  step warm 90 env PYTHON_EXEC="$PY" WARM_KILLED="$OUT/warm_killed" "$M" run --probe off \
+    --warm-start --nproc-per-node 1 --max-restarts 1 --log-dir "$OUT/logs4" \
+    --event-log "$OUT/warm_events.jsonl" "$W" warm
+  rc=$?
+  grep -E 'cuda initialized|all_reduce result|warm recovered|fell back|exec' "$OUT/warm.log" |
+    tee -a "$OUT/summary.txt"
+  local clean warm_starts
+  clean=$(grep -c 'cuda initialized before the script: False' "$OUT/warm.log")
+  warm_starts=$(grep -c '"start": *"warm"' "$OUT/warm_events.jsonl" 2>/dev/null)
+  echo "   ranks started warm: ${warm_starts:-0} of 2; without CUDA before the script: $clean" |
+    tee -a "$OUT/summary.txt"
+  verdict warm $(( rc != 0 || clean != 2 || ${warm_starts:-0} != 2 )) \
+    "muster run exit $rc, both attempts' ranks forked from the template without a CUDA context"
   echo "failed steps: $FAILED" | tee -a "$OUT/summary.txt"
   return $FAILED
 }

@@ -3,9 +3,15 @@ else CPU stand-ins with gloo, which only check muster's plumbing):
   allreduce    all_reduce of a one on cuda:LOCAL_RANK; prints "all_reduce result X".
   timeout      spins the GPU for about 10 minutes, then all_reduces with a 10 s process
                group timeout: NCCL's watchdog times out and dumps its flight recorder.
-  synchronize  spins the GPU, prints "blocking now", waits in torch.cuda.synchronize()."""
+  synchronize  spins the GPU, prints "blocking now", waits in torch.cuda.synchronize().
+  warm         for `muster run --warm-start --max-restarts 1` (issue 29): prints whether CUDA
+               was initialised before the script ran (a rank forked from the template must
+               say False), all_reduces on cuda:LOCAL_RANK; in attempt 0 it then SIGKILLs
+               itself, writing the time to $WARM_KILLED; attempt 1 prints "warm recovered in
+               X s" (the kill to its all_reduce done) and exits 0."""
 import datetime
 import os
+import signal
 import sys
 import time
 
@@ -63,4 +69,24 @@ def synchronize():
         time.sleep(120)
 
 
-{"allreduce": allreduce, "timeout": timeout, "synchronize": synchronize}[sys.argv[1]]()
+def warm():
+    print("cuda initialized before the script:", torch.cuda.is_initialized(), flush=True)
+    device = init()
+    t = torch.ones(1, device=device)
+    dist.all_reduce(t)
+    if CUDA:
+        torch.cuda.synchronize()
+    print("all_reduce result", t.item(), "on", device, flush=True)
+    marker = os.environ["WARM_KILLED"]
+    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+        with open(marker, "w") as f:
+            f.write(repr(time.time()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    with open(marker) as f:
+        killed = float(f.read())
+    print(f"warm recovered in {time.time() - killed:.3f} s", flush=True)
+    dist.destroy_process_group()
+
+
+{"allreduce": allreduce, "timeout": timeout, "synchronize": synchronize,
+ "warm": warm}[sys.argv[1]]()

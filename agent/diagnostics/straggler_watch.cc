@@ -79,8 +79,9 @@ void StragglerWatch::Disarm() {
 }
 
 void StragglerWatch::OnTick() {
+  const LifecyclePhase phase = agent_->phase();
   // The previous sample still out (a worker slow to dump): this tick is skipped, not queued.
-  if (agent_->phase() == LifecyclePhase::kRunning && !collecting_) {
+  if (phase == LifecyclePhase::kRunning && !collecting_) {
     collecting_ = true;
     std::weak_ptr<int> generation = generation_;
     const int expected = *generation_;
@@ -95,7 +96,10 @@ void StragglerWatch::OnTick() {
       });
     });
   }
-  Arm();
+  // Past the running phase (the workers exited: clean-up, the exit barrier, a stop) this
+  // round has nothing more to sample: no wake-ups until the next round's RoundStarted arms
+  // again. Before it (the round's workers not yet started) the next tick samples them.
+  if (phase == LifecyclePhase::kRunning || phase == LifecyclePhase::kRendezvous) Arm();
 }
 
 void StragglerWatch::OnStacks(int round, int64_t tick, std::vector<rdzv::RankStack> ranks) {

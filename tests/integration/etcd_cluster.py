@@ -35,11 +35,36 @@ class EtcdCluster:
         self.wrap = ["ip", "netns", "exec", netns] if netns else []
         self.scheme = scheme
         self.ctl_args = list(ctl_args)
+        self.member_args, self.http_too = list(member_args), http_too
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        self.dir = tempfile.mkdtemp(prefix="muster-etcd-", dir=base)
+        self.procs = []
+        # A member can lose its port to another server bound between free_port() and etcd's
+        # listen (a test's agent, a leftover): it exits, and the cluster then limps on two
+        # members or elects no leader. Start again on fresh ports and a fresh data directory,
+        # up to 3 times, and say why each attempt failed.
+        why = []
+        for _ in range(3):
+            self.dir = tempfile.mkdtemp(prefix="muster-etcd-", dir=base)
+            try:
+                self._start(members, host)
+                self.wait_healthy(timeout=15, all_alive=True)
+                return
+                why.append("; ".join(f"member {name} exited: ...{self._log_tail(name)}"
+                                     for name in dead))
+            except AssertionError as e:
+                dead = [name for name, p in zip(self.names, self.procs) if p.poll() is not None]
+                why.append(str(e) + "".join(f"; member {name} exited: ...{self._log_tail(name)}"
+                                            for name in dead))
+            except BaseException:
+                self.stop()  # no etcd left behind by a cluster that never came up
+                raise
+            self.stop()
+        raise AssertionError("etcd cluster did not come up in 3 tries: " + " | ".join(why))
+
+    def _start(self, members, host):
         self.client_ports = [free_port() for _ in range(members)]
         self.peer_ports = [free_port() for _ in range(members)]
-        self.http_ports = [free_port() for _ in range(members)] if http_too else []
+        self.http_ports = [free_port() for _ in range(members)] if self.http_too else []
         self.names = [f"m{i}" for i in range(members)]
         initial = ",".join(f"{n}=http://{host}:{p}" for n, p in zip(self.names, self.peer_ports))
         token = uuid.uuid4().hex
@@ -47,23 +72,25 @@ class EtcdCluster:
         self.cmds = []
         for i, (name, client, peer) in enumerate(zip(self.names, self.client_ports,
                                                      self.peer_ports)):
-            plain = f",http://{host}:{self.http_ports[i]}" if http_too else ""
+            plain = f",http://{host}:{self.http_ports[i]}" if self.http_too else ""
             self.cmds.append(
                 [*self.wrap, ETCD, "--name", name, "--data-dir", os.path.join(self.dir, name),
-                 "--listen-client-urls", f"{scheme}://{host}:{client}{plain}",
-                 "--advertise-client-urls", f"{scheme}://{host}:{client}",
-                 *member_args,
+                 "--listen-client-urls", f"{self.scheme}://{host}:{client}{plain}",
+                 "--advertise-client-urls", f"{self.scheme}://{host}:{client}",
+                 *self.member_args,
                  "--listen-peer-urls", f"http://{host}:{peer}",
                  "--initial-advertise-peer-urls", f"http://{host}:{peer}",
                  "--initial-cluster", initial, "--initial-cluster-token", token,
                  "--initial-cluster-state", "new", "--logger", "zap", "--log-outputs",
                  os.path.join(self.dir, f"{name}.log")])
             self.procs.append(self._spawn(self.cmds[-1]))
+
+    def _log_tail(self, name):
         try:
-            self.wait_healthy(timeout=15)
-        except BaseException:
-            self.stop()  # no etcd left behind by a cluster that never came up
-            raise
+            with open(os.path.join(self.dir, f"{name}.log")) as f:
+                return f.read()[-400:]
+        except OSError as e:
+            return f"(no log: {e})"
 
     @staticmethod
     def _spawn(cmd):
@@ -102,12 +129,16 @@ class EtcdCluster:
                                         for p in self.client_ports), *self.ctl_args, *args],
                               capture_output=True, text=True, timeout=timeout, env=env)
 
-    def wait_healthy(self, timeout):
+    def wait_healthy(self, timeout, all_alive=False):
+        """all_alive: fail at once when a member has exited (one that could not bind)."""
         deadline = time.monotonic() + timeout
         while True:
-            r = self.ctl("endpoint", "health", timeout=timeout)
+            if all_alive and any(p.poll() is not None for p in self.procs):
+                raise AssertionError("an etcd member exited while the cluster started")
+            # Short tries: a member that exits is seen within seconds, a slow write is retried.
+            r = self.ctl("endpoint", "health", timeout=min(timeout, 8))
             if r.returncode == 0:
-                r = self.ctl("put", "/muster-health", "ok", timeout=timeout)
+                r = self.ctl("put", "/muster-health", "ok", timeout=min(timeout, 8))
             if r.returncode == 0:
                 return
             if time.monotonic() > deadline:

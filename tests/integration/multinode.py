@@ -1,4 +1,5 @@
 """Helpers for multi-agent tests: start several agents on one machine (loopback)."""
+import collections
 import contextlib
 import random
 import signal
@@ -9,18 +10,28 @@ import time
 from conftest import MUSTER, muster_env, xdist_worker_index
 
 
+# Ports handed out lately by this process: a port is free until its server binds it, so a
+# test that draws several before starting anything (EtcdCluster: 6, client and peer ports)
+# would otherwise get the same one twice about 1% of the time; the loser's bind fails.
+_issued = collections.deque(maxlen=600)
+
+
 def free_port():
     """A port free now on 127.0.0.1 for a server a test starts later. Under pytest-xdist each
     worker draws from its own block below the kernel's ephemeral range (32768+), so two
-    workers never pick the same port and no connect() takes it in between."""
+    workers never pick the same port and no connect() takes it in between. Never one of the
+    last 600 this process handed out (a server of a test may not have bound it yet)."""
     index = xdist_worker_index() % 8
     block = range(20000 + 1500 * index, 20000 + 1500 * (index + 1))
-    for port in random.sample(block, 200):
+    for port in random.sample(block, 400):
+        if port in _issued:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _issued.append(port)
             return port
     raise AssertionError(f"no free port in {block} for xdist worker {index}")
 

@@ -93,10 +93,15 @@ def test_status_file_is_always_valid_json_and_termination_log_has_root_cause(tmp
 
     poller = threading.Thread(target=poll)
     poller.start()
+    # Rank 0 ignores SIGTERM, so each stop lasts the 1 s grace: a reader polling the file
+    # (a thread of a loaded machine's Python) cannot miss the Stopping phase, which a worker
+    # that dies at once would keep for a few milliseconds.
     r = subprocess.run([str(MUSTER), "run", "--status-file", str(status), "--termination-log",
-                        str(term), "--nproc-per-node", "3", "--max-restarts", "1", "--restart-policy", "ExitCode",
-                        "--no-python", str(FAKE), "sleep=0.3", "if-attempt=0", "if-rank=1",
-                        "exit=137", "if-attempt=1", "if-rank=2", "exit=7", "sleep=3"],
+                        str(term), "--nproc-per-node", "3", "--max-restarts", "1",
+                        "--restart-policy", "ExitCode", "--shutdown-timeout", "1s",
+                        "--no-python", str(FAKE), "if-rank=0", "ignore-term", "sleep=0.3",
+                        "if-attempt=0", "if-rank=1", "exit=137", "if-attempt=1", "if-rank=2",
+                        "exit=7", "sleep=3"],
                        capture_output=True, text=True, timeout=60, env=muster_env())
     stop.set()
     poller.join()

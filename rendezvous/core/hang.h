@@ -19,6 +19,8 @@ struct Stall {
   // Each local rank's main-thread stack in one line ("all_reduce <- c10d_logger.py:81
   // wrapper <- train.py:57 step"), the same on two samples; or why there is none.
   std::vector<RankStack> ranks;
+
+  bool operator==(const Stall&) const = default;
 };
 
 // The job's reading of a hang.

@@ -41,6 +41,8 @@ struct NodeStatus {
   std::string log_dir;      // per-rank logs, "" when the output goes to the console only
   std::string containment;  // the containment mode in force there (NodeInfo::containment)
   std::string excluded;     // kExcluded: why its health gate keeps it out (NodeInfo::excluded)
+
+  bool operator==(const NodeStatus&) const = default;
 };
 
 struct JobStatusSnapshot {
@@ -62,6 +64,8 @@ struct JobStatusSnapshot {
   std::vector<Preemption> preempting;         // nodes of the running round being preempted
   std::vector<TraceRound> traces;             // flight recorder dumps collected, by round
   std::optional<StragglerVerdict> straggler;  // the rank named (straggler.h), while one is
+
+  bool operator==(const JobStatusSnapshot&) const = default;
 };
 
 // One job of the server's list (JobStatus.List): its status' header, no nodes or workers.
@@ -75,6 +79,8 @@ struct JobSummary {
   int min_nodes = 1;
   int max_nodes = 1;
   std::optional<Outcome> outcome;
+
+  bool operator==(const JobSummary&) const = default;
 };
 
 // The phase a job's status shows: Pending before its first round, Restarting between

@@ -17,6 +17,8 @@ struct RankStack {
   int pid = 0;
   std::string text;
   std::string unavailable;
+
+  bool operator==(const RankStack&) const = default;
 };
 
 // One node's answer. `unavailable` is set (and `ranks` empty) when the node did not answer.
@@ -26,6 +28,8 @@ struct NodeStacks {
   int group_rank = -1;
   std::vector<RankStack> ranks;  // by rank
   std::string unavailable;
+
+  bool operator==(const NodeStacks&) const = default;
 };
 
 }  // namespace muster::rdzv

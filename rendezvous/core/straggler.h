@@ -30,6 +30,8 @@ struct StragglerSample {
   int window = 30;  // job-wide samples the share is taken over
   double share = 0.4;
   std::vector<RankStack> ranks;
+
+  bool operator==(const StragglerSample&) const = default;
 };
 
 // The rank named (Event::Kind::kStraggler's payload and the status's `straggler`).
@@ -43,6 +45,8 @@ struct StragglerVerdict {
   std::string stack;  // where it was most often while the others waited
   // "rank 3 on node1 (host h1) kept the others waiting in 18 of 30 samples (60 %): ..."
   std::string line;
+
+  bool operator==(const StragglerVerdict&) const = default;
 };
 
 // Whether some rank of the sample is still in init_process_group (the others wait there for

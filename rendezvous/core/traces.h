@@ -29,6 +29,8 @@ struct TraceChunk {
   // no data, etcd, sends `paths` instead).
   std::string dir;
   std::vector<std::string> paths;  // "HOST:PATH" of each file left on the node (etcd)
+
+  bool operator==(const TraceChunk&) const = default;
 };
 
 // One node's stored files of a round.
@@ -38,6 +40,8 @@ struct TraceNode {
   std::vector<std::string> files;  // relative to the round's location: "<node dir>/<file>"
   int64_t bytes = 0;
   std::string note;  // truncated or skipped (agent's or server's), and why
+
+  bool operator==(const TraceNode&) const = default;
 };
 
 // A round's dumps on the server: "HOST:DIR/" and every node that uploaded.
@@ -46,6 +50,8 @@ struct TraceRound {
   std::string location;
   std::vector<TraceNode> nodes;
   std::vector<std::string> reported;  // node ids whose upload is complete
+
+  bool operator==(const TraceRound&) const = default;
 };
 
 // What the job tells the nodes of a round after each node's upload (Event::kTraces).
@@ -60,6 +66,8 @@ struct TracesSummary {
   // Without a location (etcd: nothing collected), the first kMaxListedPaths "HOST:PATH"s of
   // the files left on their nodes.
   std::vector<std::string> left_on_nodes;
+
+  bool operator==(const TracesSummary&) const = default;
 };
 inline constexpr size_t kMaxListedPaths = 8;
 

@@ -1,5 +1,7 @@
 // Plain data of the rendezvous (docs/design.md §4.3, §4.4): what agents tell the job and what the
-// job tells them. No gRPC or protobuf here; rendezvous/grpc converts these to messages.
+// job tells them. No gRPC or protobuf here; rendezvous/wire converts these to messages. Each
+// compares field by field (operator==), so that a round trip is compared whole
+// (rendezvous/wire/proto_convert_test.cc).
 #ifndef MUSTER_RENDEZVOUS_CORE_TYPES_H_
 #define MUSTER_RENDEZVOUS_CORE_TYPES_H_
 
@@ -37,6 +39,8 @@ struct JobSpec {
   // attempts is quarantined when the next round can form without it; 0: never. The agent
   // sends --quarantine-after (default 2).
   int quarantine_after = 0;
+
+  bool operator==(const JobSpec&) const = default;
 };
 
 // One agent (one incarnation of it: a restarted Pod is a new node).
@@ -62,6 +66,8 @@ struct NodeInfo {
   // Why this node's health gate keeps it out of rounds ("" when it may take part;
   // agent/health/health_gate.h). Sent with Join, then changed by Job::NodeHealth.
   std::string excluded;
+
+  bool operator==(const NodeInfo&) const = default;
 };
 
 // Why a failure ended its round, as the job judges it: the vocabulary that crosses the
@@ -94,6 +100,8 @@ struct Failure {
   // UTF-8), else "". Kept in the outcome's root cause only, not in history or events.
   std::string stderr_tail;
   bool restartable = false;  // the agent's restart policy says so
+
+  bool operator==(const Failure&) const = default;
 };
 
 // Why the worker failed, in one line for a reason or a log: the error file's message, else
@@ -114,12 +122,16 @@ struct Assignment {
   // All participants ordered by group rank (for hostfiles), for a node that asked
   // (NodeInfo::wants_node_list) only: a round costs O(n) bytes, not O(n^2).
   std::vector<NodeInfo> nodes;
+
+  bool operator==(const Assignment&) const = default;
 };
 
 struct Outcome {
   int exit_code = 0;                  // 0, the root cause's code, or 138
   std::optional<Failure> root_cause;  // absent on success
   std::string reason;                 // one line for logs
+
+  bool operator==(const Outcome&) const = default;
 };
 
 struct RestartRecord {
@@ -130,6 +142,8 @@ struct RestartRecord {
   std::string reason;    // "worker failure", "node joined", "node lost"
   bool counted = false;  // consumed the restart budget
   std::optional<Failure> failure;
+
+  bool operator==(const RestartRecord&) const = default;
 };
 
 // One local worker an agent has just started (docs/design.md §4.6: the job shows pids).
@@ -141,6 +155,8 @@ struct StartedWorker {
   // and why it was exec'd where --warm-start asked for a fork. Shown, never compared.
   std::string start;
   std::string fallback;
+
+  bool operator==(const StartedWorker&) const = default;
 };
 
 // One local worker that ended, for any reason (its own exit, or stopped by its agent).
@@ -151,6 +167,8 @@ struct EndedWorker {
   int signal = 0;  // the killing signal; 0 when it exited
   std::string what;
   bool stopped = false;  // it ended while its agent was stopping the group
+
+  bool operator==(const EndedWorker&) const = default;
 };
 
 // A node of a job as its status shows it (Job::NodeView, NodeStatus, the server's metrics).
@@ -171,9 +189,9 @@ enum class NodeState {
 
 // Every state, in the order above (metrics export one series per state).
 inline constexpr std::array<NodeState, 10> kNodeStates = {
-    NodeState::kWaiting, NodeState::kRunning,  NodeState::kSucceeded,
-    NodeState::kFailed,  NodeState::kStopping, NodeState::kStopped,
-    NodeState::kLeft,    NodeState::kExcluded, NodeState::kSpare, NodeState::kQuarantined};
+    NodeState::kWaiting,  NodeState::kRunning,    NodeState::kSucceeded, NodeState::kFailed,
+    NodeState::kStopping, NodeState::kStopped,    NodeState::kLeft,      NodeState::kExcluded,
+    NodeState::kSpare,    NodeState::kQuarantined};
 
 // "Waiting", "Running", "Succeeded", "Failed", "Stopping", "Stopped", "Left", "Excluded", "Spare",
 // "Quarantined": the names
@@ -208,6 +226,8 @@ struct WorkerStatus {
   int restarts = 0;      // rounds this node's workers were started in before this one
   std::string start;     // StartedWorker::start; empty until reported (or an older agent)
   std::string fallback;  // StartedWorker::fallback
+
+  bool operator==(const WorkerStatus&) const = default;
 };
 
 // A Kubernetes-style condition of the job (as seeds/001's DeepSpeedJob status):
@@ -218,6 +238,8 @@ struct Condition {
   std::string reason;   // CamelCase, for machines: "RoundStarted", "WorkerFailed", ...
   std::string message;  // one line for people
   absl::Time last_transition;
+
+  bool operator==(const Condition&) const = default;
 };
 
 // Something the job tells one node.
@@ -250,7 +272,9 @@ struct Event {
   // kProgress: the job quarantined this node for the rest of the job (bad_nodes.h): why
   // ("quarantined: root cause of N failed attempts (...)"); "" otherwise.
   std::string quarantined;
-  StragglerVerdict straggler;      // kStraggler
+  StragglerVerdict straggler;  // kStraggler
+
+  bool operator==(const Event&) const = default;
 };
 
 // A node of the running round that announced its preemption (Job::Preempt).
@@ -259,6 +283,8 @@ struct Preemption {
   std::string host;
   std::string reason;  // "agent received SIGTERM", the preempt file's first line, ...
   absl::Time since;
+
+  bool operator==(const Preemption&) const = default;
 };
 
 }  // namespace muster::rdzv

@@ -65,8 +65,9 @@ FLAGS = {
 
 
 def rdzv_session(header, steps):
-    """header bytes: min-1, max-min, restarts, always (0: policy Always, 1: not), join
-    timeout-1 (s), last call (x 500 ms), heartbeat-1 (s), misses-1, stop timeout (s)."""
+    """header bytes: min-1 (+ 4 x quarantine-after), max-min (+ 3 x spares), restarts,
+    always (0: policy Always, 1: not), join timeout-1 (s), last call (x 500 ms),
+    heartbeat-1 (s), misses-1, stop timeout (s)."""
     return bytes([1]) + bytes(header) + bytes(b for step in steps for b in step)
 
 
@@ -118,6 +119,13 @@ RDZV = {
     "join-timeout": rdzv_session([3, 0, 0, 1, 1, 0, 5, 3, 5], [join(0), advance(4)]),
     "policy-always": rdzv_session(
         [0, 0, 2, 0, 10, 0, 2, 3, 5], [join(0), respond_all(), respond_all(), respond_all()]),
+    # --nnodes 1 --quarantine-after 1 --spares 1: node 0 runs, node 1 waits as the spare;
+    # node 0's worker fails (respond byte 3: exit 137, restartable), its host is quarantined
+    # and the spare runs round 2, which succeeds.
+    "quarantine-spare-takes-over": rdzv_session(
+        [0 + 4 * 1, 0 + 3 * 1, 3, 1, 10, 0, 2, 3, 5],
+        [join(0), join(1), [9, 0, 3, 3, 3, 3, 3, 3], respond_all(), respond_all(),
+         respond_all()]),
     "spec-mismatch": rdzv_session(
         [1, 0, 0, 1, 10, 0, 2, 3, 5], [join(0), join(1, spec=4 * 8), join(2, spec=7)]),
 }

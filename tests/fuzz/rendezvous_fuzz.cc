@@ -16,9 +16,11 @@
 //    bases, survivors keep their order, rank hints honoured, restart count monotonic and
 //    equal to the counted history, the outcome final once set, nothing sent after the end,
 //    deadlines that move when they fire, worker status that follows the layout whatever
-//    agents report.
+//    agents report, no quarantined host in a round, spares within --spares.
 //
-// Session script: a header (spec of the job most agents agree on), then one opcode byte
+// Session script: a header (spec of the job most agents agree on, --quarantine-after and
+// --spares included: a slot's agents all run on one host and report failures there, so
+// the bad-node memory quarantines hosts and spares take their places), then one opcode byte
 // per step (op % 12) followed by its operands; see Session::Step.
 
 #include <algorithm>
@@ -93,8 +95,14 @@ class Session {
  public:
   explicit Session(Decoder* d) : d_(*d) {
     base_.run_id = "job";
-    base_.min_nodes = 1 + d_.Byte() % 4;
-    base_.max_nodes = base_.min_nodes + d_.Byte() % 3;
+    // The upper parts of the first two bytes choose --quarantine-after (0..3) and --spares
+    // (0..2): no byte more, so the committed seeds (small bytes: 0, 0) keep their meaning.
+    const uint8_t min_byte = d_.Byte();
+    base_.min_nodes = 1 + min_byte % 4;
+    base_.quarantine_after = min_byte / 4 % 4;
+    const uint8_t max_byte = d_.Byte();
+    base_.max_nodes = base_.min_nodes + max_byte % 3;
+    base_.spares = max_byte / 3 % 3;
     base_.max_restarts = d_.Byte() % 4;
     base_.restart_after_success = d_.Byte() % 5 == 0;
     base_.join_timeout = absl::Seconds(1 + d_.Byte() % 20);
@@ -184,6 +192,9 @@ class Session {
     return b >= 0xF0 ? d_.Raw32() : 20000 + b;
   }
 
+  // A slot's agents all run on one host (a restarted agent comes back on its machine).
+  std::string HostOf(const Slot& slot) const { return absl::StrCat("host", &slot - slots_.data()); }
+
   int RoundNear(const Slot& slot) {
     uint8_t b = d_.Byte();
     if (b >= 0xF0) return d_.Raw32();
@@ -226,7 +237,7 @@ class Session {
     } else {
       node.node_id = absl::StrCat("n", index, ".", slot.incarnation + 1);
     }
-    node.host = absl::StrCat("host", index);
+    node.host = HostOf(slot);
     node.address = d_.Byte() % 4 == 0 ? "" : absl::StrCat("10.0.0.", index);
     uint8_t hint = d_.Byte();
     node.rank_hint = hint % 2 == 0 ? -1 : hint >= 0xF0 ? d_.Raw32() : hint / 2 % 8 - 1;
@@ -239,8 +250,10 @@ class Session {
   void FillFailure(const Slot& slot, v1::Failure* out) {
     Failure f;
     f.node_id = slot.node_id;
-    f.host = "host";
     uint8_t code = d_.Byte();
+    // Mostly the node's own host, as an agent reports it, so that the bad-node memory counts
+    // it (quarantine); now and then a host no node of the job runs on.
+    f.host = code / 16 % 4 == 0 ? "host" : HostOf(slot);
     static constexpr int kCodes[] = {1, 137, 143, 130, 138, 2, 255, 0};
     f.code = code >= 0xF0 ? d_.Raw32() : kCodes[code % 8];
     f.restartable = (code / 8) % 2 == 1;
@@ -275,6 +288,7 @@ class Session {
           f->set_round(slot.round);
           Failure failure;
           failure.node_id = slot.node_id;
+          failure.host = HostOf(slot);
           failure.code = b % 2 ? 137 : 1;
           failure.restartable = b % 2 == 1;
           failure.what = "exit";

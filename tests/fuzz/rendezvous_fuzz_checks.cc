@@ -166,6 +166,27 @@ std::set<std::string> JobChecker::CheckMembers(const Tracked& t) {
                   absl::StrCat(parts.size(), " running of ", spec.min_nodes, ":", spec.max_nodes));
   }
   if (job.phase() == Job::Phase::kGathering) CHECK_OR_FAIL(parts.empty(), Ids(parts));
+  // Spares: with --spares set, a node beyond max_nodes + spares was refused at its join.
+  if (spec.spares > 0) {
+    CHECK_OR_FAIL(static_cast<int>(live.size()) <= spec.max_nodes + spec.spares,
+                  absl::StrCat(live.size(), " live nodes, max ", spec.max_nodes, " + ", spec.spares,
+                               " spares"));
+  }
+  // Bad-node memory: a live node out of the round reads Quarantined exactly when its host
+  // is quarantined, and a Quarantined node is in no round.
+  for (const Job::NodeView& v : job.NodeViews()) {
+    const bool host_out = job.bad_nodes().quarantined(v.info.host);
+    if (v.state == NodeState::kQuarantined) {
+      CHECK_OR_FAIL(host_out && v.group_rank == -1,
+                    absl::StrCat(v.info.node_id, " on ", v.info.host, " quarantined, group rank ",
+                                 v.group_rank));
+    }
+    if (host_out && v.group_rank == -1 && v.state != NodeState::kLeft) {
+      CHECK_OR_FAIL(v.state == NodeState::kQuarantined,
+                    absl::StrCat(v.info.node_id, " on quarantined ", v.info.host, " reads ",
+                                 NodeStateName(v.state)));
+    }
+  }
   return live_ids;
 }
 
@@ -210,6 +231,10 @@ void JobChecker::CheckEvents(Tracked& t, const std::vector<Event>& events,
               e.text.c_str());
     }
   }
+  std::map<std::string, std::string> host_of;  // node id -> host
+  for (const Job::NodeView& v : job.NodeViews()) host_of[v.info.node_id] = v.info.host;
+  std::set<std::string> in_round;
+  for (const NodeInfo& p : job.participants()) in_round.insert(p.node_id);
   std::map<int, std::vector<const Event*>> rounds;  // kRoundStarted by round
   std::map<std::string, int> finished;
   for (const Event& e : events) {
@@ -229,6 +254,15 @@ void JobChecker::CheckEvents(Tracked& t, const std::vector<Event>& events,
     CHECK_OR_FAIL(Bytes(again) == Bytes(wire), "event changed on the wire");
     CHECK_OR_FAIL(got.kind == e.kind, "kind changed");
 
+    // A spare is out of the round; a node told it is quarantined is on a quarantined host.
+    if (e.spare) {
+      CHECK_OR_FAIL(!in_round.count(e.node_id), "spare " + e.node_id + " is in the round");
+    }
+    if (!e.quarantined.empty()) {
+      auto host = host_of.find(e.node_id);
+      CHECK_OR_FAIL(host != host_of.end() && job.bad_nodes().quarantined(host->second),
+                    e.node_id + " told it is quarantined: " + e.quarantined);
+    }
     if (e.kind == Event::Kind::kRoundStarted) rounds[e.assignment.round].push_back(&e);
     if (e.kind == Event::Kind::kFinished) {
       ++finished[e.node_id];
@@ -274,6 +308,8 @@ void JobChecker::CheckRound(Tracked& t, int round, const std::vector<const Event
     const Assignment& a = by_rank[r]->assignment;
     CHECK_OR_FAIL(a.rank_base == base, absl::StrCat("rank base ", a.rank_base, " vs ", base));
     CHECK_OR_FAIL(order[r].local_world_size >= 1, "a node without workers");
+    CHECK_OR_FAIL(!t.job.bad_nodes().quarantined(order[r].host),
+                  absl::StrCat("quarantined host ", order[r].host, " in round ", round));
     base += order[r].local_world_size;
   }
   CHECK_OR_FAIL(first.world_size == base, absl::StrCat("world ", first.world_size, " vs ", base));

@@ -58,7 +58,8 @@ class JobChecker {
   // budget counted once per counted restart, the outcome final, membership and the round's
   // workers consistent, events only for live nodes and unchanged by the wire, each round's
   // layout consistent (ranks a permutation with consistent bases, survivors keep their
-  // order, rank hints honoured).
+  // order, rank hints honoured, no quarantined host in it), spares within --spares, and
+  // the Quarantined state, spare and quarantine events that agree with the bad-node memory.
   void After(Tracked& t, const std::vector<Event>& events);
 
  private:

@@ -190,6 +190,86 @@ def test_a_spare_takes_the_place_of_a_node_its_health_gate_keeps_out(tmp_path):
         job.kill_all()
 
 
+def assert_a_spare_that_turns_sick_is_not_taken(job, log, marker, spare_events):
+    """The spare's check fails while it waits (its --health-check runs every
+    --spare-check-interval): it is listed Excluded; passing again it is a spare again; sick
+    once more when node1 is killed, no round takes it: node0's job times out as a job
+    without a spare would end, with 138, and names the sick spare."""
+    marker.touch()
+    status = wait_for(lambda: (s := status_json(job.backend_args)) and
+                      sorted(n["state"] for n in s["nodes"]) == ["Excluded", "Running", "Running"]
+                      and s, 30, 0.1, "the spare listed as Excluded while it waits")
+    [sick] = [n for n in status["nodes"] if n["state"] == "Excluded"]
+    assert "--health-check exit 1: marker present" in sick["excluded"], sick
+    wait_for(lambda: b"the spare failed its check while it waited: --health-check exit 1: "
+             b"marker present" in read_stderr_so_far(job.procs["spare"]), 10, 0.05,
+             "the spare's log naming the failed check")
+    marker.unlink()
+    wait_for(lambda: states(job.backend_args) == ["Running", "Running", "Spare"], 30, 0.1,
+             "the spare listed as Spare again once its check passes")
+    def checks():
+        return [json.loads(line) for line in spare_events.read_text().splitlines()
+                if '"health_check"' in line]
+    # The join's check, then the spare's: the one that failed went onto the backoff (1 s).
+    assert checks()[0]["healthy"] and not checks()[0].get("spare"), checks()
+    [failed] = [c for c in checks() if c.get("spare") and not c["healthy"]]
+    assert failed["next_check_s"] == 1, checks()
+    # A spare again, it is checked every --spare-check-interval.
+    wait_for(lambda: checks()[-1].get("spare") and checks()[-1]["healthy"], 10, 0.05,
+             "a passing check of the spare again")
+    assert checks()[-1]["next_check_s"] == 0.3, checks()
+    marker.touch()
+    wait_for(lambda: states(job.backend_args) == ["Excluded", "Running", "Running"], 30, 0.1,
+             "the spare listed as Excluded again")
+    job.procs["node1"].send_signal(signal.SIGKILL)
+    wait_for(lambda: states(job.backend_args) == ["Excluded", "Waiting"], 30, 0.1,
+             "node0 waiting for a healthy node, the spare still Excluded")
+    rc, err = job.wait("node0")
+    assert rc == 138, err[-3000:]
+    assert re.search(r"rendezvous timed out after 8 s: 1 of the minimum 2 nodes joined \(.*"
+                     r"excluded: --health-check exit 1: marker present", err), err[-3000:]
+    assert len(rounds(log)) == 2, rounds(log)  # the sick spare ran no worker
+    rc, err = job.wait("spare")
+    assert rc == 138, err[-3000:]
+
+
+def test_grpc_a_spare_whose_check_fails_while_it_waits_is_not_taken(tmp_path):
+    log, _, _, cmd = worker(tmp_path)
+    marker, spare_events = tmp_path / "sick", tmp_path / "spare-events.jsonl"
+    port = free_port()
+    job = Job(["--rdzv-endpoint", f"127.0.0.1:{port}"],
+              ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
+               "--rdzv-conf", "join_timeout=8s", *cmd])
+    try:
+        start_two_and_a_spare(
+            job, log, first=["--node-rank", "0"], second=["--node-rank", "1"],
+            spare=["--health-check", f'if [ -e {marker} ]; then echo "marker present"; exit 1; fi',
+                   "--spare-check-interval", "300ms", "--event-log", spare_events])
+        assert_a_spare_that_turns_sick_is_not_taken(job, log, marker, spare_events)
+    finally:
+        job.kill_all()
+
+
+@pytest.mark.skipif(not os.path.exists(ETCD),
+                    reason="etcd-server is not installed (scripts/setup.sh)")
+def test_etcd_a_spare_whose_check_fails_while_it_waits_is_not_taken(tmp_path):
+    log, _, _, cmd = worker(tmp_path)
+    marker, spare_events = tmp_path / "sick", tmp_path / "spare-events.jsonl"
+    etcd = EtcdCluster(1)
+    job = Job(["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints],
+              ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
+               "--rdzv-conf", "heartbeat_interval=1s,heartbeat_misses=2,join_timeout=8s", *cmd])
+    try:
+        start_two_and_a_spare(
+            job, log,
+            spare=["--health-check", f'if [ -e {marker} ]; then echo "marker present"; exit 1; fi',
+                   "--spare-check-interval", "300ms", "--event-log", spare_events])
+        assert_a_spare_that_turns_sick_is_not_taken(job, log, marker, spare_events)
+    finally:
+        job.kill_all()
+        etcd.stop()
+
+
 def test_a_spares_warm_template_stays_up_while_it_waits_and_its_rank_is_forked(tmp_path):
     """--warm-start: the spare's template starts before its join and is still alive when the
     spare is taken in; its worker is then forked from it (start: warm)."""

@@ -3,8 +3,9 @@
 An agent beyond --nnodes N joins as a spare: it holds no rank, `muster status` and the
 server's metrics list it as Spare, its workers do not start. When a rank-holding agent is
 SIGKILLed, or its health gate keeps it out after a failed round, the next round runs with the
-spare and WORLD_SIZE unchanged; an agent beyond N + --spares is refused. Both rendezvous
-backends. Each worker notes
+spare and WORLD_SIZE unchanged; an agent beyond N + --spares is refused. A spare whose
+check fails while it waits (--spare-check-interval) is Excluded and not taken. Both
+rendezvous backends. Each worker notes
 "ROLE WORLD_SIZE GROUP_RANK RESTART_COUNT" (--role names the agent) and exits 0 once `done`
 exists, or 1 once `fail` exists in its first attempt."""
 import json
@@ -226,7 +227,7 @@ def assert_a_spare_that_turns_sick_is_not_taken(job, log, marker, spare_events):
              "node0 waiting for a healthy node, the spare still Excluded")
     rc, err = job.wait("node0")
     assert rc == 138, err[-3000:]
-    assert re.search(r"rendezvous timed out after 8 s: 1 of the minimum 2 nodes joined \(.*"
+    assert re.search(r"rendezvous timed out after 15 s: 1 of the minimum 2 nodes joined \(.*"
                      r"excluded: --health-check exit 1: marker present", err), err[-3000:]
     assert len(rounds(log)) == 2, rounds(log)  # the sick spare ran no worker
     rc, err = job.wait("spare")
@@ -239,7 +240,7 @@ def test_grpc_a_spare_whose_check_fails_while_it_waits_is_not_taken(tmp_path):
     port = free_port()
     job = Job(["--rdzv-endpoint", f"127.0.0.1:{port}"],
               ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
-               "--rdzv-conf", "join_timeout=8s", *cmd])
+               "--rdzv-conf", "join_timeout=15s", *cmd])
     try:
         start_two_and_a_spare(
             job, log, first=["--node-rank", "0"], second=["--node-rank", "1"],
@@ -258,7 +259,7 @@ def test_etcd_a_spare_whose_check_fails_while_it_waits_is_not_taken(tmp_path):
     etcd = EtcdCluster(1)
     job = Job(["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints],
               ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
-               "--rdzv-conf", "heartbeat_interval=1s,heartbeat_misses=2,join_timeout=8s", *cmd])
+               "--rdzv-conf", "heartbeat_interval=1s,heartbeat_misses=2,join_timeout=15s", *cmd])
     try:
         start_two_and_a_spare(
             job, log,

@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from conftest import MUSTER, muster_env, wait_for
+from conftest import BUILD, MUSTER, muster_env, wait_for
 from etcd_cluster import ETCD, EtcdCluster
 from multinode import free_port
 
@@ -75,11 +75,11 @@ class Job:
     def __init__(self, backend_args, common):
         self.backend_args, self.common, self.procs = backend_args, common, {}
 
-    def start(self, role, *extra):
+    def start(self, role, *extra, env=None):
         self.procs[role] = subprocess.Popen(
             [str(MUSTER), "run", *self.backend_args, "--rdzv-id", "test", "--role", role,
              *map(str, extra), *map(str, self.common)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=muster_env())
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or muster_env())
 
     def wait(self, role, timeout=60):
         out, err = self.procs[role].communicate(timeout=timeout)
@@ -93,13 +93,13 @@ class Job:
                 print(f"--- {role} (exit {p.wait()}) stderr:\n{p.communicate()[1][-2000:]}")
 
 
-def start_two_and_a_spare(job, log, first=(), second=(), spare=()):
+def start_two_and_a_spare(job, log, first=(), second=(), spare=(), spare_env=None):
     job.start("node0", *first)
     if job.backend_args[1] == "etcd":
         time.sleep(1)  # node0 coordinates: its key is the oldest
     job.start("node1", *second)
     wait_for(lambda: len(rounds(log)) == 2, 30, 0.05, "round 1 on node0 and node1")
-    job.start("spare", *spare)
+    job.start("spare", *spare, env=spare_env)
     wait_for(lambda: states(job.backend_args) == ["Running", "Running", "Spare"], 30, 0.1,
              "the third agent listed as Spare")
     assert sorted(rounds(log)) == ["node0 2 0 0", "node1 2 1 0"], rounds(log)
@@ -269,6 +269,43 @@ def test_etcd_a_spare_whose_check_fails_while_it_waits_is_not_taken(tmp_path):
     finally:
         job.kill_all()
         etcd.stop()
+
+
+def test_a_spare_whose_gpu_is_taken_while_it_waits_is_excluded_until_it_is_free(tmp_path):
+    """The built-in GPU check (muster-probe's inventory, fake driver libraries) on a spare
+    that never ran a round: a process appears on its GPU 0 while it waits; the spare is
+    Excluded naming it, and a spare again once the process is gone."""
+    log, done, _, cmd = worker(tmp_path)
+    procs_file, holder = tmp_path / "gpu_procs", subprocess.Popen(["sleep", "60"])
+    fakes = BUILD / "tests" / "fakes"
+    spare_env = muster_env(MUSTER_LIBCUDA=fakes / "libcuda.so.1",
+                           MUSTER_LIBNVML=fakes / "libnvidia-ml.so.1", FAKE_GPU_COUNT=2,
+                           FAKE_PROCS_FILE=procs_file)
+    port = free_port()
+    job = Job(["--rdzv-endpoint", f"127.0.0.1:{port}"],
+              ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
+               "--rdzv-conf", "join_timeout=60s", *cmd])
+    try:
+        start_two_and_a_spare(job, log, first=["--node-rank", "0"], second=["--node-rank", "1"],
+                              spare=["--spare-check-interval", "300ms"], spare_env=spare_env)
+        procs_file.write_text(f"0:{holder.pid}:ghost:1024\n")
+        status = wait_for(lambda: (s := status_json(job.backend_args)) and
+                          [n for n in s["nodes"] if n["state"] == "Excluded"] and s, 30, 0.1,
+                          "the spare listed as Excluded")
+        [sick] = [n for n in status["nodes"] if n["state"] == "Excluded"]
+        assert f"GPU 0: in use by live pid {holder.pid} ghost" in sick["excluded"], sick
+        holder.kill()
+        holder.wait()
+        procs_file.write_text("")
+        wait_for(lambda: states(job.backend_args) == ["Running", "Running", "Spare"], 30, 0.1,
+                 "the spare listed as Spare again once the GPU is free")
+        done.touch()
+        for role in ("node0", "node1", "spare"):
+            rc, err = job.wait(role)
+            assert rc == 0, f"{role}: {err[-3000:]}"
+    finally:
+        holder.kill()
+        job.kill_all()
 
 
 def test_a_spares_warm_template_stays_up_while_it_waits_and_its_rank_is_forked(tmp_path):

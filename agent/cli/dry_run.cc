@@ -85,7 +85,11 @@ std::string DescribeHealthGate(const Config& c) {
     checks.push_back(absl::StrCat("`", c.health_check, "` exits 0 within ",
                                   HumanDuration(c.health_check_timeout)));
   }
-  return absl::StrCat(absl::StrJoin(checks, "; "),
+  const std::string spares =
+      c.spare_check_interval > absl::ZeroDuration()
+          ? absl::StrCat("; a waiting spare again every ", HumanDuration(c.spare_check_interval))
+          : "";
+  return absl::StrCat(absl::StrJoin(checks, "; "), spares,
                       "; a node that fails sits out, named in `muster status`");
 }
 

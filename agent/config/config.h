@@ -202,6 +202,9 @@ struct Config {
   std::string health_check;
   absl::Duration health_check_timeout = absl::Seconds(30);
   uint64_t health_min_free_bytes = uint64_t{100} << 20;
+  // How often a hot spare runs these checks while it waits (docs/guides/spares.md); zero:
+  // only before its join.
+  absl::Duration spare_check_interval = absl::Seconds(30);
   // Bad-node memory (docs/guides/health-gate.md "Bad-node memory"): a host where the root
   // cause of this many failed attempts was found is quarantined for the rest of the job
   // when the next round can form without it (0: never).

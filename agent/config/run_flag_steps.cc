@@ -180,6 +180,15 @@ absl::Status ApplyHealthCheckTimeout(const FlagValue& v, Config* c) {
   return absl::OkStatus();
 }
 
+absl::Status ApplySpareCheckInterval(const FlagValue& v, Config* c) {
+  absl::StatusOr<absl::Duration> d = ParseDuration(v.text);
+  if (!d.ok() || *d < absl::ZeroDuration()) {
+    return FlagError(v.where, "must be 0 (off) or a duration");
+  }
+  c->spare_check_interval = *d;
+  return absl::OkStatus();
+}
+
 absl::Status ApplyQuarantineAfter(const FlagValue& v, Config* c) {
   ASSIGN_OR_RETURN(c->quarantine_after, ParseNonNegative(v.where, v.text));
   return absl::OkStatus();

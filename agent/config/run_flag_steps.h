@@ -91,6 +91,8 @@ absl::Status ApplyDebugPort(const FlagValue& value, Config* config);
 absl::Status ApplyProbeTimeout(const FlagValue& value, Config* config);
 absl::Status ApplyHealthCheckTimeout(const FlagValue& value, Config* config);
 absl::Status ApplyQuarantineAfter(const FlagValue& value, Config* config);
+// --spare-check-interval: 0 (off) or a duration.
+absl::Status ApplySpareCheckInterval(const FlagValue& value, Config* config);
 // A size (ParseByteSize), or 0: the health gate checks no free space.
 absl::Status ApplyHealthMinFreeSpace(const FlagValue& value, Config* config);
 

@@ -424,6 +424,13 @@ constexpr FlagSpec kMusterFlags[] = {
      .help = "the free space the node's log/run directory must keep before a round; 0: not "
              "checked",
      .apply = ApplyHealthMinFreeSpace},
+    {.name = "spare-check-interval",
+     .group = "Health",
+     .default_text = "30s",
+     .help = "how often a hot spare runs the health checks while it waits; one that fails is "
+             "kept out like a sick node until a check passes; 0: only before its join "
+             "(docs/guides/spares.md)",
+     .apply = ApplySpareCheckInterval},
     {.name = "quarantine-after",
      .group = "Health",
      .default_text = "2",

@@ -555,6 +555,18 @@ TEST(FlagsTest, HealthGateFlags) {
               "--health-check-timeout");
   ExpectError(Parse({"--health-min-free-space", "lots", "--no-python", "/bin/true"}),
               "--health-min-free-space");
+  // A spare's checks while it waits (docs/guides/spares.md): 30 s unless given, 0 off.
+  c = Parse({"--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->spare_check_interval, absl::Seconds(30));
+  c = Parse({"--spare-check-interval", "0", "--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->spare_check_interval, absl::ZeroDuration());
+  c = Parse({"--spare-check-interval", "500ms", "--no-python", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->spare_check_interval, absl::Milliseconds(500));
+  ExpectError(Parse({"--spare-check-interval", "-1s", "--no-python", "/bin/true"}),
+              "--spare-check-interval");
 }
 
 }  // namespace

@@ -12,4 +12,24 @@ absl::Duration HealthBackoff::Next() {
   return std::min(wait, max_);
 }
 
+std::optional<absl::Duration> CheckSchedule::SpareWait() const {
+  if (!spare_ || spare_interval_ <= absl::ZeroDuration()) return std::nullopt;
+  return spare_interval_;
+}
+
+std::optional<absl::Duration> CheckSchedule::Checked(bool healthy) {
+  healthy_ = healthy;
+  if (!healthy) return backoff_.Next();
+  backoff_.Reset();
+  return SpareWait();
+}
+
+bool CheckSchedule::SpareChanged(bool spare, std::optional<absl::Duration>* wait) {
+  if (spare == spare_) return false;
+  spare_ = spare;
+  if (!healthy_) return false;  // the backoff goes on until a check passes
+  *wait = SpareWait();
+  return true;
+}
+
 }  // namespace muster

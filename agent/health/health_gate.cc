@@ -1,5 +1,6 @@
 #include "agent/health/health_gate.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,7 @@ HealthGate::HealthGate(const nlohmann::json& probe_report, std::map<std::string,
 
 absl::Status HealthGate::Start(AgentControl& agent) {
   agent_ = &agent;
+  schedule_ = CheckSchedule(agent.config().spare_check_interval);
   return absl::OkStatus();
 }
 
@@ -52,25 +54,36 @@ bool HealthGate::Record(const std::string& excluded, absl::Duration took) {
   ++checks_;
   const bool changed = excluded != excluded_;
   excluded_ = excluded;
+  const bool spare = schedule_.spare();
+  const std::optional<absl::Duration> next = schedule_.Checked(excluded.empty());
   nlohmann::json fields = {{"healthy", excluded.empty()},
                            {"round", agent_->round()},
                            {"took_s", absl::ToDoubleSeconds(took)}};
+  if (spare) fields["spare"] = true;
   if (excluded.empty()) {
-    if (changed) spdlog::info("health gate: the node is healthy again; it rejoins the rounds");
-    backoff_.Reset();
-  } else {
-    const absl::Duration next = backoff_.Next();
     if (changed) {
-      spdlog::warn("health gate: the node sits out the rounds: {}; checking again in {}", excluded,
-                   HumanDuration(next));
-    } else {
-      spdlog::info("health gate: still unhealthy ({} checks): {}; next in {}", backoff_.failures(),
-                   excluded, HumanDuration(next));
+      spdlog::info("health gate: the node is healthy again; it rejoins the rounds");
+    } else if (spare) {
+      spdlog::debug("health gate: the spare passed its check in {}; next in {}",
+                    HumanDuration(took), HumanDuration(*next));
     }
-    fields["reason"] = excluded;
-    fields["next_check_s"] = absl::ToDoubleSeconds(next);
-    recheck_ = agent_->loop().AddTimer(EventLoop::Now() + next, [this] { Recheck(); });
+  } else if (changed && spare) {
+    // docs/guides/spares.md "Starting spares": the check runs while the spare waits.
+    spdlog::warn(
+        "health gate: the spare failed its check while it waited: {}; it is listed Excluded "
+        "and no round takes it in until a check passes (fix what the check names, or stop "
+        "this agent and start a spare on a healthy node); checking again in {}",
+        excluded, HumanDuration(*next));
+  } else if (changed) {
+    spdlog::warn("health gate: the node sits out the rounds: {}; checking again in {}", excluded,
+                 HumanDuration(*next));
+  } else {
+    spdlog::info("health gate: still unhealthy ({} checks): {}; next in {}", schedule_.failures(),
+                 excluded, HumanDuration(*next));
   }
+  if (!excluded.empty()) fields["reason"] = excluded;
+  if (next.has_value()) fields["next_check_s"] = absl::ToDoubleSeconds(*next);
+  Arm(next);
   agent_->events().Write("health_check", std::move(fields));
   return changed;
 }
@@ -94,10 +107,15 @@ void HealthGate::BeforeJoin(rdzv::NodeInfo& node, bool first) {
 }
 
 bool HealthGate::OnRendezvousEvent(const rdzv::Event& event) {
-  if (event.kind != rdzv::Event::Kind::kProgress || event.quarantined.empty() ||
-      !quarantined_.empty()) {
-    return false;
-  }
+  if (!quarantined_.empty()) return false;
+  // The job's word on spares, as SparePhase reads it (agent/health/spare_phase.h): a healthy
+  // spare is checked while it waits, a round that takes it in ends that.
+  bool spare = schedule_.spare();
+  if (event.kind == rdzv::Event::Kind::kProgress) spare = event.spare;
+  if (event.kind == rdzv::Event::Kind::kRoundStarted) spare = false;
+  std::optional<absl::Duration> wait;
+  if (schedule_.SpareChanged(spare, &wait)) Arm(wait);
+  if (event.kind != rdzv::Event::Kind::kProgress || event.quarantined.empty()) return false;
   quarantined_ = event.quarantined;
   CancelRecheck();  // out for good: no check of its own can bring it back
   spdlog::warn(
@@ -112,7 +130,8 @@ bool HealthGate::OnRendezvousEvent(const rdzv::Event& event) {
 void HealthGate::Recheck() {
   recheck_ = 0;
   if (!quarantined_.empty()) return;
-  // Only a node that waits out of rounds checks again: the job may have ended meanwhile.
+  // Only a node that waits out of rounds (kept out, or a spare) checks again: the job may
+  // have ended meanwhile.
   if (agent_->phase() != LifecyclePhase::kRendezvous || agent_->outcome() != nullptr ||
       agent_->rendezvous() == nullptr) {
     return;
@@ -123,6 +142,12 @@ void HealthGate::Recheck() {
     agent_->rendezvous()->ReportHealth(excluded_);
   }
   agent_->Publish();
+}
+
+void HealthGate::Arm(std::optional<absl::Duration> wait) {
+  CancelRecheck();
+  if (!wait.has_value()) return;
+  recheck_ = agent_->loop().AddTimer(EventLoop::Now() + *wait, [this] { Recheck(); });
 }
 
 void HealthGate::CancelRecheck() {

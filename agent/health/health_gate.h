@@ -7,7 +7,11 @@
 // and lists it as Excluded, the agent publishes the phase Excluded (status file, health
 // service, muster_agent_phase) and writes a `health_check` event. While excluded the gate
 // checks again on a backoff (HealthBackoff) and, once healthy, tells the job, which takes
-// the node into a round as it would a joiner. When the job quarantines the node for the
+// the node into a round as it would a joiner. While the job says the node is a hot spare
+// (rdzv::Event::spare, docs/guides/spares.md) the gate checks it every
+// --spare-check-interval as well: a spare that turns sick while it waits is kept out the same
+// way (listed Excluded, not taken into a round) and is a spare again once a check passes.
+// When the job quarantines the node for the
 // rest of the job (the bad-node memory, docs/guides/health-gate.md "Bad-node memory"), the
 // gate says so once (log, `node_quarantined` event, the status file's `health.quarantined`),
 // keeps the phase Excluded and checks no more: no verdict of its own can bring it back.
@@ -20,6 +24,7 @@
 #define MUSTER_AGENT_HEALTH_HEALTH_GATE_H_
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -51,9 +56,11 @@ class HealthGate : public AgentComponent {
   // `first`: before the first join (the GPU probe has just run at the agent's start).
   std::string Check(bool first);
   // Keeps the verdict, logs and records it, and while it excludes the node arms the next
-  // check. True when it changed.
+  // check (CheckSchedule: the backoff, or a spare's interval). True when it changed.
   bool Record(const std::string& excluded, absl::Duration took);
   void Recheck();
+  // The next check after `wait` (none: nullopt), instead of the one armed.
+  void Arm(std::optional<absl::Duration> wait);
   void CancelRecheck();
 
   AgentControl* agent_ = nullptr;
@@ -64,7 +71,7 @@ class HealthGate : public AgentComponent {
   std::string quarantined_;   // why the job quarantined the node; "" when it did not
   int checks_ = 0;
   int checked_round_ = -1;  // the round whose stop BeforeJoin last checked (0: the join)
-  HealthBackoff backoff_;
+  CheckSchedule schedule_{absl::ZeroDuration()};  // Start gives --spare-check-interval
   EventLoop::TimerId recheck_ = 0;
 };
 

@@ -297,6 +297,7 @@ def test_dry_run_says_what_the_gate_checks(tmp_path):
     assert r.returncode == 0, r.stderr
     gate = next(line for line in r.stdout.splitlines() if line.strip().startswith("health gate"))
     assert "1024 MiB free" in gate and "`test -e /tmp` exits 0 within 5s" in gate, gate
+    assert "a waiting spare again every 30s" in gate, gate  # --spare-check-interval
     r = run_muster(["--dry-run", "--health-min-free-space", "0", *fake("exit=0")],
                    cwd=tmp_path)
     gate = next(line for line in r.stdout.splitlines() if line.strip().startswith("health gate"))

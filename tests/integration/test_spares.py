@@ -3,8 +3,9 @@
 An agent beyond --nnodes N joins as a spare: it holds no rank, `muster status` and the
 server's metrics list it as Spare, its workers do not start. When a rank-holding agent is
 SIGKILLed, or its health gate keeps it out after a failed round, the next round runs with the
-spare and WORLD_SIZE unchanged; an agent beyond N + --spares is refused. Both rendezvous
-backends. Each worker notes
+spare and WORLD_SIZE unchanged; an agent beyond N + --spares is refused. A spare whose
+check fails while it waits (--spare-check-interval) is Excluded and not taken. Both
+rendezvous backends. Each worker notes
 "ROLE WORLD_SIZE GROUP_RANK RESTART_COUNT" (--role names the agent) and exits 0 once `done`
 exists, or 1 once `fail` exists in its first attempt."""
 import json
@@ -19,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from conftest import MUSTER, muster_env, wait_for
+from conftest import BUILD, MUSTER, muster_env, wait_for
 from etcd_cluster import ETCD, EtcdCluster
 from multinode import free_port
 
@@ -74,11 +75,11 @@ class Job:
     def __init__(self, backend_args, common):
         self.backend_args, self.common, self.procs = backend_args, common, {}
 
-    def start(self, role, *extra):
+    def start(self, role, *extra, env=None):
         self.procs[role] = subprocess.Popen(
             [str(MUSTER), "run", *self.backend_args, "--rdzv-id", "test", "--role", role,
              *map(str, extra), *map(str, self.common)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=muster_env())
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or muster_env())
 
     def wait(self, role, timeout=60):
         out, err = self.procs[role].communicate(timeout=timeout)
@@ -92,13 +93,13 @@ class Job:
                 print(f"--- {role} (exit {p.wait()}) stderr:\n{p.communicate()[1][-2000:]}")
 
 
-def start_two_and_a_spare(job, log, first=(), second=(), spare=()):
+def start_two_and_a_spare(job, log, first=(), second=(), spare=(), spare_env=None):
     job.start("node0", *first)
     if job.backend_args[1] == "etcd":
         time.sleep(1)  # node0 coordinates: its key is the oldest
     job.start("node1", *second)
     wait_for(lambda: len(rounds(log)) == 2, 30, 0.05, "round 1 on node0 and node1")
-    job.start("spare", *spare)
+    job.start("spare", *spare, env=spare_env)
     wait_for(lambda: states(job.backend_args) == ["Running", "Running", "Spare"], 30, 0.1,
              "the third agent listed as Spare")
     assert sorted(rounds(log)) == ["node0 2 0 0", "node1 2 1 0"], rounds(log)
@@ -187,6 +188,123 @@ def test_a_spare_takes_the_place_of_a_node_its_health_gate_keeps_out(tmp_path):
             rc, err = job.wait(role)
             assert rc == 0, f"{role}: {err[-3000:]}"
     finally:
+        job.kill_all()
+
+
+def assert_a_spare_that_turns_sick_is_not_taken(job, log, marker, spare_events):
+    """The spare's check fails while it waits (its --health-check runs every
+    --spare-check-interval): it is listed Excluded; passing again it is a spare again; sick
+    once more when node1 is killed, no round takes it: node0's job times out as a job
+    without a spare would end, with 138, and names the sick spare."""
+    marker.touch()
+    status = wait_for(lambda: (s := status_json(job.backend_args)) and
+                      sorted(n["state"] for n in s["nodes"]) == ["Excluded", "Running", "Running"]
+                      and s, 30, 0.1, "the spare listed as Excluded while it waits")
+    [sick] = [n for n in status["nodes"] if n["state"] == "Excluded"]
+    assert "--health-check exit 1: marker present" in sick["excluded"], sick
+    wait_for(lambda: b"the spare failed its check while it waited: --health-check exit 1: "
+             b"marker present" in read_stderr_so_far(job.procs["spare"]), 10, 0.05,
+             "the spare's log naming the failed check")
+    marker.unlink()
+    wait_for(lambda: states(job.backend_args) == ["Running", "Running", "Spare"], 30, 0.1,
+             "the spare listed as Spare again once its check passes")
+    def checks():
+        return [json.loads(line) for line in spare_events.read_text().splitlines()
+                if '"health_check"' in line]
+    # The join's check, then the spare's: the one that failed went onto the backoff (1 s).
+    assert checks()[0]["healthy"] and not checks()[0].get("spare"), checks()
+    [failed] = [c for c in checks() if c.get("spare") and not c["healthy"]]
+    assert failed["next_check_s"] == 1, checks()
+    # A spare again, it is checked every --spare-check-interval.
+    wait_for(lambda: checks()[-1].get("spare") and checks()[-1]["healthy"], 10, 0.05,
+             "a passing check of the spare again")
+    assert checks()[-1]["next_check_s"] == 0.3, checks()
+    marker.touch()
+    wait_for(lambda: states(job.backend_args) == ["Excluded", "Running", "Running"], 30, 0.1,
+             "the spare listed as Excluded again")
+    job.procs["node1"].send_signal(signal.SIGKILL)
+    wait_for(lambda: states(job.backend_args) == ["Excluded", "Waiting"], 30, 0.1,
+             "node0 waiting for a healthy node, the spare still Excluded")
+    rc, err = job.wait("node0")
+    assert rc == 138, err[-3000:]
+    assert re.search(r"rendezvous timed out after 15 s: 1 of the minimum 2 nodes joined \(.*"
+                     r"excluded: --health-check exit 1: marker present", err), err[-3000:]
+    assert len(rounds(log)) == 2, rounds(log)  # the sick spare ran no worker
+    rc, err = job.wait("spare")
+    assert rc == 138, err[-3000:]
+
+
+def test_grpc_a_spare_whose_check_fails_while_it_waits_is_not_taken(tmp_path):
+    log, _, _, cmd = worker(tmp_path)
+    marker, spare_events = tmp_path / "sick", tmp_path / "spare-events.jsonl"
+    port = free_port()
+    job = Job(["--rdzv-endpoint", f"127.0.0.1:{port}"],
+              ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
+               "--rdzv-conf", "join_timeout=15s", *cmd])
+    try:
+        start_two_and_a_spare(
+            job, log, first=["--node-rank", "0"], second=["--node-rank", "1"],
+            spare=["--health-check", f'if [ -e {marker} ]; then echo "marker present"; exit 1; fi',
+                   "--spare-check-interval", "300ms", "--event-log", spare_events])
+        assert_a_spare_that_turns_sick_is_not_taken(job, log, marker, spare_events)
+    finally:
+        job.kill_all()
+
+
+@pytest.mark.skipif(not os.path.exists(ETCD),
+                    reason="etcd-server is not installed (scripts/setup.sh)")
+def test_etcd_a_spare_whose_check_fails_while_it_waits_is_not_taken(tmp_path):
+    log, _, _, cmd = worker(tmp_path)
+    marker, spare_events = tmp_path / "sick", tmp_path / "spare-events.jsonl"
+    etcd = EtcdCluster(1)
+    job = Job(["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints],
+              ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
+               "--rdzv-conf", "heartbeat_interval=1s,heartbeat_misses=2,join_timeout=15s", *cmd])
+    try:
+        start_two_and_a_spare(
+            job, log,
+            spare=["--health-check", f'if [ -e {marker} ]; then echo "marker present"; exit 1; fi',
+                   "--spare-check-interval", "300ms", "--event-log", spare_events])
+        assert_a_spare_that_turns_sick_is_not_taken(job, log, marker, spare_events)
+    finally:
+        job.kill_all()
+        etcd.stop()
+
+
+def test_a_spare_whose_gpu_is_taken_while_it_waits_is_excluded_until_it_is_free(tmp_path):
+    """The built-in GPU check (muster-probe's inventory, fake driver libraries) on a spare
+    that never ran a round: a process appears on its GPU 0 while it waits; the spare is
+    Excluded naming it, and a spare again once the process is gone."""
+    log, done, _, cmd = worker(tmp_path)
+    procs_file, holder = tmp_path / "gpu_procs", subprocess.Popen(["sleep", "60"])
+    fakes = BUILD / "tests" / "fakes"
+    spare_env = muster_env(MUSTER_LIBCUDA=fakes / "libcuda.so.1",
+                           MUSTER_LIBNVML=fakes / "libnvidia-ml.so.1", FAKE_GPU_COUNT=2,
+                           FAKE_PROCS_FILE=procs_file)
+    port = free_port()
+    job = Job(["--rdzv-endpoint", f"127.0.0.1:{port}"],
+              ["--nnodes", "2", "--spares", "1", "--nproc-per-node", "1", "--max-restarts", "0",
+               "--rdzv-conf", "join_timeout=60s", *cmd])
+    try:
+        start_two_and_a_spare(job, log, first=["--node-rank", "0"], second=["--node-rank", "1"],
+                              spare=["--spare-check-interval", "300ms"], spare_env=spare_env)
+        procs_file.write_text(f"0:{holder.pid}:ghost:1024\n")
+        status = wait_for(lambda: (s := status_json(job.backend_args)) and
+                          [n for n in s["nodes"] if n["state"] == "Excluded"] and s, 30, 0.1,
+                          "the spare listed as Excluded")
+        [sick] = [n for n in status["nodes"] if n["state"] == "Excluded"]
+        assert f"GPU 0: in use by live pid {holder.pid} ghost" in sick["excluded"], sick
+        holder.kill()
+        holder.wait()
+        procs_file.write_text("")
+        wait_for(lambda: states(job.backend_args) == ["Running", "Running", "Spare"], 30, 0.1,
+                 "the spare listed as Spare again once the GPU is free")
+        done.touch()
+        for role in ("node0", "node1", "spare"):
+            rc, err = job.wait(role)
+            assert rc == 0, f"{role}: {err[-3000:]}"
+    finally:
+        holder.kill()
         job.kill_all()
 
 

@@ -328,10 +328,36 @@ class EtcdRendezvousClient::Impl {
                              [this](const std::vector<WatchEvent>& events) {
                                for (const WatchEvent& e : events) {
                                  if (!e.deleted || NodeIdOf(e.kv.key) != leader_) continue;
+                                 if (!CatchUpOwnEvents(e.kv.mod_revision)) return;
                                  Elect(e.kv.mod_revision);
                                  return;
                                }
                              });
+  }
+
+  // The lost coordinator's last batch for this node, before electing the next one (whose
+  // batches alone count after): this node's events key and the coordinator's node key are
+  // watched by two threads (watch_threads.h), so a batch put before the key went can reach
+  // the brain after its deletion, e.g. the job's success with the coordinator leaving at
+  // once; a follower that then elected would take that departure for a loss and start a
+  // round alone. The batch went with the coordinator's lease, so it is read as of the
+  // revision before the deletion (`deleted_at`); one the watch brings too is applied once
+  // (EtcdEvents.seq). False: the read failed (the agent fails, as the election's read).
+  bool CatchUpOwnEvents(int64_t deleted_at) {
+    absl::StatusOr<RangeResult> own = etcd_->Get(prefix_ + "to/" + node_.node_id, deleted_at - 1);
+    if (absl::IsOutOfRange(own.status())) {
+      spdlog::warn(
+          "etcd rendezvous: the lost coordinator's last events for this node cannot be "
+          "read back ({}): electing the next one without them",
+          std::string(own.status().message()));
+      return true;
+    }
+    if (!own.ok()) {
+      FailOnEtcd(own.status());
+      return false;
+    }
+    if (!own->kvs.empty()) ApplyEvents(own->kvs.front().value);
+    return !failed_;
   }
 
   void ElectCoordinator(const std::string& next, int64_t since) {

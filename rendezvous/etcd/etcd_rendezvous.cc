@@ -328,7 +328,8 @@ class EtcdRendezvousClient::Impl {
                              [this](const std::vector<WatchEvent>& events) {
                                for (const WatchEvent& e : events) {
                                  if (!e.deleted || NodeIdOf(e.kv.key) != leader_) continue;
-                                 if (!CatchUpOwnEvents(e.kv.mod_revision)) return;
+                                 // After the outcome the agents leave: none to elect.
+                                 if (!CatchUpOwnEvents(e.kv.mod_revision) || finished_) return;
                                  Elect(e.kv.mod_revision);
                                  return;
                                }
@@ -356,7 +357,14 @@ class EtcdRendezvousClient::Impl {
       FailOnEtcd(own.status());
       return false;
     }
+    const int64_t applied = leader_seq_;
     if (!own->kvs.empty()) ApplyEvents(own->kvs.front().value);
+    if (leader_seq_ != applied) {
+      spdlog::info(
+          "etcd rendezvous: the coordinator's key went before its last batch ({}) came: applied it "
+          "first",
+          leader_seq_);
+    }
     return !failed_;
   }
 

@@ -355,9 +355,10 @@ absl::StatusOr<int64_t> EtcdClient::PutAll(
   return revision;
 }
 
-absl::StatusOr<RangeResult> EtcdClient::Get(const std::string& key) {
+absl::StatusOr<RangeResult> EtcdClient::Get(const std::string& key, int64_t revision) {
   pb::RangeRequest request;
   request.set_key(key);
+  request.set_revision(revision);
   return DoRange(*impl_, request);
 }
 

@@ -81,7 +81,8 @@ class EtcdClient {
   // Oldest, with the store's revision it was read at (kvs: the oldest key, or none): a
   // watch of that key from revision + 1 misses none of its later changes.
   absl::StatusOr<RangeResult> OldestAt(const std::string& prefix);
-  absl::StatusOr<RangeResult> Get(const std::string& key);
+  // `key` as of `revision` (0: the latest); OutOfRange once etcd compacted past it.
+  absl::StatusOr<RangeResult> Get(const std::string& key, int64_t revision = 0);
   absl::Status DeletePrefix(const std::string& prefix);
 
   // Watches every key under `prefix` from `start_revision` on.

@@ -18,27 +18,11 @@
 #include "gtest/gtest.h"
 #include "muster/v1/etcd.pb.h"
 #include "rendezvous/etcd/election.h"
+#include "rendezvous/etcd/etcd_test_server.h"
 #include "rendezvous/etcd/node_key.h"
 
 namespace muster::rdzv::etcd {
 namespace {
-
-constexpr char kEtcd[] = "/usr/bin/etcd";
-
-// A port free now on 127.0.0.1 (the kernel's pick).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    return 0;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // An agent's node key value for node `id` (node_key.h).
 std::string NodeValue(const std::string& id) {
@@ -47,7 +31,7 @@ std::string NodeValue(const std::string& id) {
   return node.SerializeAsString();
 }
 
-class EtcdClientTest : public ::testing::Test {
+class EtcdClientTest : public EtcdServerTest {
  protected:
   // Puts node `id`'s key under `job_prefix` as an agent does; the revision after it.
   int64_t PutNode(const std::string& job_prefix, const std::string& id, int64_t lease) {
@@ -55,89 +39,6 @@ class EtcdClientTest : public ::testing::Test {
     EXPECT_TRUE(put.ok()) << put.status();
     return put.ok() ? *put : 0;
   }
-
-  void SetUp() override {
-    if (access(kEtcd, X_OK) != 0) GTEST_SKIP() << kEtcd << " missing (scripts/setup.sh)";
-    char dir[] = "/dev/shm/muster-etcd-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    client_port_ = FreePort();
-    const int peer = FreePort();
-    ASSERT_GT(client_port_, 0);
-    ASSERT_GT(peer, 0);
-    const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
-    const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer);
-    std::vector<std::string> args = {kEtcd,
-                                     "--data-dir",
-                                     dir_ + "/data",
-                                     "--listen-client-urls",
-                                     client,
-                                     "--advertise-client-urls",
-                                     client,
-                                     "--listen-peer-urls",
-                                     peer_url,
-                                     "--initial-advertise-peer-urls",
-                                     peer_url,
-                                     "--initial-cluster",
-                                     "default=" + peer_url,
-                                     "--logger",
-                                     "zap",
-                                     "--log-outputs",
-                                     dir_ + "/etcd.log"};
-    pid_ = fork();
-    ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(kEtcd, argv.data());
-      _exit(127);
-    }
-    // The client is made once etcd listens: gRPC backs off from a refused connection for
-    // seconds, which is not what this test measures.
-    absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (!Listening()) {
-      ASSERT_LT(absl::Now(), deadline) << "etcd does not listen; see " << dir_ << "/etcd.log";
-      ASSERT_EQ(waitpid(pid_, nullptr, WNOHANG), 0) << "etcd exited; see " << dir_ << "/etcd.log";
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    auto etcd = EtcdClient::Create({.endpoints = {Endpoint()}});
-    ASSERT_TRUE(etcd.ok()) << etcd.status();
-    etcd_ = *std::move(etcd);
-    // Ready once it answers (a one-member cluster elects itself within about a second).
-    while (!etcd_->Put("/ready", "1").ok()) {
-      ASSERT_LT(absl::Now(), deadline) << "etcd did not start; see " << dir_ << "/etcd.log";
-      ASSERT_EQ(waitpid(pid_, nullptr, WNOHANG), 0) << "etcd exited; see " << dir_ << "/etcd.log";
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-
-  void TearDown() override {
-    etcd_.reset();
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-
-  bool Listening() const {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(client_port_);
-    bool ok = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    if (fd >= 0) close(fd);
-    return ok;
-  }
-
-  std::string Endpoint() const { return absl::StrCat("127.0.0.1:", client_port_); }
-
-  std::string dir_;
-  int client_port_ = 0;
-  pid_t pid_ = -1;
-  std::unique_ptr<EtcdClient> etcd_;
 };
 
 TEST_F(EtcdClientTest, PutRangeDeleteWithRevisions) {
@@ -168,6 +69,24 @@ TEST_F(EtcdClientTest, LeaseKeysGoWithTheLease) {
   ASSERT_TRUE(etcd_->RevokeLease(*lease).ok());
   EXPECT_TRUE(etcd_->RangePrefix("/l/")->kvs.empty());
   EXPECT_TRUE(absl::IsNotFound(etcd_->KeepAliveOnce(*lease).status()));
+}
+
+// A key gone with its lease is read back as of the revision before (the lost
+// coordinator's last events, etcd_rendezvous.cc CatchUpOwnEvents).
+TEST_F(EtcdClientTest, GetReadsAKeyAsOfARevision) {
+  absl::StatusOr<int64_t> lease = etcd_->GrantLease(absl::Seconds(30));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  const int64_t first = *etcd_->Put("/v/k", "1", *lease);
+  ASSERT_TRUE(etcd_->Put("/v/k", "2", *lease).ok());
+  ASSERT_TRUE(etcd_->RevokeLease(*lease).ok());
+  absl::StatusOr<RangeResult> now = etcd_->Get("/v/k");
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_TRUE(now->kvs.empty());
+  absl::StatusOr<RangeResult> before = etcd_->Get("/v/k", now->revision - 1);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(before->kvs.size(), 1u);
+  EXPECT_EQ(before->kvs[0].value, "2");
+  EXPECT_EQ(etcd_->Get("/v/k", first)->kvs[0].value, "1");
 }
 
 TEST_F(EtcdClientTest, WatchSeesPutsAndDeletesFromARevision) {
@@ -338,8 +257,8 @@ TEST_F(EtcdClientTest, TheNextCoordinatorIsTheSuccessorWhileItsKeyIsTheOneNamed)
 
 TEST_F(EtcdClientTest, FailsOverFromADeadMember) {
   // The first member listed is nobody: calls move on to the live one and stay there.
-  auto etcd =
-      EtcdClient::Create({.endpoints = {absl::StrCat("127.0.0.1:", FreePort()), Endpoint()}});
+  auto etcd = EtcdClient::Create(
+      {.endpoints = {absl::StrCat("127.0.0.1:", FreeLoopbackPort()), Endpoint()}});
   ASSERT_TRUE(etcd.ok());
   absl::StatusOr<int64_t> put = (*etcd)->Put("/f", "1");
   ASSERT_TRUE(put.ok()) << put.status();
@@ -378,7 +297,7 @@ TEST_F(EtcdClientTest, KeepAliveLeavesAHungMemberAfterPerMember) {
 }
 
 TEST_F(EtcdClientTest, NoMemberIsUnavailable) {
-  auto etcd = EtcdClient::Create({.endpoints = {absl::StrCat("127.0.0.1:", FreePort())}});
+  auto etcd = EtcdClient::Create({.endpoints = {absl::StrCat("127.0.0.1:", FreeLoopbackPort())}});
   ASSERT_TRUE(etcd.ok());
   absl::Status s = (*etcd)->Put("/f", "1").status();
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;

@@ -221,7 +221,13 @@ class EtcdRendezvousClient::Impl {
   void ApplyOwnEvents(const std::vector<WatchEvent>& events) {
     for (const WatchEvent& e : events) {
       if (failed_) return;
-      if (!e.deleted) ApplyEvents(e.kv.value);
+      if (!e.deleted) {
+        ApplyEvents(e.kv.value);
+        continue;
+      }
+      // Gone with the coordinator's lease: every batch before it was applied.
+      own_gone_at_ = e.kv.mod_revision;
+      if (lost_leader_at_ != 0 && own_gone_at_ >= lost_leader_at_) ElectAfterLoss();
     }
   }
 
@@ -328,10 +334,70 @@ class EtcdRendezvousClient::Impl {
                              [this](const std::vector<WatchEvent>& events) {
                                for (const WatchEvent& e : events) {
                                  if (!e.deleted || NodeIdOf(e.kv.key) != leader_) continue;
-                                 Elect(e.kv.mod_revision);
+                                 LeaderLost(e.kv.mod_revision);
                                  return;
                                }
                              });
+  }
+
+  // The coordinator's key went at revision `deleted_at`. Its last batch for this node comes
+  // first, then the election (after which the next coordinator's batches alone count):
+  // this node's events key and the coordinator's node key are watched by two threads
+  // (watch_threads.h), so a batch put before the key went can reach the brain after its
+  // deletion, e.g. the job's success with the coordinator leaving at once; a follower that
+  // then elected would take that departure for a loss and gather a round alone. When this
+  // node has a batch of the coordinator, its events key is on the coordinator's lease and
+  // goes at `deleted_at` too: its own watch delivers that deletion after every batch before
+  // it, at no cost in etcd (ApplyOwnEvents). Otherwise (no batch yet: a rare waiting node),
+  // or when that deletion has not come within a lease TTL, one read of the key as of the
+  // revision before (CatchUpOwnEvents).
+  void LeaderLost(int64_t deleted_at) {
+    lost_leader_at_ = deleted_at;
+    if (leader_seq_ == 0) {
+      if (CatchUpOwnEvents(deleted_at)) ElectAfterLoss();
+      return;
+    }
+    if (own_gone_at_ >= deleted_at) return ElectAfterLoss();
+    brain_loop_->AddTimer(EventLoop::Now() + ttl_, [this, deleted_at] {
+      if (lost_leader_at_ != deleted_at) return;  // elected meanwhile
+      if (CatchUpOwnEvents(deleted_at)) ElectAfterLoss();
+    });
+  }
+
+  // The election after the coordinator's loss, once its batches are applied. After the
+  // outcome the agents leave: none to elect.
+  void ElectAfterLoss() {
+    const int64_t since = std::exchange(lost_leader_at_, 0);
+    if (failed_ || finished_) return;
+    Elect(since);
+  }
+
+  // The lost coordinator's last batch for this node, read as of the revision before
+  // `deleted_at` (the batch went with the coordinator's lease); one the watch brings too is
+  // applied once (EtcdEvents.seq). False: the read failed (the agent fails, as the
+  // election's read).
+  bool CatchUpOwnEvents(int64_t deleted_at) {
+    absl::StatusOr<RangeResult> own = etcd_->Get(prefix_ + "to/" + node_.node_id, deleted_at - 1);
+    if (absl::IsOutOfRange(own.status())) {
+      spdlog::warn(
+          "etcd rendezvous: the lost coordinator's last events for this node cannot be "
+          "read back ({}): electing the next one without them",
+          std::string(own.status().message()));
+      return true;
+    }
+    if (!own.ok()) {
+      FailOnEtcd(own.status());
+      return false;
+    }
+    const int64_t applied = leader_seq_;
+    if (!own->kvs.empty()) ApplyEvents(own->kvs.front().value);
+    if (leader_seq_ != applied) {
+      spdlog::info(
+          "etcd rendezvous: the coordinator's key went before its last batch ({}) came: applied it "
+          "first",
+          leader_seq_);
+    }
+    return !failed_;
   }
 
   void ElectCoordinator(const std::string& next, int64_t since) {
@@ -512,6 +578,8 @@ class EtcdRendezvousClient::Impl {
   bool stop_delivered_ = false;              // the agent was told to stop this round's workers
   bool handover_ = false;                    // after stopping, be ready for the new coordinator
   bool finished_ = false;
+  int64_t own_gone_at_ = 0;          // this node's events key last deleted (by the watch)
+  int64_t lost_leader_at_ = 0;       // the coordinator's key deleted, its election pending
   std::atomic<bool> failed_{false};  // also set by the lease keeper's threads
   int report_seq_ = 0;
   Successor successor_;  // as the last batch applied named it

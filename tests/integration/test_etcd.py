@@ -53,12 +53,29 @@ def lines(path):
         return []
 
 
-def finish(procs, timeout=60):
+def finish(procs, timeout=60, tags=None):
+    """(exit code, stdout, stderr) of each agent, waiting up to `timeout` for each. One that
+    does not exit in time fails the test with every agent's stderr tail (`tags` name them),
+    after killing those still running: a hang is read from all sides, not one."""
     results = []
-    for p in procs:
-        out, err = p.communicate(timeout=timeout)
+    for i, p in enumerate(procs):
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs[i:]:
+                q.kill()
+            results += [(None, *q.communicate(timeout=30)) for q in procs[i:]]
+            name = tags[i] if tags else i
+            raise AssertionError(f"agent {name} did not exit within {timeout} s\n" +
+                                 stderr_tails(results, tags)) from None
         results.append((p.returncode, out, err))
     return results
+
+
+def stderr_tails(results, tags=None, chars=3000):
+    """Each agent's exit code and the last `chars` of its stderr, one after another."""
+    return "\n".join(f"--- agent {tags[i] if tags else i}: exit {code}\n{err[-chars:]}"
+                     for i, (code, _, err) in enumerate(results))
 
 
 def test_three_agents_all_reduce_through_etcd(etcd, tmp_path, any_torch):
@@ -138,10 +155,13 @@ def test_coordinator_killed_survivors_continue_then_a_replacement_grows_the_job(
     assert {r["WORLD_SIZE"] for r in third} == {"6"} and {r["sum"] for r in third} == {21.0}
     assert {r["tag"]: r["GROUP_RANK"] for r in third} == {"B": "0", "C": "1", "D": "2"}, third
     release.touch()
-    results = {tag: finish([p], timeout=60)[0] for tag, p in procs.items() if tag != "A"}
+    tags = ["B", "C", "D"]
+    ended = finish([procs[tag] for tag in tags], timeout=60, tags=tags)
+    results = dict(zip(tags, ended))
     for tag, (code, _, err) in results.items():
-        # Not 138: the coordinator's death is a lost node, not a lost rendezvous.
-        assert code == 0, (tag, err[-3000:])
+        # Not 138: the coordinator's death is a lost node, not a lost rendezvous. Every
+        # agent's log on a failure: the others' tell when and why one did not finish.
+        assert code == 0, f"agent {tag} exited {code}\n" + stderr_tails(ended, tags)
     # --max-restarts 0 and still three rounds: membership changes used no budget, and
     # every node saw the same restart count.
     assert {r["TORCHELASTIC_RESTART_COUNT"] for r in lines(out)} == {"0"}

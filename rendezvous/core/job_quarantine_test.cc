@@ -40,6 +40,33 @@ void FailAndStop(JobHarness& h, const std::string& id) {
   h.StopAll();
 }
 
+// A report names its host, but the job counts the failure against the host the node joined
+// from: a report with an empty or wrong host neither spares that host nor blames another.
+TEST(JobQuarantineTest, AFailureCountsAgainstTheHostTheNodeJoinedFromNotTheReportsHost) {
+  JobHarness h(QuarantineSpec(1, 3));
+  for (const char* id : {"1", "2", "3"}) ASSERT_TRUE(h.Join(id).ok());
+  for (const char* reported_host : {"", "host-3"}) {
+    ASSERT_EQ(h.job().phase(), Job::Phase::kRunning);
+    Failure f{.node_id = "2",
+              .host = reported_host,
+              .rank = 1,
+              .local_rank = 1,
+              .pid = 42,
+              .code = 1,
+              .what = "exit 1",
+              .restartable = true};
+    std::vector<Event> events;
+    h.job().WorkerFailed("2", h.job().round(), f, h.now(), &events);
+    ASSERT_EQ(h.job().phase(), Job::Phase::kStopping);
+    ASSERT_TRUE(h.job().history().back().failure.has_value());
+    EXPECT_EQ(h.job().history().back().failure->host, "host-2");
+    h.StopAll();
+  }
+  EXPECT_EQ(ParticipantIds(h.job()), (std::vector<std::string>{"1", "3"}));
+  EXPECT_EQ(NodeOf(JobStatusOf(h.job()), "2")->state, NodeState::kQuarantined);
+  EXPECT_EQ(NodeOf(JobStatusOf(h.job()), "3")->state, NodeState::kRunning);
+}
+
 TEST(JobQuarantineTest, AnElasticJobQuarantinesAHostAfterTwoRootCausesAndRunsWithoutIt) {
   JobHarness h(QuarantineSpec(1, 3));
   for (const char* id : {"1", "2", "3"}) ASSERT_TRUE(h.Join(id).ok());

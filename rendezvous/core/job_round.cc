@@ -30,7 +30,12 @@ void Job::WorkerFailed(const std::string& node_id, int round, const Failure& fai
   // The signal is not in a Failure; WorkerEnded (sent first by agents) carries it.
   EndWorker(it->second, failure.local_rank, failure.pid, WorkerState::kFailed, failure.code, 0,
             failure.what);
-  FailRound(nullptr, failure, now, out);
+  // Where it happened is the node's as it joined, not what the report says: the bad-node
+  // memory counts against that host, and a report's empty or stale host must not move it.
+  Failure reported = failure;
+  reported.node_id = node_id;
+  reported.host = it->second.info.host;
+  FailRound(nullptr, reported, now, out);
 }
 
 void Job::FailRound(const char* cause, const Failure& failure, absl::Time now,

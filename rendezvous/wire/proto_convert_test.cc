@@ -17,6 +17,7 @@ namespace muster::rdzv::wire {
 namespace {
 
 using wire_test::Distinct;
+using wire_test::FullTracesSummary;
 using wire_test::UnsetFields;
 using Paths = std::set<std::string>;
 
@@ -73,17 +74,6 @@ Assignment FullAssignment(Distinct& d) {
                     .master_addr = d.Str("master"),
                     .master_port = d.Int(),
                     .nodes = {RoundNodeInfo(d), RoundNodeInfo(d)}};
-}
-
-TracesSummary FullTracesSummary(Distinct& d) {
-  return TracesSummary{.round = d.Int(),
-                       .location = d.Str("location"),
-                       .nodes = d.Int(),
-                       .files = d.Int(),
-                       .nodes_reported = d.Int(),
-                       .nodes_expected = d.Int(),
-                       .error = d.Str("error"),
-                       .left_on_nodes = {d.Str("left"), d.Str("left")}};
 }
 
 StragglerVerdict FullVerdict(Distinct& d) {

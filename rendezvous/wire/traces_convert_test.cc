@@ -35,14 +35,7 @@ TEST(TracesConvertTest, TraceChunkRoundTrips) {
 
 TEST(TracesConvertTest, TracesStoredRoundTrips) {
   Distinct d;
-  const TracesSummary s{.round = d.Int(),
-                        .location = d.Str("location"),
-                        .nodes = d.Int(),
-                        .files = d.Int(),
-                        .nodes_reported = d.Int(),
-                        .nodes_expected = d.Int(),
-                        .error = d.Str("error"),
-                        .left_on_nodes = {d.Str("left"), d.Str("left")}};
+  const TracesSummary s = wire_test::FullTracesSummary(d);
   v1::TracesStored wire;
   ToProto(s, &wire);
   EXPECT_EQ(UnsetFields(wire), Paths{});

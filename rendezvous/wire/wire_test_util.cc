@@ -52,4 +52,15 @@ std::set<std::string> UnsetFields(const Message& m) {
   return out;
 }
 
+TracesSummary FullTracesSummary(Distinct& d) {
+  return TracesSummary{.round = d.Int(),
+                       .location = d.Str("location"),
+                       .nodes = d.Int(),
+                       .files = d.Int(),
+                       .nodes_reported = d.Int(),
+                       .nodes_expected = d.Int(),
+                       .error = d.Str("error"),
+                       .left_on_nodes = {d.Str("left"), d.Str("left")}};
+}
+
 }  // namespace muster::rdzv::wire::wire_test

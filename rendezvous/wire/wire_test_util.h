@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "rendezvous/core/traces.h"
 
 namespace google::protobuf {
 class Message;
@@ -40,6 +41,10 @@ class Distinct {
 // handles only the first). Of a oneof only the member set is looked at; a oneof with none
 // set is listed by its name.
 std::set<std::string> UnsetFields(const google::protobuf::Message& m);
+
+// A TracesSummary with every field set (the TracesStored test, and the events and status
+// that carry one).
+TracesSummary FullTracesSummary(Distinct& d);
 
 }  // namespace muster::rdzv::wire::wire_test
 

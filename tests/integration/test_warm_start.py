@@ -476,7 +476,9 @@ def test_a_warm_rank_makes_the_cgroup_namespace_the_exec_path_would(tmp_path, na
     mount = cgroup2_mount()
     if mount is None:
         pytest.skip("SKIPPED LOUDLY: no cgroup2 here")
-    leaf = pathlib.Path(mount) / f"muster-warm-test-{os.getpid()}-{int(namespace)}"
+    # Not "muster-...": an agent of another test sweeps unlocked muster-* cgroups beside its
+    # own (launch/cgroup.h RemoveStaleJobCgroups) and took this leaf once in CI.
+    leaf = pathlib.Path(mount) / f"warm-test-{os.getpid()}-{int(namespace)}"
     script = tmp_path / "cgroup.py"
     script.write_text('print(open("/proc/self/cgroup").read().splitlines()[-1])\n')
     leaf.mkdir()
